@@ -1,0 +1,1 @@
+"""The broker: partition storage, replication, produce/fetch, groups and the HTTP API."""

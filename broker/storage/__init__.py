@@ -1,0 +1,1 @@
+"""The partition storage engine: segmented logs, indexes, checkpoints, recovery, retention, compaction."""

@@ -1,0 +1,1 @@
+"""Clients: Producer, Consumer and AdminClient (asyncio first, with sync wrappers)."""

@@ -1,0 +1,1 @@
+"""Cluster metadata: records, the immutable image, the controller and LMDB snapshots."""

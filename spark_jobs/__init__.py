@@ -1,0 +1,1 @@
+"""PySpark jobs that audit replica consistency, and the Spark data source over segment files."""

@@ -1,0 +1,42 @@
+"""Suite-wide rules: a skipped test fails the run, and shared fixtures.
+
+A skip usually means a missing dependency (pyspark, Java, ...); the bar is
+that such a run fails loudly instead of passing with less coverage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _skipped:
+        terminalreporter.write_line(
+            f"FAILED RUN: {len(_skipped)} test(s) skipped; a skip counts as a failure here "
+            f"(first: {_skipped[0]})",
+            red=True,
+        )
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED_DIR.is_dir():
+        pytest.fail(f"../shared not found at {SHARED_DIR}; the conformance tests read it as it is")
+    return SHARED_DIR

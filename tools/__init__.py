@@ -1,0 +1,1 @@
+"""The `kraftpy` command line, the linearizability checker and the perf tools."""

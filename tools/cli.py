@@ -1,0 +1,55 @@
+"""The `kraftpy` command line: one click group, subcommands loaded on first use.
+
+Each subcommand lives in its own module; COMMANDS maps its name to
+"module:attribute", so `kraftpy --help` starts fast and adding a command is
+one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: ("module:attribute", one-line help shown by `kraftpy --help`)
+    "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
+}
+
+
+def kraftpy_version() -> str:
+    try:
+        return version("kraftpy")
+    except PackageNotFoundError:  # running from a tree that was never installed
+        return "0+unknown"
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when they are invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attr = entry[0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(kraftpy_version(), "--version", "-V", prog_name="kraftpy")
+def main() -> None:
+    """kraftpy: a Kafka-style commit log on its own Raft quorum."""
+
+
+if __name__ == "__main__":
+    main()
