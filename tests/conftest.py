@@ -16,6 +16,16 @@ SHARED_DIR = REPO_ROOT.parent / "shared"
 _skipped: list[str] = []
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seeds",
+        type=int,
+        default=None,
+        help="how many seeds the deterministic simulations run (default: each test's CI count)",
+    )
+    parser.addoption("--seed-start", type=int, default=0, help="first seed of the simulation runs")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and not hasattr(report, "wasxfail"):
         _skipped.append(report.nodeid)
@@ -40,3 +50,11 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.fail(f"../shared not found at {SHARED_DIR}; the conformance tests read it as it is")
     return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def seed_range(request: pytest.FixtureRequest) -> range | None:
+    """The seeds asked for with --seeds/--seed-start, or None for each test's default."""
+    count = request.config.getoption("--seeds")
+    start = request.config.getoption("--seed-start")
+    return None if count is None else range(start, start + count)

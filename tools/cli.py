@@ -14,6 +14,7 @@ import click
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", one-line help shown by `kraftpy --help`)
+    "check": ("kraftpy.tools.check_cmd:check", "Check a history for linearizability or Kafka anomalies."),
     "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
 }
 

@@ -1,0 +1,1 @@
+"""The linearizability checker and the Kafka log checker behind `kraftpy check`."""
