@@ -1,0 +1,90 @@
+"""Node configuration: TOML and flags, Kafka's dotted names, and a clear INVALID_CONFIG for every bad value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.tools import meta_properties
+from kraftpy.tools.node_config import Voter, build_config, load_config, parse_voters
+
+BASE = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9092,2@127.0.0.1:9093", "data_dir": "/tmp/x"}
+
+
+def test_parse_voters() -> None:
+    assert parse_voters("1@h:1, 2@[::1]:2") == (Voter(1, "h", 1), Voter(2, "[::1]", 2))
+
+
+def test_toml_round_trip(tmp_path: Path) -> None:
+    config = build_config({**BASE, "rack": "r1", "broker_session_timeout_ms": 3000})
+    path = tmp_path / "node.toml"
+    path.write_text(config.to_toml())
+    assert load_config(path) == config
+
+
+def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        'node.id = 2\ncontroller.quorum.voters = "2@127.0.0.2:9000"\nlog.dirs = "/d"\n'
+        'listeners = "PLAINTEXT://127.0.0.2:9000"\nprocess.roles = "controller,broker"\n'
+    )
+    config = load_config(path, {"log_level": "DEBUG", "rack": None})
+    assert (config.node_id, config.host, config.port, config.data_dir) == (2, "127.0.0.2", 9000, Path("/d"))
+    assert config.is_broker and config.is_controller and config.log_level == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"node_id": "one"}, "node_id must be an integer"),
+        ({"node_id": -1}, "node_id must be >= 0"),
+        ({"port": 70000}, "port must be 1-65535"),
+        ({"controller_quorum_voters": "1@host"}, "is not ID@HOST:PORT"),
+        ({"controller_quorum_voters": "1@h:1,1@h:2"}, "names a node twice"),
+        ({"controller_quorum_voters": "2@h:1"}, "not in controller_quorum_voters"),
+        ({"process_roles": "broker"}, "lacks the controller role"),
+        ({"process_roles": "zookeeper"}, "process_roles must be"),
+        ({"broker_session_timeout_ms": -5}, "broker_session_timeout_ms must be >= 0"),
+        ({"broker_heartbeat_interval_ms": 10000}, "must be below broker_session_timeout_ms"),
+        ({"auto_create_topics_enable": "yes"}, "must be true or false"),
+        ({"no_such_thing": 1}, "unknown setting 'no_such_thing'"),
+        ({"log_level": "LOUD"}, "log_level must be"),
+    ],
+)
+def test_bad_values_are_invalid_config(change: dict, message: str) -> None:
+    with pytest.raises(KafkaError) as info:
+        build_config({**BASE, **change})
+    assert info.value.code is ErrorCode.INVALID_CONFIG
+    assert message in info.value.message
+
+
+def test_missing_required_and_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(KafkaError, match="missing required setting 'data_dir'"):
+        build_config({"node_id": 1, "controller_quorum_voters": "1@h:1"})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("node_id = = 1")
+    with pytest.raises(KafkaError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(KafkaError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_meta_properties_guard_the_data_dir(tmp_path: Path) -> None:
+    with pytest.raises(KafkaError, match="not formatted"):
+        meta_properties.verify(tmp_path, 1)
+    meta = meta_properties.MetaProperties(meta_properties.random_cluster_id(), 1)
+    assert len(meta.cluster_id) == 22
+    assert meta_properties.write(tmp_path, meta)
+    assert meta_properties.verify(tmp_path, 1, meta.cluster_id) == meta
+    with pytest.raises(KafkaError, match="formatted for node 1, but this is node 2"):
+        meta_properties.verify(tmp_path, 2)
+    with pytest.raises(KafkaError, match="belongs to cluster"):
+        meta_properties.verify(tmp_path, 1, "another-cluster")
+    with pytest.raises(KafkaError, match="already formatted"):
+        meta_properties.write(tmp_path, meta)
+    assert meta_properties.write(tmp_path, meta, ignore_formatted=True) is False
+    (tmp_path / "meta.properties").write_text("garbage line\n")
+    with pytest.raises(KafkaError, match="expected key=value"):
+        meta_properties.verify(tmp_path, 1)
