@@ -1,0 +1,61 @@
+"""Cluster health as a pure function of pids and /admin/status answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kraftpy.tools.cluster_cmd import evaluate_health, new_layout
+
+LAYOUT = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092)
+CID = LAYOUT.cluster_id
+
+
+def answer(node_id: int, leader_id: int | None, epoch: int = 3, *, active: bool = False, fenced=None) -> dict:
+    status = {"cluster_id": CID, "raft": {"leader_id": leader_id, "epoch": epoch}, "broker": {"fenced": False}}
+    if active:
+        status["controller"] = {"active": True, "fenced_brokers": fenced or {}}
+    return status
+
+
+def test_healthy_when_all_agree_and_no_broker_fenced() -> None:
+    health = evaluate_health(
+        LAYOUT, {1: 11, 2: 12, 3: 13}, {1: answer(1, 2), 2: answer(2, 2, active=True), 3: answer(3, 2)}
+    )
+    assert health.healthy, health.problems
+    assert health.leader_id == 2 and health.epoch == 3
+    assert health.to_json()["nodes"][0] == {
+        "node_id": 1,
+        "pid": 11,
+        "alive": True,
+        "roles": ["broker", "controller"],
+        "address": "127.0.0.1:9092",
+        "fenced": False,
+    }
+
+
+def test_a_dead_node_or_silent_node_is_unhealthy() -> None:
+    health = evaluate_health(LAYOUT, {1: 11, 2: None, 3: 13}, {1: answer(1, 1), 2: None, 3: None})
+    assert not health.healthy
+    assert "node 2 is not running" in health.problems
+    assert "node 3 does not answer on 127.0.0.1:9094" in health.problems
+
+
+def test_no_leader_and_split_views_are_unhealthy() -> None:
+    none = evaluate_health(LAYOUT, {1: 1, 2: 2, 3: 3}, {1: answer(1, None), 2: answer(2, None), 3: answer(3, None)})
+    assert "the controller quorum has no leader" in none.problems
+    split = evaluate_health(LAYOUT, {1: 1, 2: 2, 3: 3}, {1: answer(1, 1, 4), 2: answer(2, 2, 5), 3: answer(3, 2, 5)})
+    assert not split.healthy and split.leader_id == 2
+    assert any("disagree" in p for p in split.problems)
+
+
+def test_active_controller_view_of_fencing_wins() -> None:
+    statuses = {1: answer(1, 1, active=True, fenced={"3": True}), 2: answer(2, 1), 3: answer(3, 1)}
+    health = evaluate_health(LAYOUT, {1: 1, 2: 2, 3: 3}, statuses)
+    assert not health.healthy
+    assert "broker 3 is fenced" in health.problems
+
+
+def test_answer_for_another_cluster_counts_as_no_answer() -> None:
+    statuses = {1: answer(1, 1), 2: answer(2, 1), 3: {**answer(3, 1), "cluster_id": "other"}}
+    health = evaluate_health(LAYOUT, {1: 1, 2: 2, 3: 3}, statuses)
+    assert "node 3 answers for cluster other" in health.problems

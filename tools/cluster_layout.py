@@ -1,0 +1,127 @@
+"""A local cluster on disk: DIR/cluster.json plus one folder per node (config, data, log, pid).
+
+`cluster start` writes it; every client command reads it to find the
+bootstrap servers when no --bootstrap-server is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+CLUSTER_FILE = "cluster.json"
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    node_id: int
+    host: str
+    port: int
+    roles: tuple[str, ...]
+
+    @property
+    def folder(self) -> str:
+        return f"node-{self.node_id}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    dir: Path
+    cluster_id: str
+    nodes: tuple[NodeEntry, ...]
+
+    def node_dir(self, node: NodeEntry) -> Path:
+        return self.dir / node.folder
+
+    def config_path(self, node: NodeEntry) -> Path:
+        return self.node_dir(node) / "node.toml"
+
+    def data_dir(self, node: NodeEntry) -> Path:
+        return self.node_dir(node) / "data"
+
+    def log_path(self, node: NodeEntry) -> Path:
+        return self.node_dir(node) / "server.log"
+
+    def pid_path(self, node: NodeEntry) -> Path:
+        return self.node_dir(node) / "server.pid"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.address for n in self.nodes if "broker" in n.roles)
+
+    def save(self) -> None:
+        body = {
+            "cluster_id": self.cluster_id,
+            "bootstrap_servers": self.bootstrap_servers,
+            "nodes": [{**asdict(n), "roles": list(n.roles)} for n in self.nodes],
+        }
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / (CLUSTER_FILE + ".tmp")
+        tmp.write_text(json.dumps(body, indent=2) + "\n")
+        os.replace(tmp, self.dir / CLUSTER_FILE)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterLayout:
+        path = directory / CLUSTER_FILE
+        try:
+            body = json.loads(path.read_text())
+            nodes = tuple(
+                NodeEntry(int(n["node_id"]), str(n["host"]), int(n["port"]), tuple(n["roles"])) for n in body["nodes"]
+            )
+            return cls(directory, str(body["cluster_id"]), nodes)
+        except FileNotFoundError:
+            raise KafkaError(
+                f"no cluster in {directory} (no {CLUSTER_FILE}); start one with "
+                f"`kraftpy cluster start --dir {directory}` or pass --bootstrap-server",
+                ErrorCode.INVALID_CONFIG,
+            ) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KafkaError(f"{path} is not a valid cluster file: {exc}", ErrorCode.INVALID_CONFIG) from None
+
+    def read_pid(self, node: NodeEntry) -> int | None:
+        """The node's pid if its process is alive and is that node's server; else None."""
+        try:
+            pid = int(self.pid_path(node).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if process_is_node(pid, self.config_path(node)) else None
+
+
+def process_is_node(pid: int, config_path: Path) -> bool:
+    """True when `pid` is alive and its command line runs this config (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":  # a zombie is dead for our purposes
+            return False
+    except (FileNotFoundError, IndexError):
+        return False
+    return str(config_path).encode() in cmdline
+
+
+def signal_node(pid: int, sig: signal.Signals) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def bootstrap_from(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
+    """Where a client command connects: --bootstrap-server if given, else the cluster in --dir."""
+    if bootstrap_servers:
+        return bootstrap_servers
+    layout = ClusterLayout.load(cluster_dir)
+    return [(n.host, n.port) for n in layout.nodes if "broker" in n.roles] or [(n.host, n.port) for n in layout.nodes]
