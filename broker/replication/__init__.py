@@ -1,0 +1,1 @@
+"""Partition replication decisions (sans-I/O): leader HW and ISR, follower truncation, acks, idempotence."""
