@@ -168,9 +168,7 @@ def parse_header(
     batch_length = _INT32.unpack_from(buf, pos + LENGTH_AT)[0]
     size = batch_length + LOG_OVERHEAD
     if batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        raise BatchTooLargeError(
-            f"batchLength {batch_length} is below the minimum {HEADER_SIZE - LOG_OVERHEAD}", pos
-        )
+        raise BatchTooLargeError(f"batchLength {batch_length} is below the minimum {HEADER_SIZE - LOG_OVERHEAD}", pos)
     if size > max_batch_bytes:
         raise BatchTooLargeError(f"batch size {size} exceeds the maximum {max_batch_bytes}", pos)
     if available < HEADER_SIZE:
@@ -187,9 +185,7 @@ def parse_header(
         )
     # Each record takes at least 7 bytes (length, attributes, 2 deltas, key, value, headers).
     if header.compression == 0 and header.records_count * 7 > size - HEADER_SIZE:
-        raise BatchTooLargeError(
-            f"{header.records_count} records cannot fit in {size - HEADER_SIZE} bytes", pos
-        )
+        raise BatchTooLargeError(f"{header.records_count} records cannot fit in {size - HEADER_SIZE} bytes", pos)
     if check_crc:
         actual = crc32c(memoryview(buf)[pos + CRC_START : pos + size])
         if actual != header.crc:
