@@ -133,26 +133,10 @@ def _read_bytes(buf: Buffer, pos: int, end: int, what: str, nullable: bool = Tru
     return bytes(buf[pos : pos + length]), pos + length
 
 
-def decode_record(
-    buf: Buffer, pos: int = 0, end: int | None = None, *, base_offset: int = 0, base_timestamp: int = 0
-) -> tuple[Record, int]:
-    """Decode the record at `pos`, reading nothing at or past `end` (default: len(buf)).
-
-    Returns (record, position after it). The record's offset and timestamp are
-    base_offset + offsetDelta and base_timestamp + timestampDelta, so with the
-    default bases they are the raw deltas.
-    """
-    limit = len(buf) if end is None else min(end, len(buf))
-    start = pos
-    length, pos = decode_varint(buf, pos)
-    if length < MIN_RECORD_BODY:
-        raise CorruptRecordError(f"record length {length} is below the minimum {MIN_RECORD_BODY}", start)
-    record_end = pos + length
-    if record_end > limit:
-        raise TruncatedBatchError(f"record declares {length} bytes, {limit - pos} remain in the records section", start)
-    # Bounding the view makes every varint inside stop at the record's end.
-    view = memoryview(buf)[:record_end]
-    pos += 1  # attributes: no bits are defined for v2 records
+def _decode_fields(
+    view: memoryview, pos: int, record_end: int
+) -> tuple[int, int, bytes | None, bytes | None, Headers, int]:
+    # pos is just past the attributes byte, which has no defined bits in v2.
     timestamp_delta, pos = decode_varlong(view, pos)
     offset_delta, pos = decode_varint(view, pos)
     key, pos = _read_bytes(view, pos, record_end, "key")
@@ -173,9 +157,37 @@ def decode_record(
             raise CorruptRecordError(f"header key is not valid UTF-8 ({exc.reason})", key_at) from None
         hvalue, pos = _read_bytes(view, pos, record_end, "header value")
         headers.append((name, hvalue))
+    return timestamp_delta, offset_delta, key, value, tuple(headers), pos
+
+
+def decode_record(
+    buf: Buffer, pos: int = 0, end: int | None = None, *, base_offset: int = 0, base_timestamp: int = 0
+) -> tuple[Record, int]:
+    """Decode the record at `pos`, reading nothing at or past `end` (default: len(buf)).
+
+    Returns (record, position after it). The record's offset and timestamp are
+    base_offset + offsetDelta and base_timestamp + timestampDelta, so with the
+    default bases they are the raw deltas.
+    """
+    limit = len(buf) if end is None else min(end, len(buf))
+    start = pos
+    length, pos = decode_varint(buf, pos)
+    if length < MIN_RECORD_BODY:
+        raise CorruptRecordError(f"record length {length} is below the minimum {MIN_RECORD_BODY}", start)
+    record_end = pos + length
+    if record_end > limit:
+        raise TruncatedBatchError(f"record declares {length} bytes, {limit - pos} remain in the records section", start)
+    # Bounding the view makes every varint inside stop at the record's end.
+    view = memoryview(buf)[:record_end]
+    try:
+        timestamp_delta, offset_delta, key, value, headers, pos = _decode_fields(view, pos + 1, record_end)
+    except TruncatedBatchError as exc:
+        raise TruncatedBatchError(
+            f"a varint field runs past the end of the {length}-byte record at {start}", exc.position
+        ) from None
     if pos != record_end:
         raise CorruptRecordError(
             f"record declares {length} bytes but its fields end {record_end - pos} bytes early", start
         )
-    record = Record(base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, tuple(headers))
+    record = Record(base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, headers)
     return record, pos

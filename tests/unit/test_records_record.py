@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.protocol.errors import CorruptRecordError, TruncatedBatchError
@@ -13,6 +13,7 @@ from kraftpy.protocol.records.varint import encode_varint, encode_varlong
 headers = st.lists(st.tuples(st.text(max_size=12), st.none() | st.binary(max_size=30)), max_size=4).map(tuple)
 
 
+@settings(deadline=None)
 @given(
     offset_delta=st.integers(0, 2**31 - 1),
     timestamp_delta=st.integers(-(2**62), 2**62),
@@ -67,6 +68,13 @@ def test_field_lengths_must_stay_inside_the_record() -> None:
         decode_record(_record(body))
 
 
+def test_varint_running_past_its_record_names_the_record() -> None:
+    # Declared length 6, but the timestamp varint continues past it into the next bytes.
+    buf = _record(b"\x00\x80\x80\x80\x80\x80") + b"\x01" * 10
+    with pytest.raises(TruncatedBatchError, match="runs past the end of the 6-byte record at 0 at position 2"):
+        decode_record(buf)
+
+
 def test_declared_length_must_match_the_fields() -> None:
     body = b"\x00\x00\x00\x01\x01\x00" + b"extra"
     with pytest.raises(CorruptRecordError, match="fields end 5 bytes early at position 0"):
@@ -85,6 +93,7 @@ def test_header_checks() -> None:
         decode_record(_record(base + encode_varint(1) + encode_varint(1) + b"\xff\x01"))
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=64))
 def test_any_bytes_decode_or_raise_a_typed_error(buf: bytes) -> None:
     try:

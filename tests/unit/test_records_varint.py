@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.protocol.errors import TruncatedBatchError, VarintOverflowError
@@ -56,6 +56,7 @@ def test_varlong_known_encodings(value: int, hexed: str) -> None:
     assert decode_varlong(bytes.fromhex(hexed)) == (value, len(hexed) // 2)
 
 
+@settings(deadline=None)
 @given(st.integers(INT32_MIN, INT32_MAX), st.binary(max_size=4), st.binary(max_size=4))
 def test_varint_round_trip_at_any_position(value: int, before: bytes, after: bytes) -> None:
     encoded = encode_varint(value)
@@ -63,6 +64,7 @@ def test_varint_round_trip_at_any_position(value: int, before: bytes, after: byt
     assert decode_varint(before + encoded + after, len(before)) == (value, len(before) + len(encoded))
 
 
+@settings(deadline=None)
 @given(st.integers(INT64_MIN, INT64_MAX), st.binary(max_size=4))
 def test_varlong_round_trip(value: int, after: bytes) -> None:
     encoded = encode_varlong(value)
@@ -93,6 +95,7 @@ def test_value_wider_than_the_type_is_overflow() -> None:
         decode_varlong(b"\xff" * 9 + b"\x7f")
 
 
+@settings(deadline=None)
 @given(st.integers(INT32_MIN, INT32_MAX).map(encode_varint).filter(lambda e: len(e) > 1), st.data())
 def test_running_off_the_buffer_is_truncation_with_position(encoded: bytes, data: st.DataObject) -> None:
     cut = data.draw(st.integers(1, len(encoded) - 1))
@@ -107,6 +110,7 @@ def test_empty_buffer_is_truncation() -> None:
         decode_varlong(b"\x00", 1)
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=12), st.integers(0, 12))
 def test_any_bytes_decode_or_raise_a_typed_error(buf: bytes, pos: int) -> None:
     for decode, limit, low, high in (
