@@ -1,0 +1,122 @@
+"""What a sequential specification must provide to the linearizability search.
+
+A model turns history operations into `Call`s (input, output, interval),
+gives an initial state and a step function. States must be hashable: the
+search caches (set of linearized calls, state) pairs and memoizes steps.
+A model that is P-compositional (Horn and Kroening) also splits calls into
+independent parts, each of which is checked on its own.
+
+Outcome conventions, shared by every model:
+* `ok`: the output is known and must be explained by the state.
+* `fail`: the operation did not happen and is dropped, unless the model says
+  otherwise (Porcupine's etcd keeps a failed CAS as "returned false").
+* `info` or no completion: the output is UNKNOWN and the call returns at +inf:
+  it may take effect at any point after its invocation, or never.
+Calls that can never constrain anything (a read whose result is unknown) are
+dropped by `prepare`; that changes no verdict and shrinks the search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kraftpy.tools.checker.history import Operation
+
+
+class _Unknown:
+    """The output of an operation whose outcome was not observed."""
+
+    _instance: _Unknown | None = None
+
+    def __new__(cls) -> _Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __reduce__(self) -> str:
+        return "UNKNOWN"  # unpickles as this module's singleton
+
+
+UNKNOWN = _Unknown()
+
+
+class _Illegal:
+    def __repr__(self) -> str:
+        return "ILLEGAL"
+
+    def __reduce__(self) -> str:
+        return "ILLEGAL"
+
+
+ILLEGAL = _Illegal()
+"""Returned by `Model.step` when the output cannot happen in the given state."""
+
+
+@dataclass(slots=True)
+class Call:
+    """One operation as the search sees it."""
+
+    op: Operation
+    input: Any
+    output: Any
+    call: float
+    ret: float  # +inf: may be linearized at any point after `call`, or never
+
+    @property
+    def optional(self) -> bool:
+        return math.isinf(self.ret)
+
+
+class ModelError(ValueError):
+    """An operation the model does not understand; names the line."""
+
+    def __init__(self, message: str, op: Operation) -> None:
+        super().__init__(f"line {op.invoke_line}: {message}")
+        self.line = op.invoke_line
+
+
+class Model:
+    """Base class: override `prepare_one`, `init` and `step`; `partition` if P-compositional."""
+
+    name = "model"
+
+    def prepare(self, ops: Sequence[Operation]) -> list[Call]:
+        """The calls the search must place, in invocation order."""
+        calls = []
+        for op in ops:
+            io = self.prepare_one(op)
+            if io is not None:
+                calls.append(Call(op, io[0], io[1], op.call, op.ret))
+        return calls
+
+    def prepare_one(self, op: Operation) -> tuple[Any, Any] | None:
+        """(input, output) for one operation, or None to drop it (see the module docstring)."""
+        raise NotImplementedError
+
+    def init(self) -> Hashable:
+        raise NotImplementedError
+
+    def step(self, state: Any, inp: Any, out: Any) -> Any:
+        """The state after applying (inp -> out) to `state`, or ILLEGAL."""
+        raise NotImplementedError
+
+    def partition(self, calls: list[Call]) -> list[tuple[Any, list[Call]]]:
+        """Independent parts as (label, calls); one part unless the model is P-compositional."""
+        return [(None, calls)]
+
+    def describe_state(self, state: Any) -> str:
+        return repr(state)
+
+    def describe_call(self, call: Call) -> str:
+        return call.op.describe()
+
+
+def outcome_output(op: Operation) -> Any:
+    """The observed output of a completed op, or UNKNOWN for info/pending."""
+    return op.result if op.status == "ok" else UNKNOWN
