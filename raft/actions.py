@@ -1,0 +1,132 @@
+"""What the core asks its shell to do, in the order it must be done.
+
+After every input the shell drains the core's actions and performs them in
+order. The ordering rules the shell must keep:
+
+* `PersistQuorumState`, `TruncateTo`, `TrimLog` and `InstallSnapshot` are
+  synchronous: done and durable (fsynced) before the next action is performed.
+  This is how "persist before send" is expressed: a vote answer always comes
+  after the persist of the vote it carries.
+* `AppendEntries` writes to the log (page cache) at its end, no fsync; the
+  log must show the entries before the next input reaches the core.
+* `Flush(up_to_offset)` starts an fsync of the log below `up_to_offset`; it
+  may run in the background, but completions are reported in the order the
+  flushes were asked for, by calling `on_flushed(up_to_offset, now_ms)`.
+* `Send` hands a message to the transport (fire and forget; the core retries).
+* `CommitAdvanced(high_watermark)` lets the state machine apply committed entries
+  below the high watermark, reading them from the log.
+* `AppendResolved`, `ReadResolved` and `RoleChanged` are notifications for the
+  layer above (the controller): they change no storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.raft.log import Entry, OffsetAndEpoch
+from kraftpy.raft.messages import Message
+from kraftpy.raft.quorum_state import QuorumState, Role
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class PersistQuorumState:
+    state: QuorumState
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntries:
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTo:
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    up_to_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrimLog:
+    """Drop the log below `before_offset`; the latest snapshot ends there."""
+
+    before_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshotChunk:
+    snapshot_id: OffsetAndEpoch
+    position: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot:
+    """The fetched snapshot is complete: make it durable, restart the log at its end
+    offset (truncate fully) and load it into the state machine."""
+
+    snapshot_id: OffsetAndEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAdvanced:
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResolved:
+    """The proposal appended at [base_offset, last_offset] in `epoch` is resolved.
+
+    error NONE: committed. NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT: not known to be
+    committed; when `appended` is true the entries may still commit later (the caller
+    learns it from the committed log: the entry at last_offset with this epoch).
+    """
+
+    epoch: int
+    base_offset: int
+    last_offset: int
+    error: ErrorCode = ErrorCode.NONE
+    leader_id: int | None = None
+    appended: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResolved:
+    """A linearizable read may be served once the state machine has applied every entry
+    below `read_index` (error NONE); otherwise it failed with `error`."""
+
+    read_id: int
+    read_index: int
+    error: ErrorCode = ErrorCode.NONE
+    leader_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanged:
+    role: Role
+    epoch: int
+    leader_id: int | None
+
+
+Action = (
+    Send
+    | PersistQuorumState
+    | AppendEntries
+    | TruncateTo
+    | Flush
+    | TrimLog
+    | WriteSnapshotChunk
+    | InstallSnapshot
+    | CommitAdvanced
+    | AppendResolved
+    | ReadResolved
+    | RoleChanged
+)
