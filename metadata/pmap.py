@@ -1,0 +1,168 @@
+"""A persistent (immutable, structurally shared) hash map for the metadata image.
+
+The image holds up to hundreds of thousands of entries (topics, partitions per
+broker) and every committed batch produces a new image. Copying whole dicts per
+batch would make each change O(n); instead a PMap splits its entries over a
+fixed number of shards (by key hash) and a new version copies only the shards
+it touches: a change of one key costs O(n / SHARDS) and the untouched shards are
+shared by both versions. Kafka's image uses persistent maps for the same reason.
+
+Use `PMap.from_dict`/`PMap.EMPTY` to build, `.set`/`.delete` for one change, and
+`.builder()` for many changes at once (each shard copied at most once).
+Iteration order is unspecified: sort keys when the order matters (snapshots).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_SHARD_BITS = 7
+SHARDS = 1 << _SHARD_BITS
+_MASK = SHARDS - 1
+_EMPTY_SHARD: dict[Any, Any] = {}
+
+
+class PMap(Mapping[K, V], Generic[K, V]):
+    """An immutable mapping; `set`, `delete` and `builder` return new versions."""
+
+    __slots__ = ("_len", "_shards")
+
+    EMPTY: PMap[Any, Any]
+
+    def __init__(self, shards: tuple[dict[K, V], ...], length: int) -> None:
+        self._shards = shards
+        self._len = length
+
+    @classmethod
+    def from_dict(cls, items: Mapping[K, V] | Iterable[tuple[K, V]]) -> PMap[K, V]:
+        builder: PMapBuilder[K, V] = PMapBuilder(PMap.EMPTY)
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in pairs:
+            builder[key] = value
+        return builder.build()
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def items(self) -> Iterator[tuple[K, V]]:  # type: ignore[override]
+        for shard in self._shards:
+            yield from shard.items()
+
+    def values(self) -> Iterator[V]:  # type: ignore[override]
+        for shard in self._shards:
+            yield from shard.values()
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, PMap):
+            if self._len != other._len:
+                return False
+            return all(a is b or a == b for a, b in zip(self._shards, other._shards, strict=True))
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PMap({dict(self.items())!r})"
+
+    def set(self, key: K, value: V) -> PMap[K, V]:
+        builder = PMapBuilder(self)
+        builder[key] = value
+        return builder.build()
+
+    def delete(self, key: K) -> PMap[K, V]:
+        builder = PMapBuilder(self)
+        builder.pop(key, None)
+        return builder.build()
+
+    def builder(self) -> PMapBuilder[K, V]:
+        return PMapBuilder(self)
+
+    def changed_keys(self, older: PMap[K, V]) -> Iterator[K]:
+        """Keys added, removed or rebound since `older`, found by comparing shards by identity.
+
+        Cheap when both versions share most shards (one is derived from the other).
+        """
+        for new_shard, old_shard in zip(self._shards, older._shards, strict=True):
+            if new_shard is old_shard:
+                continue
+            for key, value in new_shard.items():
+                if old_shard.get(key, _MISSING) is not value:
+                    yield key
+            for key in old_shard:
+                if key not in new_shard:
+                    yield key
+
+
+_MISSING = object()
+
+
+class PMapBuilder(Generic[K, V]):
+    """A mutable draft of a PMap; `build()` freezes it. Copies each touched shard once."""
+
+    __slots__ = ("_len", "_owned", "_shards")
+
+    def __init__(self, base: PMap[K, V]) -> None:
+        self._shards: list[dict[K, V]] = list(base._shards)
+        self._owned = [False] * SHARDS
+        self._len = base._len
+
+    def _own(self, index: int) -> dict[K, V]:
+        if not self._owned[index]:
+            self._shards[index] = dict(self._shards[index])
+            self._owned[index] = True
+        return self._shards[index]
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        shard = self._own(hash(key) & _MASK)
+        if key not in shard:
+            self._len += 1
+        shard[key] = value
+
+    def pop(self, key: K, default: Any = None) -> Any:
+        index = hash(key) & _MASK
+        if key not in self._shards[index]:
+            return default
+        self._len -= 1
+        return self._own(index).pop(key)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def build(self) -> PMap[K, V]:
+        """The frozen map; the builder stays usable (later writes copy shards again)."""
+        shards = tuple(shard if shard else _EMPTY_SHARD for shard in self._shards)
+        self._owned = [False] * SHARDS
+        return PMap(shards, self._len)
+
+
+PMap.EMPTY = PMap(tuple(_EMPTY_SHARD for _ in range(SHARDS)), 0)

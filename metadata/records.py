@@ -1,0 +1,378 @@
+"""Metadata records: the versioned CBOR entries of the metadata log.
+
+Every cluster change is one of these records committed through Raft. A record
+travels as a CBOR array `[type_id, version, field1, field2, ...]` with its
+fields in declaration order; topic ids are 16-byte strings on the wire and
+`uuid.UUID` in memory. Type ids follow Kafka's MetadataRecordType apiKeys for
+the records Kafka has. Decoding checks the type id, the version and every
+field's type; anything else is a `MetadataRecordError` (INVALID_RECORD) saying
+what was wrong. A new version of a record adds a decoder for it and keeps the
+old ones, so a node always reads the log its predecessors wrote.
+
+Broker epochs are an explicit cluster-wide counter (not the record's offset, as
+KRaft uses): the controller must answer a registration with its epoch before
+the record has an offset, and a counter in the image is deterministic on every
+node. `MetadataImage.cluster.next_broker_epoch` holds the next one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import cbor2
+
+from kraftpy.metadata.bulk import gc_paused
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+
+class MetadataRecordError(KafkaError):
+    """Bytes that are not a valid metadata record, or a record the image cannot apply."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A named endpoint of a broker (Kafka's listener name, host and port)."""
+
+    name: str
+    host: str
+    port: int
+
+
+# --- field codecs: (encode, decode); decode validates the CBOR type ------------------------
+
+
+def _expect(kind: str, ok: bool, value: Any) -> None:
+    if not ok:
+        raise MetadataRecordError(f"expected {kind}, got {type(value).__name__} {value!r:.60}")
+
+
+def _dec_int(v: Any) -> int:
+    _expect("an integer", type(v) is int, v)
+    return v
+
+
+def _dec_opt_int(v: Any) -> int | None:
+    _expect("an integer or null", v is None or type(v) is int, v)
+    return v
+
+
+def _dec_bool(v: Any) -> bool:
+    _expect("a boolean", type(v) is bool, v)
+    return v
+
+
+def _dec_opt_bool(v: Any) -> bool | None:
+    _expect("a boolean or null", v is None or type(v) is bool, v)
+    return v
+
+
+def _dec_str(v: Any) -> str:
+    _expect("a text string", type(v) is str, v)
+    return v
+
+
+def _dec_opt_str(v: Any) -> str | None:
+    _expect("a text string or null", v is None or type(v) is str, v)
+    return v
+
+
+@lru_cache(maxsize=4096)
+def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=raw)
+
+
+def _enc_uuid(v: uuid.UUID) -> bytes:
+    return v.bytes
+
+
+def _dec_uuid(v: Any) -> uuid.UUID:
+    _expect("a 16-byte uuid", type(v) is bytes and len(v) == 16, v)
+    return uuid_from_bytes(v)
+
+
+def _dec_ints(v: Any) -> tuple[int, ...]:
+    if type(v) is not list:
+        _expect("an array of integers", False, v)
+    for x in v:
+        if type(x) is not int:
+            _expect("an array of integers", False, v)
+    return tuple(v)
+
+
+def _dec_opt_ints(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else _dec_ints(v)
+
+
+def _enc_listeners(v: tuple[Listener, ...]) -> list[list[Any]]:
+    return [[x.name, x.host, x.port] for x in v]
+
+
+def _dec_listeners(v: Any) -> tuple[Listener, ...]:
+    _expect("an array of listeners", type(v) is list, v)
+    out = []
+    for item in v:
+        _expect("a [name, host, port] listener", type(item) is list and len(item) == 3, item)
+        out.append(Listener(_dec_str(item[0]), _dec_str(item[1]), _dec_int(item[2])))
+    return tuple(out)
+
+
+def _dec_scalar(v: Any) -> Any:
+    _expect("a config value (int, float, bool, text or null)", v is None or type(v) in (int, float, bool, str), v)
+    return v
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+_CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "int": (_same, _dec_int),
+    "opt_int": (_same, _dec_opt_int),
+    "bool": (_same, _dec_bool),
+    "opt_bool": (_same, _dec_opt_bool),
+    "str": (_same, _dec_str),
+    "opt_str": (_same, _dec_opt_str),
+    "uuid": (_enc_uuid, _dec_uuid),
+    "ints": (list, _dec_ints),
+    "opt_ints": (lambda v: None if v is None else list(v), _dec_opt_ints),
+    "listeners": (_enc_listeners, _dec_listeners),
+    "scalar": (_same, _dec_scalar),
+}
+
+
+class MetadataRecord:
+    """Base of every record class: `TYPE` (Kafka's apiKey where one exists) and `VERSION`."""
+
+    __slots__ = ()
+    TYPE: ClassVar[int]
+    VERSION: ClassVar[int] = 1
+    _encoders: ClassVar[tuple[tuple[str, Callable[[Any], Any]], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord(MetadataRecord):
+    """A broker (re)registers; a new registration always starts fenced."""
+
+    TYPE = 0
+    broker_id: int = field(metadata={"codec": "int"})
+    incarnation_id: str = field(metadata={"codec": "str"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+    listeners: tuple[Listener, ...] = field(metadata={"codec": "listeners"})
+    rack: str | None = field(default=None, metadata={"codec": "opt_str"})
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord(MetadataRecord):
+    TYPE = 1
+    broker_id: int = field(metadata={"codec": "int"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord(MetadataRecord):
+    TYPE = 2
+    name: str = field(metadata={"codec": "str"})
+    topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord(MetadataRecord):
+    """A whole partition: written when it is created."""
+
+    TYPE = 3
+    topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
+    partition: int = field(metadata={"codec": "int"})
+    replicas: tuple[int, ...] = field(metadata={"codec": "ints"})
+    isr: tuple[int, ...] = field(metadata={"codec": "ints"})
+    leader: int = field(metadata={"codec": "int"})
+    leader_epoch: int = field(default=0, metadata={"codec": "int"})
+    partition_epoch: int = field(default=0, metadata={"codec": "int"})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord(MetadataRecord):
+    """Set (value) or delete (value None) one config of a topic or broker resource."""
+
+    TYPE = 4
+    resource_type: int = field(metadata={"codec": "int"})
+    resource_name: str = field(metadata={"codec": "str"})
+    name: str = field(metadata={"codec": "str"})
+    value: Any = field(default=None, metadata={"codec": "scalar"})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord(MetadataRecord):
+    """Only the changed fields (None = unchanged).
+
+    Applying it bumps partition_epoch by one, and leader_epoch by one when
+    `leader` is present (KRaft's rule), so every node derives the same epochs.
+    """
+
+    TYPE = 5
+    topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
+    partition: int = field(metadata={"codec": "int"})
+    leader: int | None = field(default=None, metadata={"codec": "opt_int"})
+    isr: tuple[int, ...] | None = field(default=None, metadata={"codec": "opt_ints"})
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord(MetadataRecord):
+    TYPE = 7
+    broker_id: int = field(metadata={"codec": "int"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord(MetadataRecord):
+    TYPE = 8
+    broker_id: int = field(metadata={"codec": "int"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord(MetadataRecord):
+    """Deletes the topic, its partitions and its config overrides."""
+
+    TYPE = 9
+    topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord(MetadataRecord):
+    """A block of producer ids went to a broker; `next_producer_id` is the first id after it."""
+
+    TYPE = 15
+    broker_id: int = field(metadata={"codec": "int"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+    next_producer_id: int = field(metadata={"codec": "int"})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord(MetadataRecord):
+    """Changes a registration's flags (None = unchanged); used to enter controlled shutdown."""
+
+    TYPE = 17
+    broker_id: int = field(metadata={"codec": "int"})
+    broker_epoch: int = field(metadata={"codec": "int"})
+    fenced: bool | None = field(default=None, metadata={"codec": "opt_bool"})
+    in_controlled_shutdown: bool | None = field(default=None, metadata={"codec": "opt_bool"})
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord(MetadataRecord):
+    """Written by an idle active controller so followers see the log advance."""
+
+    TYPE = 20
+
+
+RECORD_TYPES: tuple[type[MetadataRecord], ...] = (
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    TopicRecord,
+    PartitionRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    FenceBrokerRecord,
+    UnfenceBrokerRecord,
+    RemoveTopicRecord,
+    ProducerIdsRecord,
+    BrokerRegistrationChangeRecord,
+    NoOpRecord,
+)
+
+# (type id, version) -> (class, field decoders). Older versions keep their entry here.
+_DECODERS: dict[tuple[int, int], tuple[type[MetadataRecord], tuple[Callable[[Any], Any], ...]]] = {}
+_BY_TYPE: dict[int, type[MetadataRecord]] = {}
+
+for _cls in RECORD_TYPES:
+    _fields = dataclasses.fields(_cls)  # type: ignore[arg-type]
+    _cls._encoders = tuple((f.name, _CODECS[f.metadata["codec"]][0]) for f in _fields)
+    _DECODERS[(_cls.TYPE, _cls.VERSION)] = (_cls, tuple(_CODECS[f.metadata["codec"]][1] for f in _fields))
+    assert _cls.TYPE not in _BY_TYPE, _cls
+    _BY_TYPE[_cls.TYPE] = _cls
+
+
+def record_to_list(record: MetadataRecord) -> list[Any]:
+    """The CBOR-ready array form `[type_id, version, *fields]`."""
+    cls = type(record)
+    out = [cls.TYPE, cls.VERSION]
+    for name, enc in cls._encoders:
+        value = getattr(record, name)
+        out.append(value if enc is _same else enc(value))
+    return out
+
+
+def record_from_list(item: Any) -> MetadataRecord:
+    if type(item) is not list or len(item) < 2 or type(item[0]) is not int or type(item[1]) is not int:
+        raise MetadataRecordError(f"a metadata record is an array [type, version, fields...], got {item!r:.80}")
+    type_id, version = item[0], item[1]
+    entry = _DECODERS.get((type_id, version))
+    if entry is None:
+        cls = _BY_TYPE.get(type_id)
+        if cls is None:
+            raise MetadataRecordError(f"unknown metadata record type {type_id}", record_type=type_id)
+        known = sorted(v for (t, v) in _DECODERS if t == type_id)
+        raise MetadataRecordError(
+            f"unsupported version {version} of metadata record {cls.__name__} (this node reads versions {known})",
+            record_type=type_id,
+            version=version,
+        )
+    cls, decoders = entry
+    values = item[2:]
+    if len(values) != len(decoders):
+        raise MetadataRecordError(
+            f"{cls.__name__} v{version} has {len(decoders)} fields, got {len(values)}", record_type=type_id
+        )
+    try:
+        return cls(*(dec(v) for dec, v in zip(decoders, values, strict=True)))
+    except MetadataRecordError as e:
+        raise MetadataRecordError(f"{cls.__name__} v{version}: {e.message}", record_type=type_id) from None
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    return cbor2.dumps(record_to_list(record))
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    return record_from_list(_loads(data))
+
+
+def encode_records(records: Iterable[MetadataRecord]) -> bytes:
+    """A batch of records (one Raft entry) as one CBOR array."""
+    with gc_paused():
+        return cbor2.dumps([record_to_list(r) for r in records])
+
+
+def decode_records(data: bytes) -> list[MetadataRecord]:
+    with gc_paused():
+        items = _loads(data)
+        if type(items) is not list:
+            raise MetadataRecordError("a record batch is a CBOR array of records")
+        return [record_from_list(item) for item in items]
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return cbor2.loads(data)
+    except (cbor2.CBORDecodeError, ValueError, TypeError, EOFError) as e:
+        raise MetadataRecordError(f"not valid CBOR: {e}") from None
+
+
+def record_type_name(record: MetadataRecord | type[MetadataRecord]) -> str:
+    cls = record if isinstance(record, type) else type(record)
+    return cls.__name__.removesuffix("Record")
+
+
+def describe_records(records: Sequence[MetadataRecord]) -> str:
+    """A short summary for logs: `Topic x1, Partition x3`."""
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[record_type_name(r)] = counts.get(record_type_name(r), 0) + 1
+    return ", ".join(f"{name} x{n}" for name, n in counts.items())
