@@ -18,7 +18,7 @@ from kraftpy.tools.checker.history import History
 from kraftpy.tools.checker.model import UNKNOWN, Call, Model
 from kraftpy.tools.checker.models import make_model
 from kraftpy.tools.checker.partition import PartOutcome, ProgressSink, check_parts
-from kraftpy.tools.checker.result import CheckResult
+from kraftpy.tools.checker.result import CheckResult, jsonable
 
 
 @dataclass(slots=True)
@@ -60,7 +60,7 @@ def check_linearizability(
     anomalies = [_anomaly(m, o) for o in outcomes if o.result is not None and o.result.valid is not True]
     if valid == "unknown":
         unchecked = [o for o in outcomes if o.result is None]
-        anomalies += [{"type": "unchecked", "key": _jsonable(o.label), "calls": len(o.calls)} for o in unchecked]
+        anomalies += [{"type": "unchecked", "key": jsonable(o.label), "calls": len(o.calls)} for o in unchecked]
     return CheckResult(
         valid=valid,
         model=m.name if partition or m.name != "kv" else "kv-nopartition",
@@ -78,7 +78,7 @@ def _anomaly(model: Model, outcome: PartOutcome) -> dict[str, Any]:
     calls = outcome.calls
     base = {
         "type": "nonlinearizable" if r.valid is False else "undecided",
-        "key": _jsonable(outcome.label),
+        "key": jsonable(outcome.label),
         "calls": len(calls),
         "longest_prefix": [_call_json(model, calls[i]) for i in r.order],
         "state": model.describe_state(r.state),
@@ -97,28 +97,9 @@ def _call_json(model: Model, call: Call) -> dict[str, Any]:
         "line": op.invoke_line,
         "process": op.process,
         "f": op.f,
-        "key": _jsonable(op.key),
-        "value": _jsonable(op.value),
-        "result": None if call.output is UNKNOWN else _jsonable(op.result),
+        "key": jsonable(op.key),
+        "value": jsonable(op.value),
+        "result": None if call.output is UNKNOWN else jsonable(op.result),
         "status": op.status,
         "text": model.describe_call(call),
     }
-
-
-def _jsonable(value: Any) -> Any:
-    """EDN values (keywords, tuples, sets) as JSON values."""
-    from kraftpy.tools.checker.edn import Keyword, Symbol
-
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, Keyword):
-        return ":" + value.name
-    if isinstance(value, Symbol):
-        return value.name
-    if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, frozenset | set):
-        return sorted((_jsonable(v) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(_jsonable(k)): _jsonable(v) for k, v in value.items()}
-    return repr(value)

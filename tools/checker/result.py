@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftpy.tools.checker.edn import Keyword, Symbol
 from kraftpy.tools.checker.history import History
 
 
@@ -41,3 +42,20 @@ class CheckResult:
             "elapsed_s": round(self.elapsed_s, 6),
             "anomalies": self.anomalies,
         }
+
+
+def jsonable(value: Any) -> Any:
+    """EDN values (keywords, tuples, sets) as JSON values."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Keyword):
+        return ":" + value.name
+    if isinstance(value, Symbol):
+        return value.name
+    if isinstance(value, tuple | list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, frozenset | set):
+        return sorted((jsonable(v) for v in value), key=repr)
+    if isinstance(value, dict):
+        return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
+    return repr(value)
