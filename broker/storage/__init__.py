@@ -1,1 +1,40 @@
-"""The partition storage engine: segmented logs, indexes, checkpoints, recovery, retention, compaction."""
+"""The partition storage engine: segmented logs, indexes, checkpoints, recovery, retention, compaction.
+
+The public surface, for the replica manager and the Raft log:
+PartitionLog (log.py) with LogConfig, AppendInfo, TimestampOffset; the
+LeaderEpochCache it keeps; LogCleaner for compacted topics; the error types.
+docs/on-disk-format.md describes the files.
+"""
+
+from kraftpy.broker.storage.config import LogConfig
+from kraftpy.broker.storage.errors import (
+    CorruptCheckpointError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from kraftpy.broker.storage.leader_epoch_cache import EpochEntry, LeaderEpochCache
+from kraftpy.broker.storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    AppendInfo,
+    PartitionLog,
+    SegmentInfo,
+    TimestampOffset,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "AppendInfo",
+    "CorruptCheckpointError",
+    "EpochEntry",
+    "LeaderEpochCache",
+    "LogConfig",
+    "LogStorageError",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "SegmentInfo",
+    "TimestampOffset",
+    "UnexpectedAppendOffsetError",
+]

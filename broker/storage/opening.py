@@ -1,0 +1,194 @@
+"""Opening a partition directory: tidy interrupted operations, read checkpoints, recover, assemble.
+
+The order matters and is the crash-safety argument of the whole engine:
+1. Leftovers of interrupted operations are resolved first: temp files of
+   checkpoint writes are dropped (the rename never happened), a cleaner swap
+   whose `.log.swap` exists is completed, `.cleaned` files are dropped, and
+   index files without a `.log` are removed (a segment exists iff its .log does).
+2. Checkpoints are read. A corrupt log-start-offset checkpoint stops the open
+   (no safe value can be derived); a corrupt recovery point or high watermark
+   falls back to the log start offset (a full rescan, a lower HW: both safe); a
+   corrupt leader-epoch checkpoint is rebuilt from the batches, which all carry
+   their epoch.
+3. Segments wholly below the log start offset are deleted (retention crashed
+   after checkpointing).
+4. recovery.recover_segments validates from the recovery point on.
+5. The epoch cache is brought in line with the surviving log, everything
+   validated is fsynced, and the checkpoints are written.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kraftpy.broker.storage import layout
+from kraftpy.broker.storage.checkpoints import OffsetCheckpoint
+from kraftpy.broker.storage.config import LogConfig
+from kraftpy.broker.storage.errors import CorruptCheckpointError
+from kraftpy.broker.storage.files import DirectoryLock, fsync_dir, remove_if_exists
+from kraftpy.broker.storage.leader_epoch_cache import LeaderEpochCache
+from kraftpy.broker.storage.recovery import recover_segments
+from kraftpy.broker.storage.segment import LogSegment
+from kraftpy.broker.storage.validation import hard_max_batch_bytes
+
+if TYPE_CHECKING:
+    from kraftpy.broker.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+def open_log(cls: type[PartitionLog], directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
+    directory.mkdir(parents=True, exist_ok=True)
+    dir_lock = DirectoryLock(directory)
+    try:
+        return _open_locked(cls, directory, config, now_ms, dir_lock)
+    except BaseException:
+        dir_lock.release()
+        raise
+
+
+def _open_locked(
+    cls: type[PartitionLog], directory: Path, config: LogConfig, now_ms: int, dir_lock: DirectoryLock
+) -> PartitionLog:
+    changed_dir = tidy_directory(directory)
+
+    log_start_ckpt = OffsetCheckpoint(directory / layout.LOG_START_OFFSET_CHECKPOINT)
+    try:
+        stored_start = log_start_ckpt.read()
+    except CorruptCheckpointError as exc:
+        raise CorruptCheckpointError(
+            f"{exc.message}. The log start offset cannot be derived from the segments; delete the file to "
+            "fall back to the first segment's base offset (records deleted by DeleteRecords may reappear)",
+            path=str(log_start_ckpt.path),
+        ) from exc
+    recovery_point = _read_or_fallback(directory / layout.RECOVERY_POINT_CHECKPOINT)
+    high_watermark = _read_or_fallback(directory / layout.HIGH_WATERMARK_CHECKPOINT)
+
+    holder: list[int] = [0]  # the log end offset, once known; the cache asks for it lazily
+    epoch_path = directory / layout.LEADER_EPOCH_CHECKPOINT
+    rebuild_epochs = False
+    try:
+        epochs = LeaderEpochCache.load(epoch_path, lambda: holder[0])
+    except CorruptCheckpointError as exc:
+        log.warning("%s; rebuilding it from the batches' leader epochs", exc.message)
+        epochs = LeaderEpochCache(epoch_path, lambda: holder[0])
+        rebuild_epochs = True
+
+    bases = sorted(
+        base
+        for base, suffix in (layout.parse_segment_name(p.name) or (None, None) for p in directory.iterdir())
+        if suffix == layout.LOG_SUFFIX and base is not None
+    )
+    interval = config.index_interval_bytes
+    if not bases:
+        start = stored_start or 0
+        segments = [LogSegment.create(directory, start, index_interval_bytes=interval, now_ms=now_ms)]
+        changed_dir = True
+    else:
+        segments = [LogSegment.open(directory, b, index_interval_bytes=interval) for b in bases]
+    log_start = max(stored_start or 0, segments[0].base_offset)
+
+    while len(segments) > 1 and segments[1].base_offset <= log_start:
+        log.info(
+            "%s: deleting segment %d, below the log start offset %d", directory.name, segments[0].base_offset, log_start
+        )
+        segments.pop(0).delete()
+        changed_dir = True
+
+    if recovery_point is None or rebuild_epochs:
+        recovery_point = log_start
+    recovery_point = max(recovery_point, log_start)
+
+    outcome = recover_segments(segments, recovery_point, max_batch_bytes=hard_max_batch_bytes(config.max_message_bytes))
+    segments = outcome.segments
+    changed_dir = changed_dir or bool(outcome.deleted_segments)
+    log_end = segments[-1].next_offset
+
+    if log_start > log_end:
+        # The log start was checkpointed past data that did not survive the crash:
+        # nothing below the log start may be served, so start empty there.
+        log.warning(
+            "%s: log start offset %d is past the recovered end %d; restarting empty at %d",
+            directory.name,
+            log_start,
+            log_end,
+            log_start,
+        )
+        for seg in reversed(segments):
+            seg.delete()
+        segments = [LogSegment.create(directory, log_start, index_interval_bytes=interval, now_ms=now_ms)]
+        outcome.recovered = list(segments)
+        log_end = log_start
+        epochs.clear(flush=False)
+        changed_dir = True
+    holder[0] = log_end
+
+    for epoch, start_offset in outcome.epochs:
+        epochs.assign(epoch, start_offset, flush=False)
+    epochs.truncate_from_end(log_end, flush=False)
+    epochs.truncate_from_start(log_start, flush=False)
+    epochs.flush()
+
+    # What recovery validated may still sit only in the page cache (a process
+    # crash, not a power cut): make it durable before calling it recovered.
+    for seg in outcome.recovered:
+        seg.write_indexes()
+        seg.fsync()
+    if changed_dir:
+        fsync_dir(directory)
+
+    high_watermark = min(max(high_watermark if high_watermark is not None else log_start, log_start), log_end)
+    plog = cls(
+        directory,
+        config,
+        dir_lock,
+        segments,
+        epochs,
+        log_start_offset=log_start,
+        recovery_point=log_end,
+        high_watermark=high_watermark,
+        now_ms=now_ms,
+    )
+    epochs.set_log_end_offset_source(lambda: plog.log_end_offset)
+    plog.last_recovery = outcome
+    plog.write_checkpoints()
+    if outcome.first_bad is not None:
+        base, position, reason = outcome.first_bad
+        log.warning(
+            "%s recovered: cut at segment %d position %d (%s), %d bytes dropped; log end offset %d",
+            directory.name,
+            base,
+            position,
+            reason,
+            outcome.truncated_bytes,
+            log_end,
+        )
+    return plog
+
+
+def _read_or_fallback(path: Path) -> int | None:
+    try:
+        return OffsetCheckpoint(path).read()
+    except CorruptCheckpointError as exc:
+        log.warning("%s; falling back to the log start offset", exc.message)
+        return None
+
+
+def tidy_directory(directory: Path) -> bool:
+    """Resolve what interrupted operations left behind; returns whether anything changed."""
+    from kraftpy.broker.storage.swap import complete_interrupted_swaps
+
+    changed = complete_interrupted_swaps(directory)
+    names = {p.name for p in directory.iterdir()}
+    for name in sorted(names):
+        path = directory / name
+        if name.endswith(layout.TEMP_SUFFIX) or name.endswith(layout.CLEANED_SUFFIX):
+            changed |= remove_if_exists(path)
+            continue
+        parsed = layout.parse_segment_name(name)
+        orphan = parsed is not None and layout.segment_file_name(parsed[0], layout.LOG_SUFFIX) not in names
+        if orphan:
+            changed |= remove_if_exists(path)
+    return changed

@@ -1,0 +1,165 @@
+"""Reading batch boundaries out of a segment file: a cheap header walk and a validating scan.
+
+- walk_headers(): trusted data (below the recovery point, or just written by
+  this process). Reads only what it needs to hop from header to header and
+  checks only that each header is sane; used by reads, index rebuilds and
+  truncation.
+- ValidatingScan: untrusted data (past the recovery point after a crash, or a
+  file handed to `log dump`). Reads whole batches in large chunks and checks
+  length, magic, CRC32C, offset monotonicity and leader-epoch monotonicity;
+  it stops at the first batch that fails and says where and why.
+
+Both read the 61-byte v2 header that kraftpy.protocol.records.header
+defines; the walk cannot use parse_header() because that wants the whole
+batch in memory, and a walk over 1 MiB batches must not read them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from kraftpy.protocol.errors import CorruptRecordError
+from kraftpy.protocol.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    parse_header,
+    peek_size,
+)
+
+# The fields of the v2 header up to maxTimestamp (header.py documents the layout):
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
+# lastOffsetDelta, baseTimestamp, maxTimestamp.
+_WALK = struct.Struct(">qiibIhiqq")
+WALK_CHUNK_BYTES = 64 * 1024
+SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class BatchSpan(NamedTuple):
+    """Where one batch sits in a segment file and what a walk needs to know of it."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    max_timestamp: int
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+
+class CorruptSegmentError(CorruptRecordError):
+    """A header in a segment file is not sane (or a batch runs past the file)."""
+
+
+def span_of(position: int, header: BatchHeader) -> BatchSpan:
+    return BatchSpan(
+        position,
+        header.size,
+        header.base_offset,
+        header.last_offset,
+        header.partition_leader_epoch,
+        header.max_timestamp,
+    )
+
+
+def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK_BYTES) -> Iterator[BatchSpan]:
+    """Yield the batches in [start, end) of the file; raises CorruptSegmentError at an insane header.
+
+    `start` must be a batch boundary. One pread covers many small batches; a
+    large batch costs one small pread for its header.
+    """
+    buf = b""
+    buf_at = start
+    pos = start
+    while pos < end:
+        rel = pos - buf_at
+        if rel < 0 or rel + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
+            buf_at, rel = pos, 0
+            if len(buf) < HEADER_SIZE:
+                raise CorruptSegmentError(f"batch header cut off: {end - pos} bytes left before the end", pos)
+        base, length, epoch, magic, _crc, _attrs, delta, _bts, max_ts = _WALK.unpack_from(buf, rel)
+        size = length + LOG_OVERHEAD
+        if magic != MAGIC or size < HEADER_SIZE or delta < 0:
+            raise CorruptSegmentError(f"insane batch header (magic {magic}, size {size}, delta {delta})", pos)
+        if pos + size > end:
+            raise CorruptSegmentError(f"batch of {size} bytes runs past the end at {end}", pos)
+        yield BatchSpan(pos, size, base, base + delta, epoch, max_ts)
+        pos += size
+
+
+class ValidatingScan:
+    """Iterate the sound batches of [start, end), stopping at the first bad one.
+
+    After iteration, `stopped_at` is the position of the first bad batch (None if
+    the range was sound to its end) and `reason` says what was wrong. Offsets must
+    not go backwards (each base offset >= the previous batch's next offset, the
+    first >= `next_offset`), and leader epochs must not decrease.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        start: int,
+        end: int,
+        *,
+        next_offset: int,
+        leader_epoch: int = -1,
+        max_batch_bytes: int,
+        chunk_bytes: int = SCAN_CHUNK_BYTES,
+    ) -> None:
+        self._fd = fd
+        self._start = start
+        self._end = end
+        self.next_offset = next_offset
+        self.leader_epoch = leader_epoch
+        self._max_batch_bytes = max_batch_bytes
+        self._chunk = chunk_bytes
+        self.stopped_at: int | None = None
+        self.reason: str | None = None
+        self.valid_end = start
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Yield (position, header, batch bytes) for each sound batch."""
+        pos, end = self._start, self._end
+        buf = memoryview(b"")
+        buf_at = pos
+        while pos < end:
+            rel = pos - buf_at
+            size = peek_size(buf, rel)
+            if size is None or size > len(buf) - rel:
+                # Refill from here; a sane size larger than a chunk gets a read of its own.
+                sane = size is not None and HEADER_SIZE <= size <= self._max_batch_bytes
+                want = max(self._chunk, size) if sane else self._chunk
+                buf = memoryview(os.pread(self._fd, min(want, end - pos), pos))
+                buf_at, rel = pos, 0
+            try:
+                header = parse_header(buf, rel, max_batch_bytes=self._max_batch_bytes, check_crc=True)
+            except CorruptRecordError as exc:
+                self._stop(pos, exc.message)
+                return
+            if header.base_offset < self.next_offset:
+                self._stop(pos, f"base offset {header.base_offset} is below the expected {self.next_offset}")
+                return
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch < self.leader_epoch:
+                self._stop(pos, f"leader epoch {epoch} is below the previous batch's {self.leader_epoch}")
+                return
+            yield pos, header, buf[rel : rel + header.size]
+            self.next_offset = header.next_offset
+            if epoch >= 0:
+                self.leader_epoch = epoch
+            pos += header.size
+            self.valid_end = pos
+
+    def _stop(self, position: int, reason: str) -> None:
+        # parse_header names positions inside our buffer; say where in the file instead.
+        self.stopped_at = position
+        self.reason = reason.split(" at position ")[0]
