@@ -29,7 +29,7 @@ class RegisterModel(Model):
         out = outcome_output(op)
         if op.f == "read":
             # nil (or unknown) read: always legal and changes nothing.
-            return None if out is None or out is UNKNOWN else ("read", out)
+            return None if out is None or out is UNKNOWN else (("read", None), out)
         if op.f == "write":
             return ("write", op.value), None
         if not (isinstance(op.value, tuple) and len(op.value) == 2):
@@ -42,7 +42,7 @@ class RegisterModel(Model):
     def step(self, state: Any, inp: Any, out: Any) -> Any:
         f = inp[0]
         if f == "read":
-            return state if state == inp[1] else ILLEGAL
+            return state if state == out else ILLEGAL
         if f == "write":
             return inp[1]
         old, new = inp[1]
@@ -52,7 +52,7 @@ class RegisterModel(Model):
     def describe_call(self, call: Any) -> str:
         inp = call.input
         if inp[0] == "read":
-            return f"p{call.op.process} read -> {inp[1]!r}"
+            return f"p{call.op.process} read -> {call.output!r}"
         if inp[0] == "write":
             return f"p{call.op.process} write({inp[1]!r})" + (" [unknown]" if call.optional else "")
         return f"p{call.op.process} cas({inp[1][0]!r}, {inp[1][1]!r})" + (" [unknown]" if call.optional else "")

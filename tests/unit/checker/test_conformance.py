@@ -1,0 +1,70 @@
+"""Every verdict of shared/conformance/porcupine/VERDICTS.tsv, reading the files as they are.
+
+The c50 `kv-nopartition` rows are too slow to decide in CI (Porcupine itself
+gives up at 120 s); for them we check, with a small budget, that the answer
+is never wrong: the expected verdict or "unknown". benchmarks/checker_bench.py
+shows how long deciding them takes.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from kraftpy.tools.checker.formats import read_history
+from kraftpy.tools.checker.linearizability import check_linearizability
+from tests.conftest import SHARED_DIR
+
+CORPUS = SHARED_DIR / "conformance" / "porcupine"
+SLOW = {("kv/c50-ok.txt", "kv-nopartition"), ("kv/c50-bad.txt", "kv-nopartition")}
+
+
+def _rows() -> list[dict[str, str]]:
+    with open(CORPUS / "VERDICTS.tsv", newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+ROWS = _rows() if (CORPUS / "VERDICTS.tsv").exists() else []
+
+
+def _check(corpus: Path, row: dict[str, str], timeout_s: float | None = None):
+    history = read_history(corpus / row["file"])
+    model = "etcd" if row["model"] == "etcd" else "kv"
+    return history, check_linearizability(
+        history, model, partition=row["model"] != "kv-nopartition", timeout_s=timeout_s, memory_mb=3000
+    )
+
+
+def test_corpus_is_complete(shared_dir: Path) -> None:
+    rows = _rows()
+    assert len(rows) == 64  # 52 etcd files + 6 kv files x 2 models
+    assert {r["model"] for r in rows} == {"etcd", "kv", "kv-nopartition"}
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if (r["file"], r["model"]) not in SLOW], ids=lambda r: f"{r['file']}:{r['model']}"
+)
+def test_verdict_reproduced(shared_dir: Path, row: dict[str, str]) -> None:
+    history, result = _check(shared_dir / "conformance" / "porcupine", row)
+    assert len(history.operations) == int(row["ops"])
+    assert result.valid == (row["expected_linearizable"] == "true")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if (r["file"], r["model"]) in SLOW], ids=lambda r: r["file"])
+def test_slow_no_partition_rows_are_never_wrong(shared_dir: Path, row: dict[str, str]) -> None:
+    history, result = _check(shared_dir / "conformance" / "porcupine", row, timeout_s=2.0)
+    assert len(history.operations) == int(row["ops"])
+    assert result.valid in (row["expected_linearizable"] == "true", "unknown")
+    assert result.exit_code in ((0 if row["expected_linearizable"] == "true" else 1), 2)
+
+
+def test_failing_etcd_history_is_explained(shared_dir: Path) -> None:
+    """etcd_000 is not linearizable: the report names a prefix, a state and unplaceable ops."""
+    history = read_history(shared_dir / "conformance" / "porcupine" / "jepsen" / "etcd_000.log")
+    result = check_linearizability(history, "etcd")
+    (anomaly,) = result.anomalies
+    assert anomaly["type"] == "nonlinearizable"
+    assert anomaly["unplaceable"], "a failure names the operations that cannot be placed"
+    assert 0 < len(anomaly["longest_prefix"]) < anomaly["calls"]
