@@ -45,9 +45,7 @@ def decode_map(data: bytes, what: str = "request") -> dict[str, Any]:
     except Exception as exc:  # cbor2 raises several types for garbage; all mean the same here
         raise KafkaError(f"{what} body is not valid CBOR: {exc}", ErrorCode.INVALID_REQUEST) from None
     if not isinstance(obj, dict):
-        raise KafkaError(
-            f"{what} body must be a CBOR map, got {type(obj).__name__}", ErrorCode.INVALID_REQUEST
-        )
+        raise KafkaError(f"{what} body must be a CBOR map, got {type(obj).__name__}", ErrorCode.INVALID_REQUEST)
     return obj
 
 
@@ -93,16 +91,12 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     except Exception as exc:
         log.exception("unexpected error serving %s", request.path)
         return _response(
-            KafkaError(
-                f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR
-            ).to_dict(),
+            KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict(),
             500,
         )
 
 
-def make_app(
-    routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-) -> web.Application:
+def make_app(routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
     """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies."""
     app = web.Application(client_max_size=max_body_bytes, middlewares=[error_middleware])
     add_routes(app, routes)

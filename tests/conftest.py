@@ -39,8 +39,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if _skipped:
         terminalreporter.write_line(
-            f"FAILED RUN: {len(_skipped)} test(s) skipped; a skip counts as a failure here "
-            f"(first: {_skipped[0]})",
+            f"FAILED RUN: {len(_skipped)} test(s) skipped; a skip counts as a failure here (first: {_skipped[0]})",
             red=True,
         )
 

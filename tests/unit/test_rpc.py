@@ -51,9 +51,7 @@ async def server():
 async def raw_post(address, path: str, data: bytes) -> tuple[int, dict]:
     async with (
         aiohttp.ClientSession() as s,
-        s.post(
-            f"http://{address[0]}:{address[1]}{path}", data=data, headers={"Content-Type": CONTENT_TYPE}
-        ) as resp,
+        s.post(f"http://{address[0]}:{address[1]}{path}", data=data, headers={"Content-Type": CONTENT_TYPE}) as resp,
     ):
         return resp.status, cbor2.loads(await resp.read())
 
