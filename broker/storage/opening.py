@@ -68,13 +68,15 @@ def _open_locked(
 
     holder: list[int] = [0]  # the log end offset, once known; the cache asks for it lazily
     epoch_path = directory / layout.LEADER_EPOCH_CHECKPOINT
-    rebuild_epochs = False
+    rebuild_epochs = not epoch_path.exists()
     try:
         epochs = LeaderEpochCache.load(epoch_path, lambda: holder[0])
     except CorruptCheckpointError as exc:
         log.warning("%s; rebuilding it from the batches' leader epochs", exc.message)
         epochs = LeaderEpochCache(epoch_path, lambda: holder[0])
         rebuild_epochs = True
+    if rebuild_epochs and any(directory.glob("*" + layout.LOG_SUFFIX)):
+        log.warning("%s: no usable %s; validating the whole log to rebuild it", directory.name, epoch_path.name)
 
     bases = sorted(
         base
@@ -101,7 +103,23 @@ def _open_locked(
         recovery_point = log_start
     recovery_point = max(recovery_point, log_start)
 
-    outcome = recover_segments(segments, recovery_point, max_batch_bytes=hard_max_batch_bytes(config.max_message_bytes))
+    # Gaps between batches are normal where the cleaner has been (and anywhere in a
+    # compacted log, whose followers copy the leader's gaps); elsewhere a gap is a
+    # damaged baseOffset.
+    cleaned_below = _read_or_fallback(directory / layout.CLEANER_OFFSET_CHECKPOINT) or 0
+    allow_gaps_below = 2**63 - 1 if config.compact else cleaned_below
+
+    def epoch_at(offset: int) -> int:
+        return epochs.epoch_for_offset(max(offset, log_start))
+
+    outcome = recover_segments(
+        segments,
+        recovery_point,
+        max_batch_bytes=hard_max_batch_bytes(config.max_message_bytes),
+        allow_gaps_below=allow_gaps_below,
+        # A rebuilt cache comes from the batches themselves: nothing to check against.
+        epoch_at=None if rebuild_epochs else epoch_at,
+    )
     segments = outcome.segments
     changed_dir = changed_dir or bool(outcome.deleted_segments)
     log_end = segments[-1].next_offset

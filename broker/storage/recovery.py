@@ -42,20 +42,38 @@ def recover_segments(
     recovery_point: int,
     *,
     max_batch_bytes: int,
+    allow_gaps_below: int = 2**63 - 1,
+    epoch_at: Callable[[int], int] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> RecoveryOutcome:
-    """Validate `segments` (sorted, non-empty) from `recovery_point` (>= the first base offset)."""
+    """Validate `segments` (sorted, non-empty) from `recovery_point` (>= the first base offset).
+
+    `allow_gaps_below` and `epoch_at` are ValidatingScan's extra checks.
+    """
     first = max(i for i, seg in enumerate(segments) if seg.base_offset <= recovery_point)
     outcome = RecoveryOutcome(list(segments), recovery_point)
     next_offset, epoch = 0, -1
     for i in range(first, len(segments)):
         seg = segments[i]
-        start = seg.prepare_recovery(recovery_point) if i == first else seg.reset_for_recovery()
-        if start > 0:
+        if i == first:
+            start = seg.prepare_recovery(recovery_point)
             next_offset, epoch = seg.next_offset, seg.last_epoch
-        next_offset = max(next_offset, seg.base_offset)
+        else:
+            start = seg.reset_for_recovery()
+            problem = _segment_start_problem(seg.base_offset, next_offset, allow_gaps_below)
+            if problem is not None:
+                _cut(outcome, segments, i, 0, problem)
+                break
+            next_offset = max(next_offset, seg.base_offset)
         scan = ValidatingScan(
-            seg.fd, start, seg.size, next_offset=next_offset, leader_epoch=epoch, max_batch_bytes=max_batch_bytes
+            seg.fd,
+            start,
+            seg.size,
+            next_offset=next_offset,
+            leader_epoch=epoch,
+            max_batch_bytes=max_batch_bytes,
+            allow_gaps_below=allow_gaps_below,
+            epoch_at=epoch_at,
         )
         for pos, header, _ in scan:
             seg.append_recovered(span_of(pos, header))
@@ -69,22 +87,45 @@ def recover_segments(
         next_offset, epoch = scan.next_offset, scan.leader_epoch
         if scan.stopped_at is not None:
             assert scan.reason is not None
-            outcome.first_bad = (seg.base_offset, scan.stopped_at, scan.reason)
-            log.warning(
-                "%s: bad batch at position %d (%s); truncating %d bytes and %d later segment(s)",
-                seg.log_path,
-                scan.stopped_at,
-                scan.reason,
-                seg.size - scan.stopped_at,
-                len(segments) - i - 1,
-            )
-            outcome.truncated_bytes += seg.truncate_at_position(scan.stopped_at)
-            for later in reversed(segments[i + 1 :]):
-                outcome.truncated_bytes += later.size
-                outcome.deleted_segments.append(later.base_offset)
-                later.delete()
-            outcome.segments = segments[: i + 1]
+            _cut(outcome, segments, i, scan.stopped_at, scan.reason)
             break
         if i < len(segments) - 1:
             seg.on_roll()
+    if outcome.segments[-1] not in outcome.recovered:
+        outcome.segments[-1].ensure_state()  # a trusted segment became the active one
     return outcome
+
+
+def _segment_start_problem(base_offset: int, expected: int, allow_gaps_below: int) -> str | None:
+    if base_offset < expected:
+        return f"segment starts at offset {base_offset}, inside the previous segment (which ends at {expected})"
+    if base_offset > expected and base_offset >= allow_gaps_below:
+        return f"segment starts at offset {base_offset}, leaving a gap after {expected} in a log without gaps"
+    return None
+
+
+def _cut(outcome: RecoveryOutcome, segments: list[LogSegment], i: int, position: int, reason: str) -> None:
+    """Cut segment i at `position` and delete every later segment (and segment i itself if emptied)."""
+    seg = segments[i]
+    outcome.first_bad = (seg.base_offset, position, reason)
+    log.warning(
+        "%s: bad batch at position %d (%s); truncating %d bytes and %d later segment(s)",
+        seg.log_path,
+        position,
+        reason,
+        seg.size - position,
+        len(segments) - i - 1,
+    )
+    outcome.truncated_bytes += seg.truncate_at_position(position)
+    doomed = segments[i + 1 :]
+    keep = i + 1
+    if position == 0 and i > 0:
+        # An emptied segment would move the log end to its base offset, past a hole.
+        doomed = segments[i:]
+        keep = i
+    for later in reversed(doomed):
+        outcome.truncated_bytes += later.size
+        outcome.deleted_segments.append(later.base_offset)
+        later.delete()
+    outcome.segments = segments[:keep]
+    outcome.recovered = [s for s in outcome.recovered if s in outcome.segments]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from kraftpy.protocol.errors import CorruptRecordError
@@ -101,7 +101,14 @@ class ValidatingScan:
     After iteration, `stopped_at` is the position of the first bad batch (None if
     the range was sound to its end) and `reason` says what was wrong. Offsets must
     not go backwards (each base offset >= the previous batch's next offset, the
-    first >= `next_offset`), and leader epochs must not decrease.
+    first >= `next_offset`), leader epochs must not decrease, and:
+    - a batch must start exactly at the previous batch's next offset, unless its
+      base offset is below `allow_gaps_below` (compacted logs have gaps; a
+      non-compacted log never does, so a gap there is a damaged baseOffset);
+    - if `epoch_at` is given, a batch's leader epoch must be the one it says for
+      the batch's base offset (the leader-epoch checkpoint is written before any
+      batch of a new epoch, so it knows every surviving batch's epoch). Both
+      fields lie outside the CRC; these checks are what catches them.
     """
 
     def __init__(
@@ -113,8 +120,12 @@ class ValidatingScan:
         next_offset: int,
         leader_epoch: int = -1,
         max_batch_bytes: int,
+        allow_gaps_below: int = 2**63 - 1,
+        epoch_at: Callable[[int], int] | None = None,
         chunk_bytes: int = SCAN_CHUNK_BYTES,
     ) -> None:
+        self._allow_gaps_below = allow_gaps_below
+        self._epoch_at = epoch_at
         self._fd = fd
         self._start = start
         self._end = end
@@ -145,12 +156,19 @@ class ValidatingScan:
             except CorruptRecordError as exc:
                 self._stop(pos, exc.message)
                 return
-            if header.base_offset < self.next_offset:
-                self._stop(pos, f"base offset {header.base_offset} is below the expected {self.next_offset}")
+            base = header.base_offset
+            if base < self.next_offset:
+                self._stop(pos, f"base offset {base} is below the expected {self.next_offset}")
+                return
+            if base > self.next_offset and base >= self._allow_gaps_below:
+                self._stop(pos, f"base offset {base} leaves a gap after {self.next_offset} in a log without gaps")
                 return
             epoch = header.partition_leader_epoch
             if epoch >= 0 and epoch < self.leader_epoch:
                 self._stop(pos, f"leader epoch {epoch} is below the previous batch's {self.leader_epoch}")
+                return
+            if epoch >= 0 and self._epoch_at is not None and self._epoch_at(base) != epoch:
+                self._stop(pos, f"leader epoch {epoch} differs from the checkpoint's {self._epoch_at(base)}")
                 return
             yield pos, header, buf[rel : rel + header.size]
             self.next_offset = header.next_offset
