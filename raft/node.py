@@ -160,6 +160,7 @@ class RaftNode:
             self.role = Role.UNATTACHED
             self._arm_unattached()
         self._emit(RoleChanged(self.role, self.epoch, self.leader_id))
+        self._send_fetch()  # a follower (or an observer looking for the leader) fetches at once
 
     # ======================================================================================
     # inputs
@@ -296,6 +297,12 @@ class RaftNode:
         if epoch is None:
             raise ValueError(f"no entry at {offset - 1}")
         return OffsetAndEpoch(offset, epoch)
+
+    @property
+    def leader_ready(self) -> bool:
+        """Leader whose first entry of the epoch has committed: it knows the commit point,
+        so it may serve reads and report commits (KRaft's "leader ready")."""
+        return self._leader is not None and self._leader.high_watermark is not None
 
     def next_deadline_ms(self) -> int:
         """The latest time the shell must call `tick` next (earlier is harmless)."""
@@ -723,6 +730,7 @@ class RaftNode:
             if nothing_new and request.max_wait_ms > 0 and request.leader_round >= leader.round:
                 wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
                 leader.parked[request.src] = ParkedFetch(request, self._now + wait)
+                self._check_reads()  # a parked fetch still confirms this leadership for reads
                 return
             self._answer_fetch(request)
         else:

@@ -70,6 +70,8 @@ class SimConfig:
     # disk
     flush_min_ms: int = 1
     flush_max_ms: int = 6
+    flush_spike_rate: float = 0.05  # a slow fsync: the window in which a crash loses a tail
+    flush_spike_max_ms: int = 400
     # workload
     proposal_interval_ms: int = 40
     read_interval_ms: int = 400
@@ -82,6 +84,7 @@ class SimConfig:
     fault_weights: tuple[tuple[str, int], ...] = (
         ("crash", 4),
         ("crash_leader", 3),
+        ("power_loss", 1),
         ("partition_one", 2),
         ("partition_split", 2),
         ("isolate_leader", 2),
@@ -265,6 +268,9 @@ class SimNode:
         elif isinstance(action, Flush):
             start = max(sim.now, self.flush_busy_until)
             done = start + sim.rng.randint(sim.config.flush_min_ms, sim.config.flush_max_ms)
+            done += sim.flush_extra_ms.get(self.node_id, 0)
+            if sim.faults_on and sim.rng.random() < sim.config.flush_spike_rate:
+                done += sim.rng.randint(0, sim.config.flush_spike_max_ms)
             self.flush_busy_until = done
             sim.push(done, "flushed", (self.node_id, self.incarnation, action.up_to_offset))
         elif isinstance(action, CommitAdvanced):
@@ -345,6 +351,7 @@ class Simulator:
         ids = list(range(1, self.config.voters + self.config.observers + 1))
         self.nodes = {i: SimNode(self, i) for i in ids}
         self.cut: set[tuple[int, int]] = set()
+        self.flush_extra_ms: dict[int, int] = {}  # a slow disk on some nodes (scenarios)
         self.faults_on = False
         self.leader_hint: int | None = None
         self.proposals: dict[tuple[int, int, int], bytes] = {}  # (node, epoch, last_offset) -> data
@@ -584,6 +591,11 @@ class Simulator:
             self.trace("fault", leader, "crash the leader")
             self.crash(leader)
             self.schedule_restart(leader)
+        elif fault == "power_loss":
+            self.trace("fault", 0, "power loss: every node crashes at once")
+            for victim in up:
+                self.crash(victim)
+                self.schedule_restart(victim)
         elif fault == "partition_one":
             self.isolate(self.rng.choice(sorted(self.nodes)))
         elif fault == "isolate_leader" and leader is not None:
@@ -652,6 +664,8 @@ class Simulator:
             if not marker or not acked(marker[-1]):
                 return False
             target = len(self.invariants.committed)
+            if target < self.invariants.acked_high:
+                return False  # acknowledged by the quorum, not yet applied anywhere
             return all(n.up and n.sm.applied == target for n in self.nodes.values())
 
         if not self.run_until(converged, timeout_ms):

@@ -1,0 +1,167 @@
+"""The leader's commit rule (with Raft's Figure 8 case), check-quorum, successors, and
+how a leader node answers Fetch: entries, DivergingEpoch, parking until something is new."""
+
+from __future__ import annotations
+
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.raft.actions import AppendResolved, CommitAdvanced
+from kraftpy.raft.leader import LeaderState, quorum_high_watermark
+from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
+from kraftpy.raft.messages import FetchRequest, FetchResponse, VoteResponse
+from kraftpy.raft.quorum_state import QuorumState, Role
+from tests.unit.test_raft_support import CLUSTER, drain, make_log, make_node, sent
+
+
+def test_quorum_high_watermark_is_the_majority_position() -> None:
+    assert quorum_high_watermark([10, 7, 3], 3) == 7
+    assert quorum_high_watermark([10, 7, 3, 3, 1], 5) == 3
+    assert quorum_high_watermark([5], 1) == 5
+
+
+def test_figure_8_old_epoch_entry_is_not_committed_by_counting() -> None:
+    """Raft paper, Figure 8: S1 leads epoch 4 with an epoch-2 entry at offset 2 replicated to a
+    majority. It must not commit offset 2 until its own epoch-4 entry (offset 3) is on a
+    majority, or a leader of epoch 3 could still overwrite it."""
+    leader = LeaderState(epoch=4, node_id=1, voters=frozenset({1, 2, 3, 4, 5}), epoch_start_offset=3, now_ms=0)
+    leader.local_end_offset = 4  # [e1, e1, e2, e4(leader change)]
+    leader.acknowledge(2, 3)  # S2 has the epoch-2 entry: offsets 0..2
+    leader.acknowledge(3, 3)
+    assert not leader.maybe_advance_high_watermark()
+    assert leader.high_watermark is None, "a majority holds offset 2, yet it is not committed"
+    leader.acknowledge(2, 4)
+    assert not leader.maybe_advance_high_watermark()  # only S1, S2 hold the epoch-4 entry
+    leader.acknowledge(3, 4)
+    assert leader.maybe_advance_high_watermark()
+    assert leader.high_watermark == 4  # both the old entry and the new one commit now
+
+
+def test_high_watermark_never_goes_back() -> None:
+    leader = LeaderState(epoch=2, node_id=1, voters=frozenset({1, 2, 3}), epoch_start_offset=0, now_ms=0)
+    leader.local_end_offset = 5
+    leader.acknowledge(2, 5)
+    assert leader.maybe_advance_high_watermark() and leader.high_watermark == 5
+    leader.acknowledge(2, 2)  # a late duplicate fetch: acknowledged offsets never go back
+    assert leader.progress[2].end_offset == 5
+    assert not leader.maybe_advance_high_watermark() and leader.high_watermark == 5
+
+
+def test_check_quorum_counts_recent_fetches_of_voters() -> None:
+    leader = LeaderState(epoch=1, node_id=1, voters=frozenset({1, 2, 3}), epoch_start_offset=0, now_ms=0)
+    assert leader.quorum_alive(2999, 3000)
+    assert not leader.quorum_alive(3000, 3000)
+    leader.on_fetch(3, 2500, 0)
+    assert leader.quorum_alive(5499, 3000)
+    assert leader.check_quorum_deadline_ms(3000) == 5500
+    leader.on_fetch(9, 5400, 0)  # an observer does not keep the leader alive
+    assert not leader.quorum_alive(5500, 3000)
+
+
+def test_preferred_successors_most_caught_up_first() -> None:
+    leader = LeaderState(epoch=1, node_id=1, voters=frozenset({1, 2, 3, 4}), epoch_start_offset=0, now_ms=0)
+    leader.acknowledge(2, 5)
+    leader.acknowledge(3, 9)
+    leader.acknowledge(4, 9)
+    assert leader.preferred_successors() == (3, 4, 2)
+
+
+def elected(voters=(1, 2, 3), log=None):
+    """Node 1 elected leader of epoch 1 (pre-vote, then vote), leader-change entry flushed."""
+    state = QuorumState(log.last_epoch) if log is not None else None
+    node, log = make_node(1, voters, log=log, state=state)
+    node.tick(5000)
+    drain(node, log, now_ms=5000)
+    epoch = node.epoch
+    for voter in voters[1:]:
+        node.handle(VoteResponse(CLUSTER, voter, 1, node._election_round, epoch, None, True, True), 5000)
+        drain(node, log, now_ms=5000)
+    actions = []
+    for voter in voters[1:]:
+        node.handle(VoteResponse(CLUSTER, voter, 1, node._election_round, node.epoch, None, True, False), 5000)
+        actions += drain(node, log, now_ms=5000)
+    assert node.role is Role.LEADER
+    return node, log, actions
+
+
+def fetch(node, src, offset, epoch, now, corr=1, wait=500):
+    node.handle(FetchRequest(CLUSTER, src, 1, corr, node.epoch, offset, epoch, wait), now)
+
+
+def test_leader_first_entry_is_leader_change_and_commits_first() -> None:
+    node, log, _ = elected(log=make_log(1, 1))
+    first = log.entries()[2]
+    assert first.kind is EntryKind.LEADER_CHANGE and first.epoch == node.epoch == 2
+    assert not node.leader_ready
+    fetch(node, 2, 2, 1, 5001)  # follower 2 has the old entries only: no commit yet
+    actions = drain(node, log, now_ms=5001)
+    assert not [a for a in actions if isinstance(a, CommitAdvanced)]
+    fetch(node, 2, 3, 2, 5002, corr=2)
+    actions = drain(node, log, now_ms=5002)
+    assert CommitAdvanced(3) in actions
+    assert node.leader_ready
+
+
+def test_fetch_answers_diverging_epoch() -> None:
+    node, log, _ = elected(log=make_log(1, 1, 1))
+    assert node.epoch == 2
+    fetch(node, 2, 5, 1, 5001)  # the follower has epoch-1 entries up to 5, the leader up to 3
+    (response,) = sent(drain(node, log, now_ms=5001), FetchResponse)
+    assert response.diverging == OffsetAndEpoch(3, 1)
+    assert response.entries == ()
+
+
+def test_fetch_parks_until_new_entries_or_the_wait_ends() -> None:
+    node, log, _ = elected()
+    fetch(node, 2, 1, 1, 5001)
+    (first,) = sent(drain(node, log, now_ms=5001), FetchResponse)  # commits offset 0: answered
+    assert first.high_watermark == 1
+    fetch(node, 2, 1, 1, 5002, corr=2)
+    assert sent(drain(node, log, now_ms=5002), FetchResponse) == [], "nothing new: parked"
+    epoch, base, last = node.append([b"hello"], 5003)
+    assert (epoch, base, last) == (1, 1, 1)
+    assert sent(drain(node, log, now_ms=5003), FetchResponse) == []  # lingering (25 ms)
+    node.tick(5028)
+    (answer,) = sent(drain(node, log, now_ms=5028), FetchResponse)
+    assert [e.data for e in answer.entries] == [b"hello"]
+    fetch(node, 2, 2, 1, 5030, corr=3)  # commits "hello"
+    actions = drain(node, log, now_ms=5030)
+    assert AppendResolved(1, 1, 1) in actions
+    fetch(node, 2, 2, 1, 5031, corr=4)
+    assert sent(drain(node, log, now_ms=5031), FetchResponse) == []
+    assert node.next_deadline_ms() <= 5031 + 500
+    node.tick(5531)
+    (empty,) = sent(drain(node, log, now_ms=5531), FetchResponse)
+    assert empty.entries == () and empty.error is ErrorCode.NONE
+
+
+def test_leader_without_quorum_resigns() -> None:
+    node, log, _ = elected()
+    node.tick(5000 + 3000)
+    drain(node, log, now_ms=8000)
+    assert node.role is Role.RESIGNED
+    assert node._persisted == QuorumState(1, 1, 1), "its epoch stays; it never leads it again"
+
+
+def test_append_on_a_follower_raises_not_leader_with_hint() -> None:
+    import pytest
+
+    from kraftpy.raft.node import NotLeaderError
+
+    node, _ = make_node(2, state=QuorumState(3, None, 1))
+    with pytest.raises(NotLeaderError) as info:
+        node.append([b"x"], 0)
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert info.value.details == {"leader_id": 1, "epoch": 3}
+
+
+def test_single_voter_commits_on_its_own_flush() -> None:
+    node, log = make_node(1, (1,))
+    node.tick(3000)
+    drain(node, log, now_ms=3000)
+    assert node.role is Role.LEADER and node.leader_ready
+    node.append([b"a", b"b"], 3000)
+    node.tick(3025)
+    actions = drain(node, log, now_ms=3025)
+    assert AppendResolved(1, 1, 2) in actions
+    assert node.high_watermark == 3
+    assert [e.data for e in log.entries()[1:]] == [b"a", b"b"]
+    assert log.entries()[1] == Entry(1, 1, b"a")
