@@ -45,7 +45,7 @@ class ControllerHarness:
         self.now_ms = 0
         self.epoch = epoch
         self.log: list[tuple[int, MetadataRecord]] = []  # (offset, record), every appended record
-        self.pending: list[tuple[int, MetadataRecord]] = []  # appended, not yet committed
+        self.pending: list[list[tuple[int, MetadataRecord]]] = []  # appended batches, not yet committed
         self.next_offset = image.offset + 1
         self.deferred = DeferredResponses()
         self.released: list[Any] = []
@@ -62,11 +62,13 @@ class ControllerHarness:
         return self.controller.latest_image
 
     def _append(self, result: ControllerResult) -> ControllerResult:
-        for record in result.records:
-            entry = (self.next_offset, record)
-            self.log.append(entry)
-            self.pending.append(entry)
-            self.next_offset += 1
+        if result.records:
+            batch = []
+            for record in result.records:
+                batch.append((self.next_offset, record))
+                self.next_offset += 1
+            self.log.extend(batch)
+            self.pending.append(batch)
         self.deferred.add(self.next_offset - 1, result)
         if self.auto_commit:
             self.commit()
@@ -82,14 +84,16 @@ class ControllerHarness:
             self.now_ms = now_ms
         return self._append(self.controller.tick(self.now_ms))
 
-    def commit(self, count: int | None = None) -> list[ControllerResult]:
-        """Commit the next `count` pending records (all by default); returns the released results."""
-        n = len(self.pending) if count is None else count
-        batch, self.pending = self.pending[:n], self.pending[n:]
-        if batch:
+    def commit(self, batches: int | None = None) -> list[ControllerResult]:
+        """Commit the next `batches` appended batches (all by default; a batch commits atomically,
+        as a Raft entry does); returns the results whose responses may now be sent."""
+        n = len(self.pending) if batches is None else batches
+        done, self.pending = self.pending[:n], self.pending[n:]
+        if done:
             delta = MetadataDelta(self.committed)
-            for offset, record in batch:
-                delta.replay(record, offset)
+            for batch in done:
+                for offset, record in batch:
+                    delta.replay(record, offset)
             self.controller.handle_commit(delta.apply(epoch=self.epoch))
         released = self.deferred.complete_up_to(self.committed.offset)
         self.released.extend(released)
@@ -100,7 +104,7 @@ class ControllerHarness:
         lost, as when a new Raft leader truncates them; waiting responses are answered NOT_CONTROLLER."""
         self.controller.deactivate(leader_id=None)
         if lose_uncommitted:
-            lost = {offset for offset, _ in self.pending}
+            lost = {offset for batch in self.pending for offset, _ in batch}
             self.log = [(o, r) for o, r in self.log if o not in lost]
             self.pending = []
             self.next_offset = self.committed.offset + 1

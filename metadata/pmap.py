@@ -120,14 +120,17 @@ _MISSING = object()
 class PMapBuilder(Generic[K, V]):
     """A mutable draft of a PMap; `build()` freezes it. Copies each touched shard once."""
 
-    __slots__ = ("_len", "_owned", "_shards")
+    __slots__ = ("_base", "_dirty", "_len", "_owned", "_shards")
 
     def __init__(self, base: PMap[K, V]) -> None:
+        self._base = base
+        self._dirty = False
         self._shards: list[dict[K, V]] = list(base._shards)
         self._owned = [False] * SHARDS
         self._len = base._len
 
     def _own(self, index: int) -> dict[K, V]:
+        self._dirty = True
         if not self._owned[index]:
             self._shards[index] = dict(self._shards[index])
             self._owned[index] = True
@@ -159,10 +162,14 @@ class PMapBuilder(Generic[K, V]):
         return self._len
 
     def build(self) -> PMap[K, V]:
-        """The frozen map; the builder stays usable (later writes copy shards again)."""
+        """The frozen map (the base itself when nothing changed); the builder stays usable."""
+        if not self._dirty:
+            return self._base
         shards = tuple(shard if shard else _EMPTY_SHARD for shard in self._shards)
         self._owned = [False] * SHARDS
-        return PMap(shards, self._len)
+        self._dirty = False
+        self._base = PMap(shards, self._len)
+        return self._base
 
 
 PMap.EMPTY = PMap(tuple(_EMPTY_SHARD for _ in range(SHARDS)), 0)
