@@ -1,0 +1,103 @@
+"""acks=all produces waiting for the high watermark: Kafka's DelayedProduce, for one partition.
+
+A produce with acks=all completes when the HW passes its batch's last
+offset (Kafka's requiredOffset = last offset + 1 <= HW). At that moment
+the maximal ISR is checked against min_insync_replicas once more: if the
+ISR shrank while the produce waited, the answer is
+NOT_ENOUGH_REPLICAS_AFTER_APPEND -- the batch *is* in the log and
+committed, but not on as many replicas as the producer asked for.
+
+If the HW does not get there within the request's timeout the answer is
+REQUEST_TIMED_OUT. That is not a failed write: the batch stays in the
+leader's log and may still become committed (or be truncated later if this
+leader loses its leadership first). A producer that retries must use
+idempotence to avoid a duplicate.
+
+When the replica stops being the leader every waiting produce fails with
+NOT_LEADER_OR_FOLLOWER at once: as a follower its log may be truncated,
+and the offset it would report could later hold another batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from kraftpy.broker.replication.actions import CompleteProduce
+from kraftpy.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class PendingProduce:
+    request_id: Hashable
+    base_offset: int
+    last_offset: int
+    deadline_ms: int
+
+
+class DelayedProduces:
+    def __init__(self) -> None:
+        self._pending: dict[Hashable, PendingProduce] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, request_id: Hashable) -> bool:
+        return request_id in self._pending
+
+    @property
+    def next_deadline_ms(self) -> int | None:
+        return min((p.deadline_ms for p in self._pending.values()), default=None)
+
+    def add(self, request_id: Hashable, base_offset: int, last_offset: int, timeout_ms: int, now_ms: int) -> None:
+        if request_id in self._pending:
+            raise ValueError(f"produce {request_id!r} is already waiting")
+        self._pending[request_id] = PendingProduce(request_id, base_offset, last_offset, now_ms + max(0, timeout_ms))
+
+    def try_complete(
+        self, high_watermark: int, maximal_isr_size: int, min_insync_replicas: int
+    ) -> list[CompleteProduce]:
+        """Kafka's checkEnoughReplicasReachOffset for every waiting produce."""
+        done: list[CompleteProduce] = []
+        for request_id, pending in list(self._pending.items()):
+            if high_watermark > pending.last_offset:
+                del self._pending[request_id]
+                if maximal_isr_size >= min_insync_replicas:
+                    done.append(CompleteProduce(request_id, ErrorCode.NONE, pending.base_offset, pending.last_offset))
+                else:
+                    done.append(
+                        CompleteProduce(
+                            request_id,
+                            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                            pending.base_offset,
+                            pending.last_offset,
+                            message=f"the batch is committed but the ISR has {maximal_isr_size} members, "
+                            f"fewer than min_insync_replicas={min_insync_replicas}",
+                        )
+                    )
+        return done
+
+    def expire(self, now_ms: int) -> list[CompleteProduce]:
+        done: list[CompleteProduce] = []
+        for request_id, pending in list(self._pending.items()):
+            if now_ms >= pending.deadline_ms:
+                del self._pending[request_id]
+                done.append(
+                    CompleteProduce(
+                        request_id,
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        pending.base_offset,
+                        pending.last_offset,
+                        message="the high watermark did not reach the batch in time; "
+                        "the batch is in the leader's log and may still be committed",
+                    )
+                )
+        return done
+
+    def fail_all(self, error: ErrorCode, message: str) -> list[CompleteProduce]:
+        done = [
+            CompleteProduce(p.request_id, error, p.base_offset, p.last_offset, message=message)
+            for p in self._pending.values()
+        ]
+        self._pending.clear()
+        return done

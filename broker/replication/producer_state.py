@@ -1,0 +1,284 @@
+"""Idempotent producer state of one partition: Kafka's ProducerStateManager.
+
+Per producer id the partition remembers the producer epoch and its last
+five batches (sequence range, offsets, timestamp). A leader checks each
+incoming batch against it (`check_append`):
+
+- a batch whose (epoch, first_seq, last_seq) equals a remembered batch is a
+  retry of something already in the log: it is *not* appended again and the
+  producer gets the original offsets (no error);
+- an older producer epoch is fenced: INVALID_PRODUCER_EPOCH;
+- a newer epoch (the producer was re-initialised) must start at sequence 0,
+  otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
+- in the same epoch the first sequence must follow the last one (wrapping
+  from Int32 max to 0); a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a batch that
+  lies wholly before the last sequence but is no longer remembered is
+  DUPLICATE_SEQUENCE_NUMBER (a retry too old to answer with its offsets,
+  which Kafka's producer treats as success);
+- an unknown producer id with a sequence other than 0 is UNKNOWN_PRODUCER_ID:
+  the broker has no record of it, most likely because retention removed
+  every batch it wrote (`evict_unretained`) or it expired after
+  producer_id_expiration_ms. The producer must re-initialise (bump its
+  epoch). This is Kafka's rule before KIP-360; since KIP-360 Kafka accepts
+  any sequence there, which trades the signal for fewer client resets.
+
+The state is a pure function of the batches applied in order (`update`),
+so it can be rebuilt after a restart or a truncation by loading the newest
+snapshot at or below the target offset and replaying the log's batch
+headers from there (`rebuild`). Snapshots are CBOR with a CRC32C.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import cbor2
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
+
+INT32_MAX = (1 << 31) - 1
+_SEQUENCE_SPACE = 1 << 31
+SNAPSHOT_VERSION = 1
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """Kafka's inSequence: next follows last, wrapping from Int32 max to 0."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def _sequence_distance(from_seq: int, to_seq: int) -> int:
+    """How far to_seq is ahead of from_seq on the wrapping sequence circle."""
+    return (to_seq - from_seq) % _SEQUENCE_SPACE
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=deque)
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCheck:
+    """The verdict on one batch: append it, answer with a duplicate's offsets, or reject it."""
+
+    error: ErrorCode = ErrorCode.NONE
+    duplicate: BatchMetadata | None = None
+    message: str = ""
+
+    @property
+    def should_append(self) -> bool:
+        return self.error == ErrorCode.NONE and self.duplicate is None
+
+
+APPEND = AppendCheck()
+
+
+class ProducerStateManager:
+    def __init__(self, batches_to_retain: int = 5, producer_id_expiration_ms: int = 86_400_000) -> None:
+        if batches_to_retain < 1:
+            raise ValueError("batches_to_retain must be at least 1")
+        self.batches_to_retain = batches_to_retain
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        # The offset after the last batch applied: a snapshot taken now describes the log below it.
+        self.map_end_offset = 0
+
+    def entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def check_append(self, header: BatchHeader) -> AppendCheck:
+        """Validate a batch a client sent to the leader (Kafka's analyzeAndValidateProducerState)."""
+        producer_id = header.producer_id
+        if producer_id < 0:
+            return APPEND  # not an idempotent batch
+        first, last, epoch = header.base_sequence, header.last_sequence, header.producer_epoch
+        if first < 0 or epoch < 0:
+            return AppendCheck(
+                ErrorCode.INVALID_RECORD,
+                message=f"idempotent batch of producer {producer_id} has sequence {first} and epoch {epoch}",
+            )
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            if first != 0:
+                return AppendCheck(
+                    ErrorCode.UNKNOWN_PRODUCER_ID,
+                    message=f"no state for producer {producer_id} (removed by retention or expired?), "
+                    f"and its batch starts at sequence {first}, not 0",
+                )
+            return APPEND
+        duplicate = entry.find_duplicate(epoch, first, last)
+        if duplicate is not None:
+            return AppendCheck(duplicate=duplicate)
+        if epoch < entry.producer_epoch:
+            return AppendCheck(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                message=f"producer {producer_id} epoch {epoch} is older than the current {entry.producer_epoch}",
+            )
+        if epoch > entry.producer_epoch:
+            if first != 0:
+                return AppendCheck(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    message=f"producer {producer_id} new epoch {epoch} must start at sequence 0, not {first}",
+                )
+            return APPEND
+        last_seq = entry.last_seq
+        if last_seq == NO_SEQUENCE:
+            if first == 0:
+                return APPEND
+        elif in_sequence(last_seq, first):
+            return APPEND
+        elif _sequence_distance(last, last_seq) < _SEQUENCE_SPACE // 2:
+            # The whole batch lies at or before the last sequence (within half the wrapping circle):
+            # an old retry whose offsets are no longer remembered.
+            return AppendCheck(
+                ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                message=f"producer {producer_id} batch {first}..{last} was already written (last sequence {last_seq})",
+            )
+        return AppendCheck(
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            message=f"producer {producer_id} epoch {epoch}: expected sequence {(last_seq + 1) % _SEQUENCE_SPACE}, "
+            f"got {first}",
+        )
+
+    def update(self, header: BatchHeader, first_offset: int | None = None, last_offset: int | None = None) -> None:
+        """Apply a batch that is now in the log (leader append, follower append or replay); no validation.
+
+        A leader passes the offsets it assigned; a follower or a replay uses the header's.
+        """
+        first_offset = header.base_offset if first_offset is None else first_offset
+        last_offset = first_offset + header.last_offset_delta if last_offset is None else last_offset
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+        if header.producer_id < 0 or header.producer_epoch == NO_PRODUCER_EPOCH:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id, header.producer_epoch)
+        elif header.producer_epoch != entry.producer_epoch:
+            # A new epoch starts a new sequence space: older batches can no longer be duplicates.
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence, header.last_sequence, first_offset, last_offset, header.max_timestamp
+                )
+            )
+            while len(entry.batches) > self.batches_to_retain:
+                entry.batches.popleft()
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+
+    def remove_expired(self, now_ms: int) -> list[int]:
+        """Forget producers idle for producer_id_expiration_ms (by their batches' timestamps)."""
+        expired = [
+            pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.producer_id_expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def evict_unretained(self, log_start_offset: int) -> list[int]:
+        """Retention moved the log start: forget producers whose last batch is gone (Kafka's truncateHead)."""
+        gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
+
+    # -- snapshots ---------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The state as bytes, describing the log below map_end_offset (the shell names the file by it)."""
+        producers = [
+            [
+                e.producer_id,
+                e.producer_epoch,
+                e.last_timestamp,
+                [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
+            ]
+            for e in sorted(self.producers.values(), key=lambda e: e.producer_id)
+        ]
+        payload = cbor2.dumps({"version": SNAPSHOT_VERSION, "offset": self.map_end_offset, "producers": producers})
+        return cbor2.dumps({"crc": crc32c(payload), "payload": payload})
+
+    @classmethod
+    def from_snapshot(
+        cls, data: bytes, batches_to_retain: int = 5, producer_id_expiration_ms: int = 86_400_000
+    ) -> ProducerStateManager:
+        try:
+            outer = cbor2.loads(data)
+            payload = outer["payload"]
+            if crc32c(payload) != outer["crc"]:
+                raise KafkaError("producer state snapshot CRC mismatch", ErrorCode.CORRUPT_MESSAGE)
+            body = cbor2.loads(payload)
+            if body["version"] != SNAPSHOT_VERSION:
+                raise KafkaError(f"producer snapshot version {body['version']} is unknown", ErrorCode.CORRUPT_MESSAGE)
+            manager = cls(batches_to_retain, producer_id_expiration_ms)
+            manager.map_end_offset = int(body["offset"])
+            for pid, epoch, last_ts, batches in body["producers"]:
+                entry = ProducerStateEntry(int(pid), int(epoch), last_timestamp=int(last_ts))
+                for first_seq, last_seq, first_off, last_off, ts in batches[-batches_to_retain:]:
+                    entry.batches.append(BatchMetadata(first_seq, last_seq, first_off, last_off, ts))
+                manager.producers[entry.producer_id] = entry
+        except KafkaError:
+            raise
+        except (ValueError, KeyError, TypeError, IndexError, EOFError, cbor2.CBORDecodeError) as exc:
+            raise KafkaError(f"producer state snapshot is malformed: {exc}", ErrorCode.CORRUPT_MESSAGE) from exc
+        return manager
+
+    @classmethod
+    def rebuild(
+        cls,
+        snapshot: bytes | None,
+        headers: Iterable[BatchHeader],
+        end_offset: int,
+        batches_to_retain: int = 5,
+        producer_id_expiration_ms: int = 86_400_000,
+    ) -> ProducerStateManager:
+        """Kafka's truncateAndReload: start from a snapshot (or empty), replay headers in [snapshot offset, end).
+
+        `headers` may start earlier than the snapshot; those batches are skipped.
+        """
+        if snapshot is None:
+            manager = cls(batches_to_retain, producer_id_expiration_ms)
+        else:
+            manager = cls.from_snapshot(snapshot, batches_to_retain, producer_id_expiration_ms)
+        if manager.map_end_offset > end_offset:
+            raise ValueError(f"snapshot at offset {manager.map_end_offset} is beyond the rebuild end {end_offset}")
+        start = manager.map_end_offset
+        for header in headers:
+            if header.base_offset < start:
+                continue
+            if header.base_offset >= end_offset:
+                break
+            manager.update(header)
+        manager.map_end_offset = end_offset  # the state now describes the whole log below end_offset
+        return manager
