@@ -21,6 +21,23 @@ from kraftpy.tools.checker.linearizability import LinearizabilityDetail
 from kraftpy.tools.checker.result import CheckResult, jsonable
 
 
+def _short(value: Any) -> str:
+    text = json.dumps(jsonable(value), separators=(",", ":"))
+    return text if len(text) <= 40 else text[:39] + "\u2026"
+
+
+def _label(op: Any) -> str:
+    """A short text for the bar: what the operation did."""
+    key = "" if op.key is None else f" {_short(op.key)}"
+    if op.f == "send" and "offset" in op.extra:
+        return f"send{key} {_short(op.value)} @{op.extra['offset']}"
+    if op.f == "poll" and op.status == "ok" and isinstance(op.result, tuple):
+        return "poll " + " ".join(f"{_short(r[2])}@{r[1]}" for r in op.result if isinstance(r, tuple) and len(r) == 3)
+    if op.status == "ok" and op.result is not None and op.result != op.value:
+        return f"{op.f}{key} \u2192 {_short(op.result)}"
+    return f"{op.f}{key}" + ("" if op.value is None else f" {_short(op.value)}")
+
+
 def _page_data(result: CheckResult) -> dict[str, Any]:
     h = result.history
     ops = h.operations if h is not None else []
@@ -46,11 +63,13 @@ def _page_data(result: CheckResult) -> dict[str, Any]:
                 "ret": None if math.isinf(op.ret) else op.ret,
                 "line": op.invoke_line,
                 "cline": op.complete_line,
+                "label": _label(op),
             }
             for op in ops
         ],
         "parts": [],
         "anomalies": [],
+        "kafka": result.model == "kafka",
     }
     detail = result.detail
     if isinstance(detail, LinearizabilityDetail):
@@ -114,6 +133,7 @@ _TEMPLATE = """<!DOCTYPE html>
  #chart{overflow:auto;background:#fff;border:1px solid #dde2e8;border-radius:6px;max-height:70vh}
  svg text{font-size:11px;fill:#3e4c59}
  .lane-label{font-weight:600}
+ .bar-text{font-size:10px;pointer-events:none;fill:#1d2733}.bar-text.light{fill:#fff}
  .blocked-label{fill:#b03a2e;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
  .bar{stroke:#0003;stroke-width:1;cursor:pointer}
  .bar:hover{stroke:#000;stroke-width:2}
@@ -132,7 +152,10 @@ _TEMPLATE = """<!DOCTYPE html>
   <label id="partbox">Part <select id="part"></select></label>
   <label id="otherbox"><input id="others" type="checkbox"> show other parts</label>
   <label>Zoom <input id="zoom" type="range" min="0" max="100" value="0"></label>
-  <span class="legend">
+  <span class="legend" id="kleg"><span><i style="background:#8fb3d9"></i>operation</span>
+   <span><i style="background:#d64541"></i>involved in the selected anomaly (click one below)</span>
+   <span><i style="background:#f0b35b"></i>info / pending</span></span>
+  <span class="legend" id="lleg">
    <span><i style="background:#3f9e63"></i>linearized (order shown)</span>
    <span><i style="background:#d64541"></i>cannot be placed</span>
    <span><i style="background:#8fb3d9"></i>in part, not reached</span>
@@ -152,7 +175,8 @@ const NS = "http://www.w3.org/2000/svg";
 const byId = new Map(D.ops.map(o => [o.id, o]));
 const lanes = new Map(D.processes.map((p, i) => [p, i]));
 const LANE = 24, BAR = 14, LEFT = 64, TOP = 30, RIGHTPAD = 40;
-let sel = 0, anomSel = -1;
+let sel = 0, anomSel = D.anomalies.findIndex(a => a.failure);
+document.getElementById(D.kafka ? "lleg" : "kleg").style.display = "none";
 function el(name, attrs, parent) {
   const e = document.createElementNS(NS, name);
   for (const k in attrs) e.setAttribute(k, attrs[k]);
@@ -164,7 +188,7 @@ function draw() {
   const chart = document.getElementById("chart");
   chart.innerHTML = "";
   const span = Math.max(D.tmax - D.tmin, 1);
-  const baseW = Math.max(chart.clientWidth - LEFT - RIGHTPAD - 4, 300);
+  const baseW = Math.max(chart.clientWidth - LEFT - RIGHTPAD - 20, 300);
   const zoom = Math.pow(40, document.getElementById("zoom").value / 100);
   const W = baseW * zoom, H = TOP + LANE * D.processes.length + 10;
   const x = t => LEFT + (t - D.tmin) / span * W;
@@ -188,6 +212,7 @@ function draw() {
   const blocked = part ? new Set(part.blocked) : new Set();
   const showOthers = document.getElementById("others").checked;
   const marked = anomSel >= 0 ? new Set(D.anomalies[anomSel].ops) : null;
+  const late = [];  // labels drawn over every bar
   for (const o of D.ops) {
     const y = TOP + lanes.get(o.p) * LANE + (LANE - BAR) / 2;
     const x1 = x(o.call), x2 = o.ret === null ? LEFT + W + RIGHTPAD - 4 : Math.max(x(o.ret), x1 + 3);
@@ -205,13 +230,19 @@ function draw() {
     if (o.ret === null) r.setAttribute("stroke-dasharray", "4 3");
     r.addEventListener("mousemove", ev => tip(ev, o, part, rank, blocked));
     r.addEventListener("mouseleave", () => document.getElementById("tip").style.display = "none");
-    if (blocked.has(o.id)) {
-      const label = el("text", {x: x2 + 4, y: y + BAR - 3, class: "blocked-label"}, svg);
-      label.textContent = "\u2715 " + (part.text[o.id] || o.f);
+    if (blocked.has(o.id)) late.push([x2 + 4, y + BAR - 3, "\u2715 cannot be placed: " + (part.text[o.id] || o.f)]);
+    let text = (rank.has(o.id) ? "#" + rank.get(o.id) + " " : "") + o.label;
+    const room = Math.floor((Math.min(x2, LEFT + W) - x1 - 6) / 5.6);
+    if (room >= 2) {
+      if (text.length > room) text = text.slice(0, room - 1) + "\u2026";
+      const dark = fill === "#3f9e63" || fill === "#d64541";
+      el("text", {x: x1 + 3, y: y + BAR - 3, class: dark ? "bar-text light" : "bar-text"}, svg).textContent = text;
     }
-    if (rank.has(o.id) && x2 - x1 > 16)
-      el("text", {x: x1 + 3, y: y + BAR - 3, fill: "#fff", style: "fill:#fff;font-size:10px;pointer-events:none"},
-         svg).textContent = "#" + rank.get(o.id);
+  }
+  for (const [lx, ly, text] of late) {
+    el("rect", {x: lx - 2, y: ly - 11, width: text.length * 6.4 + 4, height: 15, rx: 3, fill: "#fff",
+                stroke: "#d64541", "stroke-width": 1}, svg);
+    el("text", {x: lx, y: ly, class: "blocked-label"}, svg).textContent = text;
   }
   // A path through feasible linearization points: each no earlier than its call or its predecessor.
   if (part && part.order.length) {
@@ -269,6 +300,7 @@ if (D.anomalies.length) {
     li.appendChild(document.createTextNode(" " + a.brief));
     li.addEventListener("click", () => { anomSel = anomSel === i ? -1 : i;
       [...ul.children].forEach((c, j) => c.classList.toggle("sel", j === anomSel)); draw(); });
+    if (i === anomSel) li.classList.add("sel");
     ul.appendChild(li);
   });
 } else document.getElementById("anomsbox").style.display = "none";
