@@ -1,7 +1,8 @@
 """Progress of a long check on stderr, with rich, shown only when wanted.
 
 Shown when stderr is a terminal or when asked (`--progress`); never on
-stdout, so `--json` output stays clean.
+stdout, so `--json` output stays clean. On a terminal it is a live bar; when
+asked for while stderr is a file or a pipe, it is a plain line per second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def progress_sink(enabled: bool) -> Iterator[ProgressSink | None]:
     if not enabled:
         yield None
         return
+    if not sys.stderr.isatty():
+        yield _plain_lines()
+        return
     console = Console(stderr=True)
     bar = Progress(
         TextColumn("checking parts"),
@@ -49,3 +53,19 @@ def progress_sink(enabled: bool) -> Iterator[ProgressSink | None]:
 
     with bar:
         yield update
+
+
+def _plain_lines(every_s: float = 1.0) -> ProgressSink:
+    last = [-every_s]
+
+    def update(done: int, total: int, steps: int, configs: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s:
+            last[0] = now
+            print(
+                f"progress: {done}/{total} parts decided, {steps:,} steps, {configs:,} configurations",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return update

@@ -26,8 +26,8 @@ def write(tmp_path: Path, events: list[dict], name: str = "h.jsonl") -> Path:
     return path
 
 
-def run(*args: str):
-    return CliRunner().invoke(check, [*args, "--no-progress"])
+def run(*args: str, progress: str = "--no-progress"):
+    return CliRunner().invoke(check, [*args, progress])
 
 
 def test_exit_codes(tmp_path: Path) -> None:
@@ -68,6 +68,22 @@ def test_unknown_is_exit_2(tmp_path: Path) -> None:
     out = run(str(path), "--model", "kv", "--no-partition", "--timeout-s", "0", "--json")
     assert out.exit_code == 2
     assert json.loads(out.output)["valid"] == "unknown"
+
+
+def test_progress_when_asked(tmp_path: Path) -> None:
+    h = random_history("kv", random.Random(5), 8, 200, 0.0)
+    path = tmp_path / "kv.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"process": e.process, "type": e.type, "f": e.f, "key": e.key, "value": e.value}) + "\n"
+            for e in h.events
+        )
+    )
+    out = run(str(path), "--model", "kv", "--no-partition", "--json", progress="--progress")
+    assert "progress: " in out.stderr and "configurations" in out.stderr
+    assert json.loads(out.stdout)["valid"] is True, "progress never goes to stdout"
+    quiet = run(str(path), "--model", "kv", "--no-partition", "--json")
+    assert quiet.stderr == ""
 
 
 def test_html_report_has_lanes(tmp_path: Path) -> None:
