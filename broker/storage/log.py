@@ -112,6 +112,7 @@ class PartitionLog:
         recovery_point: int,
         high_watermark: int,
         now_ms: int,
+        checkpoints: tuple[OffsetCheckpoint, OffsetCheckpoint, OffsetCheckpoint] | None = None,
     ) -> None:
         self.directory = directory
         self._config = config
@@ -131,9 +132,13 @@ class PartitionLog:
         self._dir_dirty = False
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
-        self._ckpt_log_start = OffsetCheckpoint(directory / layout.LOG_START_OFFSET_CHECKPOINT)
-        self._ckpt_recovery = OffsetCheckpoint(directory / layout.RECOVERY_POINT_CHECKPOINT)
-        self._ckpt_hw = OffsetCheckpoint(directory / layout.HIGH_WATERMARK_CHECKPOINT)
+        # (log start, recovery point, high watermark); objects that remember what they
+        # last read or wrote, so an unchanged value costs no fsync.
+        self._ckpt_log_start, self._ckpt_recovery, self._ckpt_hw = checkpoints or (
+            OffsetCheckpoint(directory / layout.LOG_START_OFFSET_CHECKPOINT),
+            OffsetCheckpoint(directory / layout.RECOVERY_POINT_CHECKPOINT),
+            OffsetCheckpoint(directory / layout.HIGH_WATERMARK_CHECKPOINT),
+        )
         self.last_recovery: RecoveryOutcome | None = None
 
     # -- opening ---------------------------------------------------------------------

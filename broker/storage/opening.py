@@ -63,8 +63,10 @@ def _open_locked(
             "fall back to the first segment's base offset (records deleted by DeleteRecords may reappear)",
             path=str(log_start_ckpt.path),
         ) from exc
-    recovery_point = _read_or_fallback(directory / layout.RECOVERY_POINT_CHECKPOINT)
-    high_watermark = _read_or_fallback(directory / layout.HIGH_WATERMARK_CHECKPOINT)
+    recovery_ckpt = OffsetCheckpoint(directory / layout.RECOVERY_POINT_CHECKPOINT)
+    hw_ckpt = OffsetCheckpoint(directory / layout.HIGH_WATERMARK_CHECKPOINT)
+    recovery_point = _read_or_fallback(recovery_ckpt)
+    high_watermark = _read_or_fallback(hw_ckpt)
 
     holder: list[int] = [0]  # the log end offset, once known; the cache asks for it lazily
     epoch_path = directory / layout.LEADER_EPOCH_CHECKPOINT
@@ -106,7 +108,7 @@ def _open_locked(
     # Gaps between batches are normal where the cleaner has been (and anywhere in a
     # compacted log, whose followers copy the leader's gaps); elsewhere a gap is a
     # damaged baseOffset.
-    cleaned_below = _read_or_fallback(directory / layout.CLEANER_OFFSET_CHECKPOINT) or 0
+    cleaned_below = _read_or_fallback(OffsetCheckpoint(directory / layout.CLEANER_OFFSET_CHECKPOINT)) or 0
     allow_gaps_below = 2**63 - 1 if config.compact else cleaned_below
 
     def epoch_at(offset: int) -> int:
@@ -140,14 +142,17 @@ def _open_locked(
         outcome.recovered = list(segments)
         log_end = log_start
         epochs.clear(flush=False)
+        rebuild_epochs = True  # written below
         changed_dir = True
     holder[0] = log_end
 
+    epochs_changed = rebuild_epochs
     for epoch, start_offset in outcome.epochs:
-        epochs.assign(epoch, start_offset, flush=False)
-    epochs.truncate_from_end(log_end, flush=False)
-    epochs.truncate_from_start(log_start, flush=False)
-    epochs.flush()
+        epochs_changed |= epochs.assign(epoch, start_offset, flush=False)
+    epochs_changed |= epochs.truncate_from_end(log_end, flush=False)
+    epochs_changed |= epochs.truncate_from_start(log_start, flush=False)
+    if epochs_changed:
+        epochs.flush()
 
     # What recovery validated may still sit only in the page cache (a process
     # crash, not a power cut): make it durable before calling it recovered.
@@ -168,6 +173,7 @@ def _open_locked(
         recovery_point=log_end,
         high_watermark=high_watermark,
         now_ms=now_ms,
+        checkpoints=(log_start_ckpt, recovery_ckpt, hw_ckpt),
     )
     epochs.set_log_end_offset_source(lambda: plog.log_end_offset)
     plog.last_recovery = outcome
@@ -186,9 +192,9 @@ def _open_locked(
     return plog
 
 
-def _read_or_fallback(path: Path) -> int | None:
+def _read_or_fallback(checkpoint: OffsetCheckpoint) -> int | None:
     try:
-        return OffsetCheckpoint(path).read()
+        return checkpoint.read()
     except CorruptCheckpointError as exc:
         log.warning("%s; falling back to the log start offset", exc.message)
         return None
