@@ -43,7 +43,7 @@ class RemoteReplicaState:
         log_start_offset: int,
         fetch_time_ms: int,
         leader_end_offset: int,
-        broker_epoch: int,
+        broker_epoch: int = UNKNOWN_BROKER_EPOCH,
     ) -> None:
         """Kafka's updateFetchState: the follower holds [.., fetch_offset); when was it last caught up?
 

@@ -61,7 +61,7 @@ from kraftpy.broker.replication import (
 )
 from kraftpy.broker.replication.model import NO_LEADER, UNDEFINED_EPOCH, EpochEndOffset
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.records.batch import build_batch
+from kraftpy.protocol.records.batch import build_batch, decode_batch
 from kraftpy.protocol.records.header import BatchHeader, parse_header, patch_offset_and_epoch
 
 CONTROLLER = "controller"
@@ -170,6 +170,113 @@ def rebuild_producer_state(log: MemoryLog, config: ReplicationConfig) -> Produce
     return ProducerStateManager.rebuild(
         None, log.headers, log.log_end_offset, config.producer_batches_to_retain, config.producer_id_expiration_ms
     )
+
+
+# -- a scripted replica (no network), for deterministic scenario tests -----------------------------------------------
+
+
+class ScriptedReplica:
+    """A Partition over a MemoryLog; a test moves every message by hand.
+
+    `produce` and `fetch_from` perform the core's actions at once; answers
+    to producers collect in `completed`, ISR proposals in `alter_requests`.
+    `crash` keeps only the flushed prefix, `restart` brings up a fresh core.
+    """
+
+    def __init__(self, broker_id: int, config: ReplicationConfig | None = None) -> None:
+        self.id = broker_id
+        self.config = config or ReplicationConfig()
+        self.log = MemoryLog()
+        self.broker_epoch = 0
+        self.partition = Partition(broker_id, self.config, broker_epoch=0)
+        self.pending: dict[object, bytes] = {}
+        self.completed: dict[object, CompleteProduce] = {}
+        self.alter_requests: list[AlterPartitionRequest] = []
+        self.truncations: list[int] = []
+
+    def perform(self, actions) -> None:
+        log = self.log
+        for action in actions:
+            if isinstance(action, AssignEpochStartOffset):
+                log.cache.assign(action.leader_epoch, action.start_offset)
+            elif isinstance(action, AppendAsLeader):
+                header = log.append_as_leader(
+                    self.pending.pop(action.request_id), action.base_offset, action.leader_epoch
+                )
+                assert (header.base_offset, header.last_offset) == (action.base_offset, action.last_offset)
+            elif isinstance(action, AppendAsFollower):
+                log.append_as_follower(action.records)
+            elif isinstance(action, TruncateTo):
+                self.truncations.append(action.offset)
+                log.truncate_to(action.offset)
+            elif isinstance(action, TruncateFullyAndStartAt):
+                self.truncations.append(action.offset)
+                log.truncate_fully_and_start_at(action.offset)
+            elif isinstance(action, RebuildProducerState):
+                self.partition.load_producer_state(rebuild_producer_state(log, self.config))
+            elif isinstance(action, UpdateHighWatermark):
+                assert action.offset <= log.log_end_offset
+                log.high_watermark = action.offset
+            elif isinstance(action, SendAlterPartition):
+                self.alter_requests.append(action.request)
+            elif isinstance(action, CompleteProduce):
+                self.completed[action.request_id] = action
+            else:
+                raise AssertionError(f"unknown action {action!r}")
+
+    def become(self, registration: PartitionRegistration, now_ms: int = 0) -> None:
+        self.perform(self.partition.apply_registration(registration, self.log.state(), now_ms))
+
+    def produce(self, request_id: object, data: bytes, acks: int = -1, now_ms: int = 0, timeout_ms: int = 30_000):
+        self.pending[request_id] = data
+        request = ProduceRequest(request_id, parse_header(data), acks=acks, timeout_ms=timeout_ms)
+        self.perform(self.partition.handle_produce(request, now_ms))
+        self.pending.pop(request_id, None)
+        return self.completed.get(request_id)
+
+    def serve(self, request: FetchPartition, now_ms: int, max_batches: int = 100) -> FetchPartitionResponse:
+        end = (
+            None
+            if request.last_fetched_epoch == UNDEFINED_EPOCH
+            else self.log.end_offset_for(request.last_fetched_epoch)
+        )
+        decision = self.partition.handle_fetch(request, end, now_ms)
+        self.perform(decision.actions)
+        records = b""
+        if decision.readable:
+            records = self.log.read(decision.fetch_offset, decision.max_offset, max_batches)
+        return FetchPartitionResponse.from_decision(decision, records)
+
+    def fetch_from(self, leader: ScriptedReplica, now_ms: int = 0, max_batches: int = 100) -> FetchPartitionResponse:
+        """One fetch round trip to `leader`; the follower's backoff is skipped (scripts control time)."""
+        follower = self.partition.follower
+        assert follower is not None, f"replica {self.id} is not a follower"
+        follower.retry_at_ms = 0
+        request = self.partition.build_fetch(self.log.state(), now_ms)
+        assert request is not None
+        response = leader.serve(request, now_ms, max_batches)
+        own = None
+        if response.diverging_epoch is not None:
+            own = self.log.end_offset_for(response.diverging_epoch.epoch)
+        self.perform(self.partition.on_fetch_response(request, response, now_ms, own))
+        return response
+
+    def crash(self) -> None:
+        self.log.crash()
+        self.partition = Partition(self.id, self.config, broker_epoch=self.broker_epoch)
+
+    def restart(self) -> None:
+        self.broker_epoch += 1
+        self.partition = Partition(self.id, self.config, broker_epoch=self.broker_epoch)
+        self.partition.load_producer_state(rebuild_producer_state(self.log, self.config))
+
+    def records(self) -> list[tuple[int, bytes]]:
+        """(offset, value) of every record, for readable assertions."""
+        out = []
+        for batch in self.log.batches:
+            for record in decode_batch(batch).records:
+                out.append((record.offset, record.value))
+        return out
 
 
 # -- configuration and results -------------------------------------------------------------------------------------
