@@ -21,6 +21,9 @@ class RaftConfig:
     # starts a pre-vote; a leader not fetched from by a majority for 1.5x this resigns.
     fetch_timeout_ms: int = 2000
     check_quorum_factor: float = 1.5
+    # Followers wait fetch_timeout_ms plus a random [0, jitter) before their pre-vote, so
+    # followers of the same dead leader rarely run at the same moment (split votes).
+    fetch_timeout_jitter_ms: int = 100
     # How long the leader parks a fetch that has nothing new before answering it empty.
     fetch_max_wait_ms: int = 500
     # quorum.request.timeout.ms: an unanswered request is sent again after this long
@@ -51,7 +54,7 @@ class RaftConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "append_linger_ms"):
+        for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "append_linger_ms", "fetch_timeout_jitter_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.check_quorum_factor < 1.0:

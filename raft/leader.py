@@ -71,6 +71,7 @@ class LeaderState:
     appends: deque[PendingAppend] = field(default_factory=deque)
     reads: deque[PendingRead] = field(default_factory=deque)
     accumulated: list[bytes] = field(default_factory=list)
+    appended_count: int = 0  # proposal records appended in this epoch (after the leader-change entry)
     accumulated_bytes: int = 0
     linger_deadline_ms: int | None = None
     begin_resend_ms: int = 0

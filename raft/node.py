@@ -134,6 +134,7 @@ class RaftNode:
 
         # per-role state
         self._leader: LeaderState | None = None
+        self._retired_leader: LeaderState | None = None  # its callers are failed when the step ends
         self._tally: VoteTally | None = None
         self._election_round = 0
         self._election_attempts = 0
@@ -167,6 +168,10 @@ class RaftNode:
     # ======================================================================================
 
     def take_actions(self) -> list[Action]:
+        if self._retired_leader is not None:
+            # failed here, after the step, so the answers carry the new leader hint if known
+            self._fail_leader_work(self._retired_leader)
+            self._retired_leader = None
         out, self._actions = self._actions, []
         return out
 
@@ -400,12 +405,12 @@ class RaftNode:
         self._fetch_deadline = None
         self._end_pending = set()
         if leader is not None:
-            self._fail_leader_work(leader)
+            self._retired_leader = leader
 
     def _fail_leader_work(self, leader: LeaderState) -> None:
         hint = None if self.leader_id == self.node_id else self.leader_id
         for pending in leader.appends:
-            appended = pending.last_offset < self.view.end_offset
+            appended = pending.last_offset < leader.epoch_start_offset + 1 + leader.appended_count
             self._emit(
                 AppendResolved(
                     leader.epoch,
@@ -463,7 +468,7 @@ class RaftNode:
         self._leader_resigned = False
         self._leader_round = 0
         self._last_leader_contact_ms = now_ms
-        self._fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        self._fetch_deadline = now_ms + self._fetch_timeout_ms()
         self._retry_at = now_ms
 
     def _to_prospective(self) -> None:
@@ -634,6 +639,7 @@ class RaftNode:
             return
         start = self.view.end_offset
         entries = [Entry(start + i, leader.epoch, data) for i, data in enumerate(leader.accumulated)]
+        leader.appended_count += len(entries)
         leader.accumulated = []
         leader.accumulated_bytes = 0
         leader.linger_deadline_ms = None
@@ -892,10 +898,13 @@ class RaftNode:
         self._fetch_inflight = None
         self._retry_at = self._now + self.config.retry_backoff_ms
 
+    def _fetch_timeout_ms(self) -> int:
+        return self.config.fetch_timeout_ms + self.rng.randrange(self.config.fetch_timeout_jitter_ms + 1)
+
     def _leader_contact(self) -> None:
         self._last_leader_contact_ms = self._now
         if not self._leader_resigned:
-            self._fetch_deadline = self._now + self.config.fetch_timeout_ms
+            self._fetch_deadline = self._now + self._fetch_timeout_ms()
 
     def _on_fetch_response(self, response: FetchResponse) -> None:
         if response.correlation_id != self._fetch_inflight or response.src != self._fetch_target:

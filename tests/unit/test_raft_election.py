@@ -133,11 +133,11 @@ def test_prevote_refused_while_the_leader_is_live() -> None:
     vote(node, 3, 5, 0, 0, pre=True, now=1000)
     (answer,) = sent(drain(node, log, now_ms=1000), VoteResponse)
     assert not answer.granted, "heard from the leader 900 ms ago, within the fetch timeout"
-    node.tick(2100)  # fetch timeout: it runs a pre-vote itself
-    drain(node, log, now_ms=2100)
+    node.tick(2201)  # fetch timeout (+ at most 100 ms of jitter): it runs a pre-vote itself
+    drain(node, log, now_ms=2201)
     assert node.role is Role.PROSPECTIVE
-    vote(node, 3, 5, 0, 0, pre=True, now=2200)
-    (answer,) = sent(drain(node, log, now_ms=2200), VoteResponse)
+    vote(node, 3, 5, 0, 0, pre=True, now=2300)
+    (answer,) = sent(drain(node, log, now_ms=2300), VoteResponse)
     assert answer.granted
 
 

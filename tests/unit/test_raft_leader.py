@@ -165,3 +165,21 @@ def test_single_voter_commits_on_its_own_flush() -> None:
     assert node.high_watermark == 3
     assert [e.data for e in log.entries()[1:]] == [b"a", b"b"]
     assert log.entries()[1] == Entry(1, 1, b"a")
+
+
+def test_deposed_leader_fails_proposals_with_the_new_leader_hint() -> None:
+    from kraftpy.raft.messages import BeginQuorumEpochRequest
+
+    node, log, _ = elected()
+    node.append([b"kept?"], 5001)
+    node.tick(5026)  # appended (not committed)
+    drain(node, log, now_ms=5026)
+    node.append([b"never appended"], 5027)
+    drain(node, log, now_ms=5027)
+    node.handle(BeginQuorumEpochRequest(CLUSTER, 2, 1, 0, 2, 2), 5030)
+    actions = drain(node, log, now_ms=5030)
+    failed = [a for a in actions if isinstance(a, AppendResolved)]
+    assert [(a.base_offset, a.error, a.leader_id, a.appended) for a in failed] == [
+        (1, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, True),  # may still commit under the new leader
+        (2, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, False),
+    ]
