@@ -27,6 +27,7 @@ from kraftpy.protocol.records.header import (
     LOG_OVERHEAD,
     MAGIC,
     BatchHeader,
+    crc_matches,
     parse_header,
     peek_size,
 )
@@ -95,6 +96,37 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
         pos += size
 
 
+def iter_file_batches(
+    fd: int, start: int, end: int, *, max_batch_bytes: int, chunk_bytes: int = SCAN_CHUNK_BYTES
+) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """Yield (position, header, batch bytes) for each structurally sound batch in [start, end).
+
+    Reads in large chunks (a batch larger than a chunk gets a read of its own).
+    Checks what parse_header checks except the CRC, which the caller decides
+    about; raises CorruptSegmentError with the file position at the first batch
+    that is cut off or malformed.
+    """
+    pos = start
+    buf = memoryview(b"")
+    buf_at = pos
+    while pos < end:
+        rel = pos - buf_at
+        size = peek_size(buf, rel)
+        if size is None or size > len(buf) - rel:
+            # Refill from here; a sane size larger than a chunk gets a read of its own.
+            sane = size is not None and HEADER_SIZE <= size <= max_batch_bytes
+            want = max(chunk_bytes, size) if sane else chunk_bytes
+            buf = memoryview(os.pread(fd, min(want, end - pos), pos))
+            buf_at, rel = pos, 0
+        try:
+            header = parse_header(buf, rel, max_batch_bytes=max_batch_bytes)
+        except CorruptRecordError as exc:
+            # parse_header names a position in our buffer; say where in the file instead.
+            raise CorruptSegmentError(exc.message.split(" at position ")[0], pos) from None
+        yield pos, header, buf[rel : rel + header.size]
+        pos += header.size
+
+
 class ValidatingScan:
     """Iterate the sound batches of [start, end), stopping at the first bad one.
 
@@ -139,22 +171,19 @@ class ValidatingScan:
 
     def __iter__(self) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Yield (position, header, batch bytes) for each sound batch."""
-        pos, end = self._start, self._end
-        buf = memoryview(b"")
-        buf_at = pos
-        while pos < end:
-            rel = pos - buf_at
-            size = peek_size(buf, rel)
-            if size is None or size > len(buf) - rel:
-                # Refill from here; a sane size larger than a chunk gets a read of its own.
-                sane = size is not None and HEADER_SIZE <= size <= self._max_batch_bytes
-                want = max(self._chunk, size) if sane else self._chunk
-                buf = memoryview(os.pread(self._fd, min(want, end - pos), pos))
-                buf_at, rel = pos, 0
+        batches = iter_file_batches(
+            self._fd, self._start, self._end, max_batch_bytes=self._max_batch_bytes, chunk_bytes=self._chunk
+        )
+        while True:
             try:
-                header = parse_header(buf, rel, max_batch_bytes=self._max_batch_bytes, check_crc=True)
-            except CorruptRecordError as exc:
-                self._stop(pos, exc.message)
+                pos, header, view = next(batches)
+            except StopIteration:
+                return
+            except CorruptSegmentError as exc:
+                self._stop(exc.position or 0, exc.message.split(" at position ")[0])
+                return
+            if not crc_matches(view, 0, header):
+                self._stop(pos, "CRC32C does not match the batch")
                 return
             base = header.base_offset
             if base < self.next_offset:
@@ -170,14 +199,12 @@ class ValidatingScan:
             if epoch >= 0 and self._epoch_at is not None and self._epoch_at(base) != epoch:
                 self._stop(pos, f"leader epoch {epoch} differs from the checkpoint's {self._epoch_at(base)}")
                 return
-            yield pos, header, buf[rel : rel + header.size]
+            yield pos, header, view
             self.next_offset = header.next_offset
             if epoch >= 0:
                 self.leader_epoch = epoch
-            pos += header.size
-            self.valid_end = pos
+            self.valid_end = pos + header.size
 
     def _stop(self, position: int, reason: str) -> None:
-        # parse_header names positions inside our buffer; say where in the file instead.
         self.stopped_at = position
-        self.reason = reason.split(" at position ")[0]
+        self.reason = reason
