@@ -95,6 +95,7 @@ class SimConfig:
     settle_ms: int = 12_000  # fault-free time at the end in which the cluster must converge
     profile: str = "default"
     label: str = ""
+    scripted: bool = False  # a scenario test drives the run (not replayable from a seed alone)
 
     def replay_args(self) -> str:
         return (
@@ -382,12 +383,17 @@ class Simulator:
         path = os.path.join(tempfile.gettempdir(), f"kraftpy-sim-{self.config.voters}v-seed-{self.seed}.trace")
         with open(path, "w") as fh:
             fh.write(self.format_trace())
+        if self.config.profile in PROFILES and not self.config.scripted:
+            how = (
+                f"  replay: python -m tests.simulation.replay --seed {self.seed} {self.config.replay_args()}\n"
+                f"  or:     python -m pytest tests/simulation -k '{self.config.label or 'random'}' "
+                f"--seeds 1 --seed-start {self.seed}\n"
+            )
+        else:
+            how = "  replay: run the same test again: a scripted run is deterministic too\n"
         message = (
             f"{error}\n  seed {self.seed} {self.config.label} at {self.now} ms after {self.events} events\n"
-            f"  replay: python -m tests.simulation.replay --seed {self.seed} {self.config.replay_args()}\n"
-            f"  or:     python -m pytest tests/simulation -k '{self.config.label or 'random'}' "
-            f"--seeds 1 --seed-start {self.seed}\n"
-            f"  full trace: {path}\n  last events:\n{self.format_trace(40)}"
+            f"{how}  full trace: {path}\n  last events:\n{self.format_trace(40)}"
         )
         return InvariantViolation(message)
 

@@ -21,7 +21,9 @@ CHECK_QUORUM = RaftConfig().check_quorum_timeout_ms  # 3000
 
 
 def make(voters: int = 3, observers: int = 1, seed: int = 7, **changes) -> Simulator:
-    sim = Simulator(seed, SimConfig(voters=voters, observers=observers, faults=False, label="scenario", **changes))
+    sim = Simulator(
+        seed, SimConfig(voters=voters, observers=observers, faults=False, label="scenario", scripted=True, **changes)
+    )
     sim.start()
     return sim
 
