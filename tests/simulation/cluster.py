@@ -563,6 +563,8 @@ class Simulator:
                 self.step()
         except InvariantViolation as exc:
             raise self.fail(exc) from None
+        except Exception as exc:  # a core error (RaftInvariantError, ShellContractError, ...) with its trace
+            raise self.fail(InvariantViolation(f"{type(exc).__name__}: {exc}")) from exc
         return True
 
     def run_for(self, ms: int) -> None:
@@ -623,7 +625,7 @@ class Simulator:
         """The random run: a workload under faults, then a fault-free settle period in which
         the cluster must elect a leader, commit, and converge."""
         cfg = self.config
-        self.start()
+        self.run_until(lambda: (self.start(), True)[1], 0)
         end = cfg.duration_ms
         self.faults_on = cfg.faults
         self.every(cfg.proposal_interval_ms, self.propose, end)

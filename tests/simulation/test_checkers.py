@@ -173,3 +173,14 @@ def test_corrupted_log_fails_the_run_with_a_replay_hint() -> None:
     message = str(info.value)
     assert "corrupted" in message and "seed 3" in message
     assert "replay: run the same test again" in message and "full trace:" in message
+
+
+def test_a_core_exception_is_reported_with_seed_and_trace() -> None:
+    class Crashes(RaftNode):
+        def _to_leader(self) -> None:
+            raise RuntimeError("boom: core crashed")
+
+    with pytest.raises(InvariantViolation) as info:
+        run_seed(0, SimConfig(voters=3, label="crashing-core"), Crashes)
+    message = str(info.value)
+    assert "RuntimeError: boom" in message and "seed 0" in message and "last events:" in message
