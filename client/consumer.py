@@ -1,0 +1,417 @@
+"""The asyncio consumer: Kafka's KafkaConsumer with manual assignment, over the sans-I/O cores.
+
+SubscriptionState holds positions; Fetcher builds fetches and turns answers
+into records; OffsetFetcher completes resets (auto_offset_reset,
+seek_to_beginning/end) with list_offsets; PositionValidator checks positions
+after leader changes (KIP-320). This class sends what those cores ask for,
+feeds the answers back, and implements poll():
+
+    validate / reset positions -> collect buffered records -> if any: send the
+    next fetches (pipelining) and return them -> else send fetches and wait
+    for an answer or the timeout.
+
+Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
+OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
+(with the partition and offset; seek past it to continue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kraftpy.client.cluster_client import ClusterClient, monotonic_ms
+from kraftpy.client.config import consumer_config, parse_bootstrap_servers
+from kraftpy.client.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    invalidates_metadata,
+    is_retriable,
+)
+from kraftpy.client.fetcher import FETCH_PATH, Fetcher, FetchRequest
+from kraftpy.client.interceptors import run_on_consume
+from kraftpy.client.metadata import Metadata
+from kraftpy.client.offset_fetcher import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LIST_OFFSETS_PATH,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    OffsetFetcher,
+    build_list_offsets_requests,
+    parse_list_offsets_response,
+    to_offset_and_timestamp,
+)
+from kraftpy.client.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH, PositionValidator, ValidationRequest
+from kraftpy.client.serde import Deserializer, deserializer_for
+from kraftpy.client.subscription import LogTruncation, OffsetResetStrategy, SubscriptionState
+from kraftpy.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition, as_topic_partition
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+TPLike = TopicPartition | tuple[str, int]
+
+
+def _deserializer(key: str, spec: Any) -> Deserializer:
+    try:
+        return deserializer_for(spec)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
+class Consumer:
+    """`Consumer("host:port,...", auto_offset_reset="earliest")`, then assign() and poll()."""
+
+    def __init__(self, bootstrap_servers: Any, **config: Any) -> None:
+        self.config = consumer_config(config)
+        cfg = self.config
+        self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self._interceptors = list(cfg["interceptors"])
+        self._subscriptions = SubscriptionState(OffsetResetStrategy(cfg["auto_offset_reset"]))
+        self._metadata = Metadata(
+            self._bootstrap,
+            metadata_max_age_ms=cfg["metadata_max_age_ms"],
+            refresh_backoff_ms=cfg["retry_backoff_ms"],
+            refresh_backoff_max_ms=cfg["retry_backoff_max_ms"],
+        )
+        self._fetcher = Fetcher(
+            self._subscriptions,
+            self._metadata,
+            fetch_min_bytes=cfg["fetch_min_bytes"],
+            fetch_max_wait_ms=cfg["fetch_max_wait_ms"],
+            fetch_max_bytes=cfg["fetch_max_bytes"],
+            max_partition_fetch_bytes=cfg["max_partition_fetch_bytes"],
+            max_poll_records=cfg["max_poll_records"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+            key_deserializer=_deserializer("key_deserializer", cfg["key_deserializer"]),
+            value_deserializer=_deserializer("value_deserializer", cfg["value_deserializer"]),
+        )
+        self._offsets = OffsetFetcher(
+            self._subscriptions,
+            self._metadata,
+            request_timeout_ms=cfg["request_timeout_ms"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+        )
+        self._validator = PositionValidator(
+            self._subscriptions,
+            self._metadata,
+            request_timeout_ms=cfg["request_timeout_ms"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+        )
+        self._truncations: dict[TopicPartition, LogTruncation] = {}
+        self._cluster: ClusterClient | None = None
+        self._activity: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    # Lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+        if self._cluster is not None:
+            return
+        self._activity = asyncio.Event()
+        self._cluster = ClusterClient(self._metadata, request_timeout_ms=self.config["request_timeout_ms"])
+        self._cluster.add_listener(self._activity.set)
+        self._cluster.start()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._cluster is not None:
+            await self._cluster.close()
+
+    # Assignment and positions ---------------------------------------------
+
+    def assign(self, partitions: Iterable[TPLike]) -> None:
+        """Manually assign partitions (replacing the previous assignment)."""
+        wanted = [as_topic_partition(tp) for tp in partitions]
+        removed = self._subscriptions.assigned_partitions() - set(wanted)
+        self._subscriptions.assign_from_user(wanted)
+        self._fetcher.clear_buffered(removed)
+        for tp in removed:
+            self._truncations.pop(tp, None)
+        self._metadata.set_topics(self._subscriptions.topics())
+        self._wake_metadata()
+
+    def unsubscribe(self) -> None:
+        self.assign([])
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subscriptions.assigned_partitions()
+
+    def seek(self, tp: TPLike, offset: int) -> None:
+        """Fetch `tp` from `offset` on the next poll."""
+        tp = as_topic_partition(tp)
+        self._subscriptions.seek(tp, offset)
+        self._after_seek(tp)
+
+    def seek_to_beginning(self, *partitions: TPLike) -> None:
+        """Start from the earliest offset (of all assigned partitions when none are named); lazy, as in Kafka."""
+        for tp in self._named_or_all(partitions):
+            self._subscriptions.request_offset_reset(tp, OffsetResetStrategy.EARLIEST)
+            self._after_seek(tp)
+
+    def seek_to_end(self, *partitions: TPLike) -> None:
+        for tp in self._named_or_all(partitions):
+            self._subscriptions.request_offset_reset(tp, OffsetResetStrategy.LATEST)
+            self._after_seek(tp)
+
+    def _named_or_all(self, partitions: tuple[TPLike, ...]) -> list[TopicPartition]:
+        return [as_topic_partition(tp) for tp in partitions] or sorted(self.assignment())
+
+    def _after_seek(self, tp: TopicPartition) -> None:
+        self._fetcher.clear_buffered({tp})
+        self._truncations.pop(tp, None)
+        if self._activity is not None:
+            self._activity.set()
+
+    async def position(self, tp: TPLike, timeout_ms: float | None = None) -> int:
+        """The offset of the next record to be returned, looking it up first if needed."""
+        tp = as_topic_partition(tp)
+        if not self._subscriptions.is_assigned(tp):
+            raise IllegalStateError(f"can only check the position of assigned partitions, not {tp}")
+        await self.start()
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        while True:
+            assert self._activity is not None
+            self._activity.clear()
+            self._update_fetch_positions()
+            if self._subscriptions.has_valid_position(tp):
+                position = self._subscriptions.position(tp)
+                assert position is not None
+                return position.offset
+            if not await self._wait(deadline):
+                raise KafkaTimeoutError(f"the position of {tp} could not be determined within {timeout} ms")
+
+    def pause(self, *partitions: TPLike) -> None:
+        for tp in partitions:
+            self._subscriptions.pause(as_topic_partition(tp))
+
+    def resume(self, *partitions: TPLike) -> None:
+        for tp in partitions:
+            self._subscriptions.resume(as_topic_partition(tp))
+        if self._activity is not None:
+            self._activity.set()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subscriptions.paused_partitions()
+
+    def high_watermark(self, tp: TPLike) -> int | None:
+        """The last high watermark a fetch of `tp` reported (None before the first)."""
+        return self._subscriptions.state(as_topic_partition(tp)).high_watermark
+
+    # Polling ---------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, waiting up to `timeout_ms` when none are buffered."""
+        if not self._subscriptions.assigned_partitions():
+            raise IllegalStateError("the consumer has no assigned partitions; call assign() first")
+        await self.start()
+        assert self._activity is not None
+        deadline = monotonic_ms() + timeout_ms
+        while True:
+            self._activity.clear()
+            self._update_fetch_positions()
+            records = self._fetcher.collect_fetch(max_records)
+            self._send_fetches()  # with records in hand, the next answer is fetched while the app works
+            if records:
+                return run_on_consume(self._interceptors, records)
+            if not await self._wait(deadline):
+                return []
+
+    async def _wait(self, deadline: float) -> bool:
+        """Wait for an answer to arrive; False once `deadline` passed."""
+        assert self._activity is not None
+        remaining = deadline - monotonic_ms()
+        if remaining <= 0:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._activity.wait(), remaining / 1000)
+        return True
+
+    def _update_fetch_positions(self) -> None:
+        """Kafka's updateFetchPositions: validate after leader changes, reset positions, raise what was found."""
+        now = monotonic_ms()
+        self._raise_truncations(self._validator.take_truncations())
+        error = self._offsets.take_error() or self._validator.error
+        self._validator.error = None
+        if error is not None:
+            raise error
+        for request in self._validator.prepare_requests(now):
+            self._spawn(self._validate(request))
+        stuck = self._subscriptions.reset_initializing_positions()
+        if stuck:
+            raise NoOffsetForPartitionError(stuck)
+        for request in self._offsets.prepare_reset_requests(now):
+            self._spawn(self._reset(request))
+        self._wake_metadata()
+
+    def _raise_truncations(self, found: list[LogTruncation]) -> None:
+        for truncation in found:
+            self._truncations[truncation.tp] = truncation
+        # A truncation stays raised until the application seeks (or the position moves on).
+        for tp, truncation in list(self._truncations.items()):
+            state = self._subscriptions.state(tp) if self._subscriptions.is_assigned(tp) else None
+            if state is None or state.position != truncation.position or self._subscriptions.has_valid_position(tp):
+                del self._truncations[tp]
+        if self._truncations:
+            raise LogTruncationError(
+                {tp: (t.position.offset, t.divergent_offset) for tp, t in self._truncations.items()}
+            )
+
+    def _send_fetches(self) -> None:
+        for request in self._fetcher.prepare_fetch_requests(monotonic_ms()):
+            self._spawn(self._fetch(request))
+        self._wake_metadata()
+
+    def _wake_metadata(self) -> None:
+        if self._cluster is not None and self._metadata.update_requested:
+            self._cluster.wake()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _answered(self) -> None:
+        if self._activity is not None:
+            self._activity.set()
+        self._wake_metadata()
+
+    async def _fetch(self, request: FetchRequest) -> None:
+        assert self._cluster is not None
+        try:
+            answer = await self._cluster.call(request.address, FETCH_PATH, request.body, raise_errors=False)
+        except KafkaError as exc:
+            self._fetcher.handle_fetch_failure(request, exc, monotonic_ms())
+        else:
+            self._fetcher.handle_fetch_response(request, answer, monotonic_ms())
+        self._answered()
+
+    async def _reset(self, request: ListOffsetsRequest) -> None:
+        assert self._cluster is not None
+        try:
+            answer = await self._cluster.call(request.address, LIST_OFFSETS_PATH, request.body, raise_errors=False)
+        except KafkaError as exc:
+            self._offsets.handle_reset_failure(request, exc, monotonic_ms())
+        else:
+            self._offsets.handle_reset_response(request, answer, monotonic_ms())
+        self._answered()
+
+    async def _validate(self, request: ValidationRequest) -> None:
+        assert self._cluster is not None
+        try:
+            answer = await self._cluster.call(
+                request.address, OFFSETS_FOR_LEADER_EPOCH_PATH, request.body, raise_errors=False
+            )
+        except KafkaError as exc:
+            self._validator.handle_failure(request, exc, monotonic_ms())
+        else:
+            self._validator.handle_response(request, answer, monotonic_ms())
+        self._answered()
+
+    # Offset lookups --------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TPLike], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        found = await self._list_offsets({as_topic_partition(tp): EARLIEST_TIMESTAMP for tp in partitions}, timeout_ms)
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def end_offsets(
+        self, partitions: Iterable[TPLike], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        found = await self._list_offsets({as_topic_partition(tp): LATEST_TIMESTAMP for tp in partitions}, timeout_ms)
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TPLike, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is at or after the given one, per partition (None: no such record)."""
+        wanted = {as_topic_partition(tp): ts for tp, ts in timestamps.items()}
+        for tp, ts in wanted.items():
+            if ts < 0:
+                raise ValueError(f"the timestamp for {tp} must not be negative, got {ts}")
+        found = await self._list_offsets(wanted, timeout_ms)
+        return {tp: to_offset_and_timestamp(r) for tp, r in found.items()}
+
+    async def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
+        await self.start()
+        assert self._cluster is not None
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        self._metadata.add_topic(topic)
+        while self._metadata.cluster.num_partitions(topic) is None:
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout} ms")
+            await self._cluster.wait_for_version(self._cluster.request_update(), remaining)
+        return [p.partition for p in self._metadata.cluster.partitions_for_topic(topic)]
+
+    async def _list_offsets(
+        self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        await self.start()
+        assert self._cluster is not None
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        for tp in timestamps:
+            self._metadata.add_topic(tp.topic)
+        results: dict[TopicPartition, ListOffsetsResult] = {}
+        todo = dict(timestamps)
+        last_error: KafkaError | None = None
+        while todo:
+            requests, leaderless = build_list_offsets_requests(self._metadata, todo)
+            answers = await asyncio.gather(
+                *(self._cluster.call(r.address, LIST_OFFSETS_PATH, r.body, raise_errors=False) for r in requests),
+                return_exceptions=True,
+            )
+            for request, answer in zip(requests, answers, strict=True):
+                if isinstance(answer, KafkaError):
+                    last_error = answer
+                    continue
+                if isinstance(answer, BaseException):
+                    raise answer
+                for tp, result in parse_list_offsets_response(answer).items():
+                    if tp not in request.timestamps:
+                        continue
+                    if result.code == ErrorCode.NONE:
+                        results[tp] = result
+                        del todo[tp]
+                    elif invalidates_metadata(result.code) or is_retriable(result.code):
+                        last_error = KafkaError(result.message or result.code.name, result.code)
+                    else:
+                        raise KafkaError(f"list_offsets for {tp}: {result.message or result.code.name}", result.code)
+            if not todo:
+                break
+            if leaderless:
+                last_error = KafkaError(f"no leader known for {sorted(leaderless)}", ErrorCode.LEADER_NOT_AVAILABLE)
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"offsets of {sorted(str(tp) for tp in todo)} not found within {timeout} ms "
+                    f"(last error: {last_error})"
+                )
+            await self._cluster.wait_for_version(self._cluster.request_update(), min(remaining, 1_000))
+        return results

@@ -1,0 +1,102 @@
+"""The values clients hand to applications: partitions, records, acknowledgements.
+
+Names and fields follow Kafka's Java client (TopicPartition, ProducerRecord,
+RecordMetadata, ConsumerRecord, OffsetAndTimestamp) in snake_case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic; hashable and ordered so it can key maps and sort output."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def as_topic_partition(value: TopicPartition | tuple[str, int]) -> TopicPartition:
+    """Accept a TopicPartition or a (topic, partition) pair, checking the types."""
+    if isinstance(value, TopicPartition):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], int):
+        return TopicPartition(value[0], value[1])
+    raise TypeError(f"expected a TopicPartition or a (topic, partition) pair, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """What the application sends, before interceptors, serializers and the partitioner see it."""
+
+    topic: str
+    value: Any = None
+    key: Any = None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes | None]] | None = None
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed.
+
+    offset is -1 when it is unknown: with acks=0, for a duplicate the broker
+    could not map back to its offset, or when the record failed. timestamp is
+    the broker's log-append time when the topic uses it, else the create time.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def has_offset(self) -> bool:
+        return self.offset >= 0
+
+
+# Kafka's Callback.onCompletion(metadata, exception): exactly one of them is meaningful.
+DeliveryCallback = Callable[[RecordMetadata, BaseException | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """A record as the consumer returns it, keys and values already deserialized."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: Headers = ()
+    leader_epoch: int | None = None
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    """An answer of list_offsets: the offset, its record's timestamp and the leader epoch it was written in."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None
