@@ -5,8 +5,10 @@ linearizable exactly when every part is). One failing part decides the
 verdict, so parts run in round-robin slices and the check stops at the first
 failure, as Porcupine stops at its first failing partition; a hard part can
 then no longer hide an easy violation behind it. With several big parts and
-more than one core, the parts are spread over forked worker processes, each
-running its own round robin; the first failure reported ends them all.
+more than one core, the parts still undecided after a first slice here are
+spread over forked worker processes (which inherit the searches where they
+stopped), each running its own round robin; the first failure reported ends
+them all.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kraftpy.tools.checker.budget import Budget
 from kraftpy.tools.checker.model import Call, Model
 from kraftpy.tools.checker.search import Search, SearchResult
 
+FIRST_SLICE_STEPS = 1 << 11  # slices grow from this to SLICE_STEPS: easy failures show up at once
 SLICE_STEPS = 1 << 14
 PARALLEL_MIN_CALLS = 300  # below this many calls in total, forking costs more than it saves
 PARALLEL_MIN_PART = 60  # parts smaller than this do not count as "big"
@@ -49,10 +52,11 @@ def _round_robin(
 ) -> None:
     """Run searches in slices until all are decided, one fails, or the budget is spent."""
     active = list(searches)
+    slice_steps = FIRST_SLICE_STEPS * 2
     while active:
         still: list[tuple[int, Search]] = []
         for index, s in active:
-            result = s.run(SLICE_STEPS)
+            result = s.run(slice_steps)
             if result is None:
                 still.append((index, s))
                 continue
@@ -60,6 +64,7 @@ def _round_robin(
             if result.valid is False and stop_on_failure:
                 return
         active = still
+        slice_steps = min(slice_steps * 2, SLICE_STEPS)
         if tick is not None:
             tick(sum(s.steps for _, s in searches), sum(s.configs for _, s in searches))
         why = budget.exceeded() if active else None
@@ -69,8 +74,8 @@ def _round_robin(
             return
 
 
-def _worker(jobs: list[tuple[int, list[Call]]], model: Model, budget: Budget, out: Any, stop_on_failure: bool) -> None:
-    searches = [(index, Search(calls, model)) for index, calls in jobs]
+def _worker(jobs: list[tuple[int, Search]], budget: Budget, out: Any, stop_on_failure: bool) -> None:
+    searches = jobs  # inherited through fork, mid-search
     last = [0.0]
 
     def tick(steps: int, configs: int) -> None:
@@ -119,7 +124,7 @@ def check_parts(
     """Search every part; stop at the first failure when `stop_on_failure`."""
     budget = budget or Budget()
     outcomes = [PartOutcome(label, calls) for label, calls in parts]
-    done = [0]
+    done = [0, len(parts)]  # parts decided, parts
 
     def report(index: int, result: SearchResult) -> None:
         outcomes[index].result = result
@@ -129,19 +134,29 @@ def check_parts(
         if progress is not None:
             progress(done[0], len(parts), steps, configs)
 
-    n_workers = choose_workers(parts, workers)
+    # One slice of every part here first: small parts finish and easy failures show up
+    # without paying for worker processes; the rest continue where they stopped.
+    searches = [(i, Search(calls, model)) for i, (_, calls) in enumerate(parts)]
+    remaining = []
+    for index, s in searches:
+        result = s.run(FIRST_SLICE_STEPS)
+        if result is None:
+            remaining.append((index, s))
+            continue
+        report(index, result)
+        if result.valid is False and stop_on_failure:
+            return outcomes
+    n_workers = choose_workers([parts[i] for i, _ in remaining], workers)
     if n_workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        searches = [(i, Search(calls, model)) for i, (_, calls) in enumerate(parts)]
-        _round_robin(searches, budget, report, tick, stop_on_failure)
+        _round_robin(remaining, budget, report, tick, stop_on_failure)
         tick(sum(s.steps for _, s in searches), sum(s.configs for _, s in searches))
         return outcomes
-    _check_forked(parts, model, budget.split(n_workers), n_workers, report, progress, stop_on_failure, done)
+    _check_forked(remaining, budget.split(n_workers), n_workers, report, progress, stop_on_failure, done)
     return outcomes
 
 
 def _check_forked(
-    parts: list[tuple[Any, list[Call]]],
-    model: Model,
+    searches: list[tuple[int, Search]],
     budget: Budget,
     n_workers: int,
     report: Callable[[int, SearchResult], None],
@@ -153,9 +168,10 @@ def _check_forked(
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     procs = []
-    for indices in _assign(parts, n_workers):
-        jobs = [(i, parts[i][1]) for i in indices]
-        p = ctx.Process(target=_worker, args=(jobs, model, budget, out, stop_on_failure), daemon=True)
+    total = done[1]
+    for positions in _assign([(None, s.calls) for _, s in searches], n_workers):
+        jobs = [searches[k] for k in positions]
+        p = ctx.Process(target=_worker, args=(jobs, budget, out, stop_on_failure), daemon=True)
         p.start()
         procs.append(p)
     ticks: dict[int, tuple[int, int]] = {}
@@ -177,7 +193,7 @@ def _check_forked(
             else:
                 running -= 1
             if progress is not None:
-                progress(done[0], len(parts), sum(t[0] for t in ticks.values()), sum(t[1] for t in ticks.values()))
+                progress(done[0], total, sum(t[0] for t in ticks.values()), sum(t[1] for t in ticks.values()))
     finally:
         for p in procs:
             if p.is_alive():
