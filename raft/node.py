@@ -188,7 +188,7 @@ class RaftNode:
 
     def tick(self, now_ms: int) -> None:
         self._begin(now_ms)
-        now = now_ms
+        now = self._now
         if self.role is Role.LEADER:
             self._tick_leader(now)
         elif self.role is Role.FOLLOWER:

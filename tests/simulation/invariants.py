@@ -56,6 +56,7 @@ class Invariants:
         self.max_sent_epoch: dict[int, int] = {}
         self.durable_epoch: dict[int, int] = {}
         self.acked_high: int = 0  # one past the largest offset acknowledged as committed anywhere
+        self.acked_entries: dict[int, tuple[int, bytes]] = {}  # offset -> (epoch, data), acked writes
 
     # ---- elections ---------------------------------------------------------------------
 
@@ -127,6 +128,15 @@ class Invariants:
                     f"node {node} became leader of epoch {epoch} without committed offset {o} "
                     f"(committed: {self.committed[o]}, its log: {entry})"
                 )
+        # writes acknowledged as committed but not applied anywhere yet are committed too
+        for o, expected in self.acked_entries.items():
+            if o >= max(log_start, len(self.committed)):
+                entry = read_entry(o)
+                if entry is None or (entry.epoch, entry.data) != expected:
+                    raise InvariantViolation(
+                        f"node {node} became leader of epoch {epoch} without the acknowledged write at "
+                        f"offset {o} ({expected}; its log: {entry})"
+                    )
 
     # ---- snapshots ------------------------------------------------------------------------
 
@@ -156,6 +166,10 @@ class Invariants:
                 f"but committed there is {self.committed[offset]}"
             )
         self.acked_high = max(self.acked_high, offset + 1)
+        if offset >= len(self.committed):
+            self.acked_entries[offset] = (epoch, data)
+        for o in [o for o in self.acked_entries if o < len(self.committed)]:
+            del self.acked_entries[o]  # applied somewhere by now: checked against `committed`
 
     def check_acked_in_log(self, acked: list[tuple[int, int, bytes]]) -> None:
         for epoch, offset, data in acked:

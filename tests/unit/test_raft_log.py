@@ -4,6 +4,8 @@ snapshot), the follower's truncation point, and the memory log's crash model."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraftpy.raft.log import Entry, FetchVerdict, OffsetAndEpoch, truncation_offset, validate_fetch
 from kraftpy.raft.memory_log import LogError, MemoryLog
@@ -124,3 +126,47 @@ def test_snapshot_install_restarts_the_log() -> None:
     assert log.read_snapshot(snap, 1, 2) == b"bc"
     assert log.entry_epoch(9) == 3
     assert validate_fetch(log, 10, 3)[0] is FetchVerdict.VALID
+
+
+@st.composite
+def diverged_logs(draw):
+    """A leader's and a follower's log that share a prefix, then share part of one epoch E
+    (the old leader of E reached them unequally), then continue in disjoint newer epochs."""
+    prefix = sorted(draw(st.lists(st.integers(1, 4), max_size=8)))
+    shared_epoch = draw(st.integers(prefix[-1] if prefix else 1, 5))
+    k_leader, k_follower = draw(st.integers(0, 4)), draw(st.integers(0, 4))
+    newer = draw(st.lists(st.integers(6, 20), unique=True, max_size=6))
+    split = draw(st.integers(0, len(newer)))
+    leader_epochs, follower_epochs = sorted(newer[:split]), sorted(newer[split:])
+    leader_tail = sorted(draw(st.lists(st.sampled_from(leader_epochs), max_size=6))) if leader_epochs else []
+    follower_tail = sorted(draw(st.lists(st.sampled_from(follower_epochs), max_size=6))) if follower_epochs else []
+    leader = [*prefix, *[shared_epoch] * k_leader, *leader_tail]
+    follower = [*prefix, *[shared_epoch] * k_follower, *follower_tail]
+    common = len(prefix) + min(k_leader, k_follower)
+    if k_leader == k_follower:  # the epochs after the shared run differ, so nothing more matches
+        common = len(prefix) + k_leader
+    return leader, follower, common
+
+
+def _log_of(epochs: list[int]) -> MemoryLog:
+    log = MemoryLog()
+    # entries of the same (offset, epoch) carry the same data in both logs (log matching)
+    log.append(Entry(i, e, f"{i}:{e}".encode()) for i, e in enumerate(epochs))
+    return log
+
+
+@settings(max_examples=300, deadline=None)
+@given(diverged_logs())
+def test_diverging_epoch_converges_to_exactly_the_common_prefix(logs) -> None:
+    leader_epochs, follower_epochs, common = logs
+    leader, follower = _log_of(leader_epochs), _log_of(follower_epochs)
+    for _ in range(len(follower_epochs) + 2):
+        verdict, position = validate_fetch(leader, follower.end_offset, follower.last_epoch)
+        if verdict is FetchVerdict.VALID:
+            break
+        assert verdict is FetchVerdict.DIVERGING
+        follower.truncate_to(truncation_offset(follower, position))
+    else:
+        pytest.fail("no convergence")
+    assert follower.end_offset >= common, "truncated a matching entry"
+    assert follower.entries() == leader.entries()[: follower.end_offset], "kept a diverging entry"
