@@ -183,3 +183,36 @@ def test_deposed_leader_fails_proposals_with_the_new_leader_hint() -> None:
         (1, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, True),  # may still commit under the new leader
         (2, ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, False),
     ]
+
+
+def test_proposals_are_batched_by_linger_and_size() -> None:
+    from kraftpy.raft.actions import AppendEntries
+
+    node, log, _ = elected()
+    node.append([b"a"], 5001)
+    node.append([b"b", b"c"], 5010)
+    assert not [a for a in drain(node, log, now_ms=5010) if isinstance(a, AppendEntries)]
+    assert node.next_deadline_ms() == 5001 + 25
+    node.tick(5026)
+    (batch,) = [a for a in drain(node, log, now_ms=5026) if isinstance(a, AppendEntries)]
+    assert [e.data for e in batch.entries] == [b"a", b"b", b"c"]
+
+    small, small_log, _ = elected()
+    small.config = small.config.__class__(max_batch_bytes=100)
+    small.append([b"x" * 40], 5001)
+    small.append([b"y" * 40], 5002)  # 2 x (40 + 16) > 100: the first batch goes out now
+    (first,) = [a for a in drain(small, small_log, now_ms=5002) if isinstance(a, AppendEntries)]
+    assert [e.data for e in first.entries] == [b"x" * 40]
+
+
+def test_proposal_times_out() -> None:
+    node, log, _ = elected()
+    node.config = node.config.__class__(proposal_timeout_ms=1000)
+    fetch(node, 2, 1, 1, 5001)  # one follower alive: keeps check-quorum happy
+    drain(node, log, now_ms=5001)
+    node.append([b"slow"], 5002)
+    node.tick(5030)
+    drain(node, log, now_ms=5030)
+    node.tick(6002)
+    failed = [a for a in drain(node, log, now_ms=6002) if isinstance(a, AppendResolved)]
+    assert [(a.error, a.appended) for a in failed] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
