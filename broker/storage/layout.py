@@ -20,6 +20,8 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"
+# Where the cleaner builds replacement segments before moving them in as *.cleaned.
+CLEANER_SCRATCH_DIR = ".cleaner"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

@@ -50,6 +50,7 @@ from kraftpy.broker.storage.leader_epoch_cache import LeaderEpochCache
 from kraftpy.broker.storage.recovery import RecoveryOutcome
 from kraftpy.broker.storage.retention import SegmentStats, deletable_prefix
 from kraftpy.broker.storage.segment import LogSegment
+from kraftpy.broker.storage.swap import commit_swap, finish_swap
 from kraftpy.broker.storage.validation import Batches, validate_batches
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
@@ -86,6 +87,15 @@ class SegmentInfo:
     base_offset: int
     size_bytes: int
     next_offset: int | None  # known for the active segment
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableSegment:
+    segment: LogSegment
+    base_offset: int
+    next_base_offset: int
+    size_bytes: int
+    largest_timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -669,11 +679,42 @@ class PartitionLog:
 
     # -- the cleaner's hooks -------------------------------------------------------------
 
-    def _segments_snapshot(self) -> tuple[list[LogSegment], int, int]:
-        """(closed segments, log start, high watermark) for the cleaner, under the lock."""
+    def cleanable_segments(self) -> tuple[list[CleanableSegment], int, int]:
+        """(closed segments with their stats, log start offset, high watermark), for the cleaner."""
         with self._lock:
-            self._check_open()
-            return list(self._segments[:-1]), self._log_start, self._hw
+            self._check_writable()
+            out = [
+                CleanableSegment(seg, seg.base_offset, self._bases[i + 1], seg.size, seg.largest_timestamp())
+                for i, seg in enumerate(self._segments[:-1])
+            ]
+            return out, self._log_start, self._hw
+
+    def swap_cleaned_segment(self, sources: list[LogSegment], scratch: Path, base_offset: int) -> bool:
+        """Replace `sources` (consecutive closed segments) by the segment built in `scratch`.
+
+        Returns False, changing nothing, if the log moved on meanwhile (retention or
+        truncation removed a source). Holds the lock only for renames and deletes;
+        readers that planned on the old segments keep reading their (unlinked) files.
+        """
+        with self._lock:
+            self._check_writable()
+            try:
+                i = next(k for k, seg in enumerate(self._segments) if seg is sources[0])
+            except StopIteration:
+                return False
+            current = self._segments[i : i + len(sources)]
+            if i + len(sources) >= len(self._segments) or any(
+                a is not b for a, b in zip(current, sources, strict=True)
+            ):
+                return False
+            commit_swap(self.directory, scratch, base_offset)
+            finish_swap(self.directory, base_offset, [s.base_offset for s in sources])
+            new = LogSegment.open(self.directory, base_offset, index_interval_bytes=self._config.index_interval_bytes)
+            for seg in sources:
+                seg.discard()
+            self._segments[i : i + len(sources)] = [new]
+            self._bases[i : i + len(sources)] = [base_offset]
+            return True
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ The order matters and is the crash-safety argument of the whole engine:
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -205,6 +206,10 @@ def tidy_directory(directory: Path) -> bool:
     from kraftpy.broker.storage.swap import complete_interrupted_swaps
 
     changed = complete_interrupted_swaps(directory)
+    scratch = directory / layout.CLEANER_SCRATCH_DIR
+    if scratch.exists():
+        shutil.rmtree(scratch)
+        changed = True
     names = {p.name for p in directory.iterdir()}
     for name in sorted(names):
         path = directory / name

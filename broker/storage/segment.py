@@ -17,15 +17,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kraftpy.broker.storage.errors import LogStorageError
 from kraftpy.broker.storage.files import FileHandle, pread_exact, pwrite_all, remove_if_exists
 from kraftpy.broker.storage.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from kraftpy.broker.storage.offset_index import IndexCorruptError, OffsetIndex
-from kraftpy.broker.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
+from kraftpy.broker.storage.scan import BatchSpan, CorruptSegmentError, iter_file_batches, walk_headers
 from kraftpy.broker.storage.time_index import TimeIndex
+from kraftpy.protocol.records.header import BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,10 @@ class LogSegment:
         if self._handle.closed:
             return
         self.write_indexes()
+        self._handle.close()
+
+    def discard(self) -> None:
+        """Drop the handle without touching the files (they were replaced by a cleaned segment)."""
         self._handle.close()
 
     def delete(self) -> None:
@@ -401,6 +406,14 @@ class LogSegment:
     def read_bytes(self, start: int, end: int) -> bytes:
         with self._handle.use() as fd:
             return pread_exact(fd, end - start, start)
+
+    def batches(self, *, max_batch_bytes: int) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Every batch of this (closed) segment with its bytes; for the cleaner, outside the log's lock.
+
+        Raises CorruptSegmentError at a malformed batch; the caller checks CRCs.
+        """
+        with self._handle.use() as fd:
+            yield from iter_file_batches(fd, 0, self.size, max_batch_bytes=max_batch_bytes)
 
     def fsync(self) -> None:
         with self._handle.use() as fd:

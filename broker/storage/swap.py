@@ -1,15 +1,16 @@
 """Replacing segments with cleaned ones so that a crash at any point leaves a consistent log.
 
-The cleaner writes a replacement for segments [B1..Bn] as `<B1>.log.cleaned`
-(+ `.index.cleaned`, `.timeindex.cleaned`), fsyncs them, then:
-1. renames the index files to `*.swap`, then the log to `<B1>.log.swap` and
-   fsyncs the directory. The `.log.swap` file is the commit point;
+The cleaner builds a replacement for segments [B1..Bn] in the scratch
+directory `.cleaner/` as `<B1>.log`, `.index`, `.timeindex`, fsyncs them, then:
+1. moves the index files in as `<B1>.index.swap` / `.timeindex.swap`, then the
+   log as `<B1>.log.swap`, and fsyncs the directory. `<B1>.log.swap` is the
+   commit point;
 2. deletes the replaced segments B2..Bn (.log first);
 3. renames the index swaps, then `<B1>.log.swap`, over B1's files.
-Opening a directory completes step 2 and 3 for any `.log.swap` it finds, and
-drops `.cleaned` files and index swaps without a `.log.swap` (an uncommitted
-swap). The replaced range is derived from the swap segment itself: every
-segment with a base offset in (B1, last offset of the swap] goes.
+Opening a directory completes steps 2 and 3 for any `.log.swap` it finds, and
+drops the scratch directory and index swaps without a `.log.swap` (an
+uncommitted swap). The replaced range is derived from the swap segment itself:
+every segment with a base offset in (B1, last offset of the swap] goes.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ def swap_name(base_offset: int, suffix: str) -> str:
     return layout.segment_file_name(base_offset, suffix) + layout.SWAP_SUFFIX
 
 
-def commit_swap(directory: Path, base_offset: int) -> None:
-    """Step 1: turn the complete `.cleaned` files of `base_offset` into `.swap` files."""
+def commit_swap(directory: Path, scratch: Path, base_offset: int) -> None:
+    """Step 1: move the complete, fsynced segment files of `base_offset` from `scratch` in as `.swap` files."""
     for suffix in (*INDEX_SUFFIXES, layout.LOG_SUFFIX):
-        cleaned = directory / (layout.segment_file_name(base_offset, suffix) + layout.CLEANED_SUFFIX)
-        if cleaned.exists():
-            os.replace(cleaned, directory / swap_name(base_offset, suffix))
+        built = layout.segment_path(scratch, base_offset, suffix)
+        if built.exists():
+            os.replace(built, directory / swap_name(base_offset, suffix))
     fsync_dir(directory)
 
 
