@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.header import BatchHeader
+
+if TYPE_CHECKING:  # actions.py imports this module
+    from kraftpy.broker.replication.actions import Action
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -112,7 +116,7 @@ class FetchDecision:
     log_start_offset: int = UNKNOWN_OFFSET
     log_end_offset: int = UNKNOWN_OFFSET
     diverging_epoch: EpochEndOffset | None = None
-    actions: tuple = ()
+    actions: tuple[Action, ...] = ()
     message: str = ""
 
     @property
