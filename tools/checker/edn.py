@@ -223,22 +223,27 @@ def loads(text: str) -> Any:
 
 
 def iter_forms(text: str) -> Iterator[tuple[Any, int]]:
-    """Yield (form, line) for each top-level form; a leading vector yields its elements instead.
+    """Yield (form, line) for each top-level form; a leading vector or list yields its elements.
 
-    That covers both ways Jepsen writes a history: one map per line, or one vector of maps.
+    That covers the ways Jepsen and Knossos write a history: one map per line,
+    or one vector (Jepsen) or list (Knossos's data files) of maps.
     """
     reader = _Reader(text)
     token = reader.next_token()
-    if token is not None and token[0] == "open" and token[1] == "[":
-        start = token[2]
+    if token is not None and token[0] == "open" and token[1] in ("[", "("):
+        start, opener = token[2], token[1]
+        closer = _CLOSER[opener]
         while True:
             token = reader.next_token()
             if token is None:
-                raise reader.error("'[' opened here is never closed", start)
+                raise reader.error(f"{opener!r} opened here is never closed", start)
             if token[0] == "close":
-                if token[1] != "]":
-                    raise reader.error(f"expected ']' to close '[', found {token[1]!r}", token[2])
+                if token[1] != closer:
+                    raise reader.error(f"expected {closer!r} to close {opener!r}, found {token[1]!r}", token[2])
                 break
+            if token[0] == "discard":
+                reader.read()
+                continue
             yield reader.read(token), reader.where(token[2])[0]
         extra = reader.next_token()
         if extra is not None:

@@ -37,6 +37,9 @@ def test_iter_forms_one_per_line_and_vector() -> None:
     assert [line for _, line in iter_forms("{:a 1}\n\n{:b 2}\n")] == [1, 3]
     forms = list(iter_forms("[{:a 1}\n {:b 2}\n]"))
     assert forms == [({Keyword("a"): 1}, 1), ({Keyword("b"): 2}, 2)]
+    # Knossos's data files: a list of maps, with comments between them
+    forms = list(iter_forms("({:a 1}\n ; why\n {:b 2})\n"))
+    assert forms == [({Keyword("a"): 1}, 1), ({Keyword("b"): 2}, 3)]
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,27 @@ def test_register_stale_read_after_write_completed() -> None:
     assert verdict(h, "register", init=0) is False
 
 
+def test_knossos_list_file_blames_the_impossible_read() -> None:
+    """A Knossos-style file (a list, with comments): the read of 9 is the op that cannot be placed,
+    not the later, innocent read."""
+    from kraftpy.tools.checker.formats import parse_history
+
+    text = (
+        "({:type :invoke, :f :write, :value 1, :process 0}\n"
+        " {:type :ok, :f :write, :value 1, :process 0}\n"
+        " ; a write of 2 races a read that returns a value nobody wrote\n"
+        " {:type :invoke, :f :write, :value 2, :process 1}\n"
+        " {:type :invoke, :f :read, :value nil, :process 2}\n"
+        " {:type :ok, :f :read, :value 9, :process 2}\n"
+        " {:type :ok, :f :write, :value 2, :process 1}\n"
+        " {:type :invoke, :f :read, :value nil, :process 3}\n"
+        " {:type :ok, :f :read, :value 2, :process 3})\n"
+    )
+    result = check_linearizability(parse_history(text), "cas-register")
+    assert result.valid is False
+    assert [c["line"] for c in result.anomalies[0]["unplaceable"]] == [5]
+
+
 def test_register_failed_write_did_not_happen_and_info_may_have() -> None:
     assert verdict(seq(op(0, "write", 2, status="fail"), op(1, "read", result=2)), "register", init=1) is False
     info = seq(op(0, "write", 2, status="info"), op(1, "read", result=2), op(1, "read", result=2))
