@@ -1,1 +1,45 @@
-"""Clients: Producer, Consumer and AdminClient (asyncio first, with sync wrappers)."""
+"""Clients: Producer, Consumer and AdminClient (asyncio first, with sync wrappers).
+
+    from kraftpy.client import Producer, Consumer, AdminClient, TopicPartition
+    from kraftpy.client import SyncProducer, SyncConsumer, SyncAdminClient
+
+Names are imported on first use, so `import kraftpy.client.partitioner` (or
+the CLI) does not pay for aiohttp and the whole client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Producer": "kraftpy.client.producer",
+    "Consumer": "kraftpy.client.consumer",
+    "AdminClient": "kraftpy.client.admin",
+    "SyncProducer": "kraftpy.client.sync",
+    "SyncConsumer": "kraftpy.client.sync",
+    "SyncAdminClient": "kraftpy.client.sync",
+    "TopicPartition": "kraftpy.client.types",
+    "RecordMetadata": "kraftpy.client.types",
+    "ConsumerRecord": "kraftpy.client.types",
+    "ProducerRecord": "kraftpy.client.types",
+    "OffsetAndTimestamp": "kraftpy.client.types",
+    "NewTopic": "kraftpy.client.admin_types",
+    "ConfigResource": "kraftpy.client.admin_types",
+    "AlterConfigOp": "kraftpy.client.admin_types",
+    "LogTruncationError": "kraftpy.client.errors",
+    "RecordDeserializationError": "kraftpy.client.errors",
+    "ConfigError": "kraftpy.client.errors",
+    "KafkaTimeoutError": "kraftpy.client.errors",
+    "BufferExhaustedError": "kraftpy.client.errors",
+    "RecordTooLargeError": "kraftpy.client.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kraftpy.client' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -29,6 +29,21 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+async def wait_event(event: asyncio.Event, timeout_ms: float | None) -> bool:
+    """Wait for `event` at most `timeout_ms` (None: no bound); False on timeout.
+
+    asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+    cancellation that arrives as the inner wait completes, and a background
+    loop that misses its cancellation never stops.
+    """
+    try:
+        async with asyncio.timeout(None if timeout_ms is None else max(0.0, timeout_ms) / 1000):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
 class ClusterClient:
     def __init__(self, metadata: Metadata, *, request_timeout_ms: int = 30_000, client_id: str | None = None) -> None:
         self.metadata = metadata
@@ -39,6 +54,8 @@ class ClusterClient:
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._failing = False
         self.last_error: KafkaError | None = None
 
     def start(self) -> None:
@@ -65,10 +82,7 @@ class ClusterClient:
             remaining = deadline - monotonic_ms()
             if remaining <= 0:
                 return False
-            changed = self._changed
-            try:
-                await asyncio.wait_for(changed.wait(), remaining / 1000)
-            except TimeoutError:
+            if not await wait_event(self._changed, remaining):
                 return False
         return True
 
@@ -77,12 +91,11 @@ class ClusterClient:
         return await self.wait_for_version(version, self.request_timeout_ms if timeout_ms is None else timeout_ms)
 
     async def _refresh_loop(self) -> None:
-        while True:
+        while not self._closing:
             self._wake.clear()
             delay = self.metadata.time_to_next_update(monotonic_ms())
             if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay / 1000)
+                await wait_event(self._wake, delay)
                 continue
             await self._refresh_once()
 
@@ -99,12 +112,16 @@ class ClusterClient:
                 continue
             self.metadata.node_succeeded(address)
             self.last_error = None
+            self._failing = False
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
             for listener in self._listeners:
                 listener()
             return
-        log.warning("no server answered a metadata request (last error: %s)", self.last_error)
+        # Warn once per outage; the retries that follow (with backoff) log at debug.
+        level = logging.DEBUG if self._failing else logging.WARNING
+        log.log(level, "no server answered a metadata request (last error: %s)", self.last_error)
+        self._failing = True
         self.metadata.failed_update(monotonic_ms())
 
     async def call(
@@ -135,6 +152,7 @@ class ClusterClient:
         raise last or KafkaError("no server to call", ErrorCode.NETWORK_EXCEPTION)
 
     async def close(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

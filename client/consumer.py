@@ -18,12 +18,11 @@ OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kraftpy.client.cluster_client import ClusterClient, monotonic_ms
+from kraftpy.client.cluster_client import ClusterClient, monotonic_ms, wait_event
 from kraftpy.client.config import consumer_config, parse_bootstrap_servers
 from kraftpy.client.errors import (
     ConfigError,
@@ -246,8 +245,7 @@ class Consumer:
         remaining = deadline - monotonic_ms()
         if remaining <= 0:
             return False
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._activity.wait(), remaining / 1000)
+        await wait_event(self._activity, remaining)
         return True
 
     def _update_fetch_positions(self) -> None:

@@ -17,7 +17,6 @@ Everything after that is reported through the future and the callback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -26,7 +25,7 @@ from typing import Any
 
 from kraftpy.client.accumulator import RecordAccumulator, estimate_size_upper_bound
 from kraftpy.client.buffer_pool import BufferPool
-from kraftpy.client.cluster_client import ClusterClient, monotonic_ms
+from kraftpy.client.cluster_client import ClusterClient, monotonic_ms, wait_event
 from kraftpy.client.config import ProducerConfig, parse_bootstrap_servers, producer_config
 from kraftpy.client.errors import (
     BufferExhaustedError,
@@ -153,7 +152,8 @@ class Producer:
         self._wake_sender()
         assert self._sender_task is not None
         try:
-            await asyncio.wait_for(asyncio.shield(self._sender_task), None if timeout_ms is None else timeout_ms / 1000)
+            async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+                await asyncio.shield(self._sender_task)
         except TimeoutError:
             self._sender.force_close(ProducerClosedError("the producer was closed before the record was acknowledged"))
             self._sender_task.cancel()
@@ -304,7 +304,8 @@ class Producer:
             return size
         self._wake_sender()  # callers waiting for memory make every batch sendable
         try:
-            await asyncio.wait_for(granted, max(0.0, deadline - monotonic_ms()) / 1000)
+            async with asyncio.timeout(max(0.0, deadline - monotonic_ms()) / 1000):
+                await granted
         except TimeoutError:
             self._pool.cancel(waiter)
             raise BufferExhaustedError(
@@ -363,8 +364,7 @@ class Producer:
                 return
             timeout = out.poll_timeout_ms
             if timeout > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), None if timeout == float("inf") else timeout / 1000)
+                await wait_event(self._wake, None if timeout == float("inf") else timeout)
             else:
                 await asyncio.sleep(0)  # let the requests just spawned start
 
