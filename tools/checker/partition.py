@@ -138,7 +138,12 @@ def check_parts(
     # without paying for worker processes; the rest continue where they stopped.
     searches = [(i, Search(calls, model)) for i, (_, calls) in enumerate(parts)]
     remaining = []
-    for index, s in searches:
+    for position, (index, s) in enumerate(searches):
+        why = budget.exceeded()
+        if why is not None:
+            for later, t in [*remaining, *searches[position:]]:
+                report(later, t.partial(why))
+            return outcomes
         result = s.run(FIRST_SLICE_STEPS)
         if result is None:
             remaining.append((index, s))

@@ -60,6 +60,10 @@ def test_spent_budget_is_unknown_never_a_verdict() -> None:
     assert r.anomalies[0]["type"] == "undecided" and r.anomalies[0]["reason"] == "timeout"
     r = check_linearizability(h, "kv", partition=False, memory_mb=1)
     assert r.valid == "unknown" and r.anomalies[0]["reason"] == "memory"
+    # even a trivial history: a spent budget is never turned into a verdict
+    easy = seq(op(0, "write", 1), op(0, "read", result=1))
+    r = check_linearizability(easy, "register", timeout_s=0)
+    assert r.valid == "unknown" and r.exit_code == 2
 
 
 def test_parallel_parts_agree_with_serial() -> None:
