@@ -177,7 +177,11 @@ class LogCleaner:
                 drop_tombstones = source.largest_timestamp < delete_horizon
                 for raw, header, batch in _decoded_batches(source.segment, max_batch):
                     if batch is None:  # a control batch: kept as is
-                        out.append([raw], [(header.base_offset, header.last_offset, header.size, header.max_timestamp)])
+                        out.append(
+                            [raw],
+                            [(header.base_offset, header.last_offset, header.size, header.max_timestamp)],
+                            header.size,
+                        )
                         continue
                     kept = []
                     for record in batch.records:
@@ -209,7 +213,7 @@ class LogCleaner:
                         )
                     last = kept[-1].offset
                     max_ts = max(r.timestamp for r in kept)
-                    out.append([data], [(header.base_offset, last, len(data), max_ts)])
+                    out.append([data], [(header.base_offset, last, len(data), max_ts)], len(data))
             out.on_roll()
             out.fsync()
             stats["after"] += out.size

@@ -50,8 +50,16 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
-def pwrite_all(fd: int, buffers: Sequence[bytes | bytearray | memoryview], position: int) -> int:
+def pwrite_all(
+    fd: int, buffers: Sequence[bytes | bytearray | memoryview], position: int, total_bytes: int | None = None
+) -> int:
     """Write `buffers` contiguously at `position`, retrying short writes; returns bytes written."""
+    if total_bytes is not None and len(buffers) <= IOV_MAX:
+        # The hot path: one syscall that writes everything.
+        written = os.pwritev(fd, buffers, position)
+        if written == total_bytes:
+            return written
+        return written + pwrite_all(fd, _skip(buffers, written), position + written)
     total = 0
     pending = list(buffers)
     while pending:
@@ -73,6 +81,19 @@ def pwrite_all(fd: int, buffers: Sequence[bytes | bytearray | memoryview], posit
                 pending[0] = head[remaining:]
                 remaining = 0
     return total
+
+
+def _skip(buffers: Sequence[bytes | bytearray | memoryview], count: int) -> list[memoryview]:
+    """`buffers` without their first `count` bytes."""
+    out = []
+    for b in buffers:
+        view = memoryview(b)
+        if count >= len(view):
+            count -= len(view)
+            continue
+        out.append(view[count:])
+        count = 0
+    return out
 
 
 def pread_exact(fd: int, size: int, position: int) -> bytes:
@@ -118,20 +139,28 @@ class FileHandle:
         """The raw fd for the owner's own calls (made under the log's lock)."""
         return self._fd
 
-    @contextmanager
-    def use(self) -> Iterator[int]:
+    def acquire(self) -> int:
+        """The fd, held open until the matching release(); raises HandleClosedError if closed."""
         with self._lock:
             if self._closing:
                 raise HandleClosedError(f"{self.path} was closed (segment deleted or log closed)")
             self._users += 1
+            return self._fd
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            close_now = self._closing and self._users == 0
+        if close_now:
+            os.close(self._fd)
+
+    @contextmanager
+    def use(self) -> Iterator[int]:
+        fd = self.acquire()
         try:
-            yield self._fd
+            yield fd
         finally:
-            with self._lock:
-                self._users -= 1
-                close_now = self._closing and self._users == 0
-            if close_now:
-                os.close(self._fd)
+            self.release()
 
     def close(self) -> None:
         with self._lock:

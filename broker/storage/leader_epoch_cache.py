@@ -75,8 +75,10 @@ class LeaderEpochCache:
 
     @property
     def latest_epoch(self) -> int:
-        with self._lock:
-            return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+        # No lock: changes replace the list or append/pop whole entries, and reading one
+        # reference and indexing it are atomic under the GIL. This is on the append path.
+        entries = self._entries
+        return entries[-1].epoch if entries else UNDEFINED_EPOCH
 
     @property
     def latest_entry(self) -> EpochEntry | None:

@@ -36,7 +36,8 @@ from kraftpy.protocol.records.header import (
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp.
 _WALK = struct.Struct(">qiibIhiqq")
-WALK_CHUNK_BYTES = 64 * 1024
+# A walk mostly spans one index interval (4 KiB by default): read a little more than that at a time.
+WALK_CHUNK_BYTES = 8 * 1024
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 
 

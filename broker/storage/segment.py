@@ -270,6 +270,11 @@ class LogSegment:
         if self._time_index is not None:
             self._time_index.write_pending()
 
+    @property
+    def index_entries(self) -> int:
+        """Entries in the larger of the two indexes (the offset index; the time index has at most as many + 1)."""
+        return len(self.offset_index) + 1
+
     def largest_timestamp(self) -> int:
         """Largest batch timestamp, or the file's mtime for a segment without timestamps (as Kafka)."""
         self.ensure_state()
@@ -279,14 +284,17 @@ class LogSegment:
 
     # -- appends ---------------------------------------------------------------------
 
-    def append(self, buffers: Sequence[bytes | memoryview], spans: Sequence[tuple[int, int, int, int]]) -> None:
-        """Write `buffers` at the end and index the batches; spans = (base, last, size, max_ts) each.
+    def append(
+        self, buffers: Sequence[bytes | memoryview], spans: Sequence[tuple[int, int, int, int]], total_bytes: int
+    ) -> None:
+        """Write `buffers` (`total_bytes` long) at the end and index the batches.
 
-        On an I/O error the file is cut back to its old size, so memory and disk agree.
+        `spans` = (base offset, last offset, size, max timestamp) of each batch. On
+        an I/O error the file is cut back to its old size, so memory and disk agree.
         """
         position = self.size
         try:
-            pwrite_all(self._handle.fd, buffers, position)
+            pwrite_all(self._handle.fd, buffers, position, total_bytes)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._handle.fd, position)
@@ -381,6 +389,8 @@ class LogSegment:
         target = start + max_bytes
         if target >= end_bound:
             return start, end_bound
+        if first.end >= target:  # the first batch alone fills max_bytes (or exceeds it)
+            return (start, first.end) if first.end == target or min_one_batch else (start, start)
         # The last indexed batch start at or below the target is a boundary; walk from there.
         end = max(self.offset_index.lookup_position(target).position, start)
         for span in walk_headers(self._handle.fd, end, end_bound):
@@ -404,8 +414,11 @@ class LogSegment:
     # -- bulk reads and fsync (outside the log's lock) ------------------------------------
 
     def read_bytes(self, start: int, end: int) -> bytes:
-        with self._handle.use() as fd:
+        fd = self._handle.acquire()  # (not `with use()`: this is every fetch's path)
+        try:
             return pread_exact(fd, end - start, start)
+        finally:
+            self._handle.release()
 
     def batches(self, *, max_batch_bytes: int) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Every batch of this (closed) segment with its bytes; for the cleaner, outside the log's lock.

@@ -10,12 +10,13 @@ INVALID_RECORD (a producer batch whose offsets are not dense).
 
 from __future__ import annotations
 
-from kraftpy.protocol.errors import CrcMismatchError, ErrorCode, KafkaError
+from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import (
     DEFAULT_MAX_BATCH_BYTES,
+    LOG_OVERHEAD,
     BatchHeader,
-    crc_matches,
     parse_header,
+    peek_size,
 )
 
 Batches = list[tuple[int, BatchHeader]]
@@ -49,14 +50,14 @@ def validate_batches(
     out: Batches = []
     pos = 0
     while pos < total:
-        header = parse_header(data, pos, max_batch_bytes=limit)
-        if max_message_bytes is not None and header.size > max_message_bytes:
+        # Size before CRC, as Kafka: a batch that is merely too large says so.
+        size = peek_size(data, pos)
+        if max_message_bytes is not None and size is not None and max_message_bytes < size <= total - pos:
             raise KafkaError(
-                f"batch at position {pos} is {header.size} bytes, above max_message_bytes {max_message_bytes}",
+                f"batch at position {pos} is {size} bytes, above max_message_bytes {max_message_bytes}",
                 ErrorCode.MESSAGE_TOO_LARGE,
             )
-        if not crc_matches(data, pos, header):
-            raise CrcMismatchError("CRC32C does not match the batch", pos)
+        header = parse_header(data, pos, max_batch_bytes=limit, check_crc=True)
         if dense_offsets and (header.records_count < 1 or header.last_offset_delta != header.records_count - 1):
             raise KafkaError(
                 f"batch at position {pos} has {header.records_count} records but lastOffsetDelta "
@@ -64,5 +65,5 @@ def validate_batches(
                 ErrorCode.INVALID_RECORD,
             )
         out.append((pos, header))
-        pos += header.size
+        pos += header.batch_length + LOG_OVERHEAD
     return out
