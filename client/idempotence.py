@@ -303,6 +303,21 @@ class IdempotenceManager:
             # The broker has no state for us, or a sent batch failed and left a gap: renumber after a bump.
             self.request_epoch_bump_for_partition(batch.tp)
 
+    def known_written(self, batch: ProducerBatch) -> bool:
+        """True when a later sequence of the same producer epoch was acknowledged for the partition.
+
+        The broker accepts a partition's sequences only consecutively within an
+        epoch, so such an ack proves this batch is in the log. Its retry can then
+        be refused as out of order (the broker remembers only the last 5 batches),
+        which would otherwise be retried until the delivery timeout.
+        """
+        entry = self._entry(batch.tp)
+        same_epoch = (batch.producer_id, batch.producer_epoch) == (
+            entry.producer_id_and_epoch.producer_id,
+            entry.producer_id_and_epoch.epoch,
+        )
+        return same_epoch and batch.has_sequence and batch.last_sequence <= entry.last_acked_sequence
+
     def can_retry(self, batch: ProducerBatch, code: ErrorCode, log_start_offset: int, retriable: bool) -> bool:
         """Kafka's TransactionManager.canRetry for the idempotent producer."""
         tp = batch.tp

@@ -25,6 +25,7 @@ from kraftpy.client.errors import (
     ProducerFencedError,
     error_from,
     invalidates_metadata,
+    is_fatal_for_producer,
     is_retriable,
 )
 from kraftpy.client.idempotence import IdempotenceManager
@@ -36,6 +37,18 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 PRODUCE_PATH = "/kafka/produce"
+
+# Outcomes after which the broker may hold the batch even though it was not acknowledged:
+# no answer at all, an acks=all wait that timed out after the append, or an append
+# the ISR could not confirm.
+_UNKNOWN_OUTCOME = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+    }
+)
 INIT_PRODUCER_ID_PATH = "/kafka/init_producer_id"
 
 
@@ -262,6 +275,8 @@ class Sender:
             self.accumulator.unmute(batch.tp)
         if invalidates_metadata(code):
             self.metadata.request_update()
+        if code in _UNKNOWN_OUTCOME:
+            batch.maybe_written = True
         if batch.is_done:
             # It expired while on the wire; only the idempotence bookkeeping still cares.
             if self.idempotence is not None:
@@ -273,7 +288,11 @@ class Sender:
         if code == ErrorCode.NONE:
             self._succeed(batch, base_offset, log_append_time_ms)
             return
-        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER or (
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            and self.idempotence is not None
+            and self.idempotence.known_written(batch)
+        ):
             # The broker already has it but no longer knows its offset: success, offset unknown (-1).
             self._succeed(batch, -1, -1)
             return
@@ -286,9 +305,7 @@ class Sender:
             return
         if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now) and is_retriable(code):
             error = _expiry_error(batch, now, str(error))
-        # Renumbering after a failure is only safe if the broker cannot have written it; once the
-        # retries are used up we cannot know, so Kafka leaves the sequences alone then.
-        self._fail(batch, error, adjust_sequences=batch.attempts < self.retries)
+        self._fail(batch, error)
 
     def _can_retry(self, batch: ProducerBatch, code: ErrorCode, log_start_offset: int, now: int) -> bool:
         if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now):
@@ -305,9 +322,18 @@ class Sender:
         batch.complete(base_offset, log_append_time_ms)
         self.accumulator.deallocate(batch)
 
-    def _fail(self, batch: ProducerBatch, error: KafkaError, *, adjust_sequences: bool) -> None:
-        if self.idempotence is not None and batch.has_sequence:
-            self.idempotence.handle_failed_batch(batch, error, adjust_sequences)
+    def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        idem = self.idempotence
+        if idem is not None and batch.has_sequence:
+            if batch.maybe_written and not is_fatal_for_producer(error.code):
+                # Renumbering the batches after it would be safe only if the broker surely does not
+                # have it (Kafka approximates this with "retries left"; a timeout can also end the
+                # retries). Unknown: hold the partition until the batches in flight settle it.
+                idem.remove_in_flight(batch)
+                idem.mark_sequence_unresolved(batch)
+            else:
+                # The broker refused every attempt: nothing after it can be in the log; bump and renumber.
+                idem.handle_failed_batch(batch, error, adjust_sequences=True)
         batch.fail(error)
         self.accumulator.deallocate(batch)
 

@@ -103,3 +103,35 @@ def test_bootstrap_servers_forms() -> None:
     for bad in ("", "a", "a:0", "a:x", 5):
         with pytest.raises(ConfigError, match="bootstrap_servers"):
             parse_bootstrap_servers(bad)
+
+
+def _doc_table(section: str) -> dict[str, str]:
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "client.md").read_text()
+    body = text.split(f"### {section}\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|") for line in body.splitlines() if line.startswith("| `")]
+    return {cells[1].strip().strip("`"): cells[2].strip() for cells in rows}
+
+
+@pytest.mark.parametrize(
+    ("section", "options"),
+    [("Producer", "PRODUCER_OPTIONS"), ("Consumer", "CONSUMER_OPTIONS"), ("AdminClient", "ADMIN_OPTIONS")],
+)
+def test_docs_config_tables_list_every_key_with_its_default(section: str, options: str) -> None:
+    import kraftpy.client.config as config
+
+    table = _doc_table(section)
+    opts = getattr(config, options)
+    assert set(table) == set(opts), f"docs/client.md {section} table is out of date"
+    for key, option in opts.items():
+        default = option.default
+        if isinstance(default, bool) or default is None or default == ():
+            expected = repr(default)
+        elif isinstance(default, CompressionType):
+            expected = f'"{default.name.lower()}"'
+        elif isinstance(default, int) and key != "acks":
+            expected = str(default)
+        else:
+            continue  # enums and spelled-out values ("all" (-1), "none") are checked by the defaults tests
+        assert table[key].split()[0].strip("`") == expected, f"{section}.{key}: docs say {table[key]}"

@@ -344,3 +344,52 @@ def test_out_of_order_caused_by_requests_overtaking_each_other_is_retried_withou
     assert not core.idempotence.epoch_bump_required
     (again,) = core.sender.poll(7).requests
     assert (header(again).producer_epoch, header(again).base_sequence) == (0, 2)
+
+
+def test_a_retry_refused_as_out_of_order_after_later_acks_counts_as_written() -> None:
+    # Found by the interleaving property: batch 0's answer was lost; while it waited to be
+    # retried, later batches were acknowledged and the broker's 5-batch memory moved past it.
+    core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
+    for _ in range(2):
+        core.send(T0, b"x" * 60, now=0)
+    r0, r1 = (core.sender.poll(n).requests[0] for n in range(2))
+    core.sender.handle_request_failure(r0.request_id, KafkaError("no answer", E.REQUEST_TIMED_OUT), 2)
+    core.sender.handle_response(r1.request_id, produce_answer({T0: {"base_offset": 1}}), 3)
+    (again,) = core.sender.poll(4).requests
+    core.sender.handle_response(again.request_id, produce_answer({T0: {"error_code": 45}}), 5)
+    assert [err for _, err in core.delivery.results] == [None, None]
+    assert sorted(md.offset for md, _ in core.delivery.results) == [-1, 1]
+    assert not core.idempotence.epoch_bump_required and not core.sender.has_pending_work()
+
+
+def test_a_batch_that_may_be_written_never_causes_renumbering_of_the_ones_after_it() -> None:
+    # Found by the interleaving property: both answers were lost (both written); the first
+    # batch then hit its delivery timeout. Renumbering the second under a new epoch (Kafka's
+    # "retries left" rule) would write it twice.
+    core = producer_core(LEADERS, batch_size=100, delivery_timeout_ms=1000, retry_backoff_ms=0, retry_backoff_max_ms=0)
+    core.send(T0, b"x" * 60, now=0)
+    (r0,) = core.sender.poll(0).requests
+    core.send(T0, b"y" * 60, now=500)
+    (r1,) = core.sender.poll(500).requests
+    lost = KafkaError("no answer", E.REQUEST_TIMED_OUT)
+    core.sender.handle_request_failure(r0.request_id, lost, 1000)  # first batch: out of time
+    core.sender.handle_request_failure(r1.request_id, lost, 1000)  # second: retried
+    assert isinstance(core.delivery.errors[0], KafkaTimeoutError)
+    assert not core.idempotence.epoch_bump_required and core.idempotence.has_unresolved_sequence(T0)
+    (again,) = core.sender.poll(1001).requests
+    assert (header(again).producer_epoch, header(again).base_sequence) == (0, 1), "same epoch, same sequence"
+    core.sender.handle_response(again.request_id, produce_answer({T0: {"base_offset": 1}}), 1002)
+    core.sender.poll(1003)
+    assert not core.idempotence.has_unresolved_sequence(T0), "the ack of sequence 1 proves sequence 0 landed"
+
+
+def test_a_refused_batch_bumps_the_epoch_so_later_ones_can_land() -> None:
+    core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
+    core.send(T0, b"x" * 60, now=0)
+    core.send(T0, b"y" * 60, now=0)
+    r0, r1 = (core.sender.poll(n).requests[0] for n in range(2))
+    core.sender.handle_response(r0.request_id, produce_answer({T0: {"error_code": int(E.INVALID_RECORD)}}), 2)
+    assert core.idempotence.epoch_bump_required
+    core.sender.handle_response(r1.request_id, produce_answer({T0: {"error_code": 45}}), 3)
+    (again,) = core.sender.poll(4).requests
+    assert (header(again).producer_epoch, header(again).base_sequence) == (1, 0)
