@@ -104,7 +104,10 @@ class ClusterClient:
         for address in self.metadata.candidates(monotonic_ms()):
             try:
                 answer = await self.rpc.call(address, METADATA_PATH, body, timeout_ms=self.request_timeout_ms)
-                self.metadata.update(answer, monotonic_ms())
+                try:
+                    self.metadata.update(answer, monotonic_ms())
+                except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: ask someone else
+                    raise KafkaError(f"malformed metadata answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE) from None
             except KafkaError as exc:
                 log.debug("metadata from %s:%d failed: %s", *address, exc)
                 self.metadata.node_failed(address, monotonic_ms())

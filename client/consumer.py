@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 TPLike = TopicPartition | tuple[str, int]
 
 
+def _malformed(exc: Exception) -> KafkaError:
+    return KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE)
+
+
 def _deserializer(key: str, spec: Any) -> Deserializer:
     try:
         return deserializer_for(spec)
@@ -304,7 +308,11 @@ class Consumer:
         except KafkaError as exc:
             self._fetcher.handle_fetch_failure(request, exc, monotonic_ms())
         else:
-            self._fetcher.handle_fetch_response(request, answer, monotonic_ms())
+            try:
+                self._fetcher.handle_fetch_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._fetcher.handle_fetch_failure(request, _malformed(exc), monotonic_ms())
         self._answered()
 
     async def _reset(self, request: ListOffsetsRequest) -> None:
@@ -314,7 +322,11 @@ class Consumer:
         except KafkaError as exc:
             self._offsets.handle_reset_failure(request, exc, monotonic_ms())
         else:
-            self._offsets.handle_reset_response(request, answer, monotonic_ms())
+            try:
+                self._offsets.handle_reset_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._offsets.handle_reset_failure(request, _malformed(exc), monotonic_ms())
         self._answered()
 
     async def _validate(self, request: ValidationRequest) -> None:
@@ -326,7 +338,11 @@ class Consumer:
         except KafkaError as exc:
             self._validator.handle_failure(request, exc, monotonic_ms())
         else:
-            self._validator.handle_response(request, answer, monotonic_ms())
+            try:
+                self._validator.handle_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._validator.handle_failure(request, _malformed(exc), monotonic_ms())
         self._answered()
 
     # Offset lookups --------------------------------------------------------

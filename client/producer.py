@@ -113,6 +113,7 @@ class Producer:
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._closed = False
+        self._crashed: KafkaError | None = None
 
     # Lifecycle -------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Producer:
         if self._closing:
             raise ProducerClosedError("cannot send after the producer was closed")
         await self.start()
-        fatal = self._sender.fatal_error
+        fatal = self._sender.fatal_error or self._crashed
         if fatal is not None:
             raise fatal
         record = run_on_send(self._interceptors, ProducerRecord(topic, value, key, partition, headers, timestamp_ms))
@@ -350,6 +351,17 @@ class Producer:
     # The send loop ---------------------------------------------------------
 
     async def _run_sender(self) -> None:
+        try:
+            await self._sender_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A bug in a core must not leave futures hanging forever: fail them and refuse new sends.
+            log.exception("the producer's send loop crashed")
+            self._crashed = KafkaError(f"the producer's send loop crashed: {exc!r}", ErrorCode.UNKNOWN_SERVER_ERROR)
+            self._sender.force_close(self._crashed)
+
+    async def _sender_loop(self) -> None:
         assert self._wake is not None and self._cluster is not None
         while True:
             self._wake.clear()

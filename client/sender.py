@@ -70,6 +70,42 @@ class SenderOutput:
     poll_timeout_ms: float = float("inf")
 
 
+def _int(value: Any) -> int:
+    if value is None:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _parse_produce_answer(
+    body: Mapping[str, Any], batches: Mapping[TopicPartition, ProducerBatch]
+) -> dict[TopicPartition, tuple[ErrorCode, str, int, int, int]]:
+    """Per partition: (code, message, base_offset, log_append_time_ms, log_start_offset)."""
+    top = body.get("error_code", 0)
+    if top:
+        err = error_from(top, str(body.get("message", "")))
+        return {tp: (err.code, err.message, -1, -1, -1) for tp in batches}
+    answers: dict[TopicPartition, Mapping[str, Any]] = {}
+    for topic in body.get("topics") or []:
+        for part in topic.get("partitions") or []:
+            answers[TopicPartition(topic.get("name"), part.get("partition"))] = part
+    out = {}
+    for tp in batches:
+        part = answers.get(tp)
+        if part is None:
+            out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, f"the produce answer has no entry for {tp}", -1, -1, -1)
+            continue
+        out[tp] = (
+            error_from(_int(part.get("error_code", 0)) if part.get("error_code") is not None else 0).code,
+            str(part.get("message") or ""),
+            _int(part.get("base_offset")),
+            _int(part.get("log_append_time_ms")),
+            _int(part.get("log_start_offset")),
+        )
+    return out
+
+
 def _expiry_error(batch: ProducerBatch, now: int, cause: str = "") -> KafkaTimeoutError:
     suffix = f"; last error: {cause}" if cause else ""
     return KafkaTimeoutError(
@@ -223,33 +259,15 @@ class Sender:
         request = self._in_flight.pop(request_id, None)
         if request is None:
             return
-        top = body.get("error_code", 0)
-        if top:
-            err = error_from(top, str(body.get("message", "")))
-            for batch in request.batches.values():
-                self._complete_batch(batch, err.code, err.message, -1, -1, -1, now)
-            return
-        answers: dict[TopicPartition, Mapping[str, Any]] = {}
-        for topic in body.get("topics") or []:
-            for part in topic.get("partitions") or []:
-                answers[TopicPartition(topic.get("name"), part.get("partition"))] = part
+        try:
+            outcomes = _parse_produce_answer(body, request.batches)
+        except (TypeError, ValueError, AttributeError) as exc:
+            # A malformed answer tells us nothing about what the broker kept.
+            message = f"malformed produce answer from node {request.node_id}: {exc}"
+            outcomes = {tp: (ErrorCode.UNKNOWN_SERVER_ERROR, message, -1, -1, -1) for tp in request.batches}
         for tp, batch in request.batches.items():
-            part = answers.get(tp)
-            if part is None:
-                self._complete_batch(
-                    batch, ErrorCode.UNKNOWN_SERVER_ERROR, f"the produce answer has no entry for {tp}", -1, -1, -1, now
-                )
-                continue
-            code = error_from(part.get("error_code", 0)).code
-            self._complete_batch(
-                batch,
-                code,
-                str(part.get("message") or ""),
-                int(part.get("base_offset", -1) if part.get("base_offset") is not None else -1),
-                int(part.get("log_append_time_ms", -1) if part.get("log_append_time_ms") is not None else -1),
-                int(part.get("log_start_offset", -1) if part.get("log_start_offset") is not None else -1),
-                now,
-            )
+            code, message, base_offset, append_time, log_start = outcomes[tp]
+            self._complete_batch(batch, code, message, base_offset, append_time, log_start, now)
 
     def handle_request_failure(self, request_id: int, error: KafkaError, now: int) -> None:
         """No answer (connection refused, timeout): every batch of the request sees `error`."""
