@@ -130,10 +130,15 @@ class Fetcher:
         if self.buffered_record_count() >= self.max_poll_records:
             return []  # enough for the next poll already; fetching more would only pile up
         buffered = self.buffered_partitions()
+        for tp in self.subscriptions.assigned_partitions():
+            # Follow leader changes first (a position with an epoch then awaits validation instead).
+            self.subscriptions.maybe_validate_position_for_current_leader(tp, self.metadata.current_leader(tp))
         requests: dict[int, FetchRequest] = {}
         for tp in self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered):
-            leader = self.metadata.current_leader(tp)
-            node_id = leader.leader
+            position = self.subscriptions.position(tp)
+            assert position is not None
+            # Route by the leader the position was checked against, which is also the epoch we send.
+            node_id = position.current_leader.leader
             if node_id is None:
                 self.metadata.request_update()
                 continue
@@ -143,8 +148,6 @@ class Fetcher:
             if node is None:
                 self.metadata.request_update()
                 continue
-            position = self.subscriptions.position(tp)
-            assert position is not None
             request = requests.get(node_id)
             if request is None:
                 request = requests[node_id] = FetchRequest(node_id, node.address, {})

@@ -225,8 +225,22 @@ def test_unassigned_partitions_answers_are_dropped() -> None:
     assert [(r.partition, r.offset) for r in fetcher.collect_fetch()] == [(1, 0)]
 
 
-def test_a_leaderless_partition_is_not_fetched_and_asks_for_metadata() -> None:
-    md, _subs, fetcher = setup()
+def test_a_position_without_a_known_leader_is_not_fetched_and_asks_for_metadata() -> None:
+    md, subs, fetcher = setup()
     md.update(metadata_body({**LEADERS, ("t", 2): (-1, 6)}), 0)
+    subs.seek(T2, 0)  # no leader to check the position against yet
     assert [r.node_id for r in fetcher.prepare_fetch_requests(1)] == [1]
     assert md.update_requested
+    md.update(metadata_body({**LEADERS, ("t", 2): (3, 7)}), 2)
+    (req,) = fetcher.prepare_fetch_requests(3)  # node 1 still has its fetch in flight
+    assert req.node_id == 3 and req.body["topics"][0]["partitions"][0]["current_leader_epoch"] == 7
+
+
+def test_a_leader_change_moves_the_fetch_to_the_new_leader_or_validates_first() -> None:
+    md, subs, fetcher = setup()
+    subs.seek_validated(T1, FetchPosition(10, 5, md.current_leader(T1)))
+    md.update(metadata_body({**LEADERS, ("t", 0): (3, 6), ("t", 1): (3, 6)}), 1)
+    requests = fetcher.prepare_fetch_requests(2)
+    by_node = {r.node_id: [p["partition"] for t in r.body["topics"] for p in t["partitions"]] for r in requests}
+    assert by_node == {3: [0], 2: [2]}, "t-0 (no epoch) follows the leader; t-1 awaits validation"
+    assert subs.state(T1).fetch_state is FetchState.AWAIT_VALIDATION
