@@ -50,6 +50,7 @@ from kraftpy.broker.storage.files import DirectoryLock, HandleClosedError, fsync
 from kraftpy.broker.storage.leader_epoch_cache import LeaderEpochCache
 from kraftpy.broker.storage.recovery import RecoveryOutcome
 from kraftpy.broker.storage.retention import SegmentStats, deletable_prefix
+from kraftpy.broker.storage.scan import BatchSpan
 from kraftpy.broker.storage.segment import LogSegment
 from kraftpy.broker.storage.swap import commit_swap, finish_swap
 from kraftpy.broker.storage.validation import Batches, validate_batches
@@ -477,7 +478,7 @@ class PartitionLog:
                 return self._record_at_timestamp(seg, span, timestamp)
             return None
 
-    def _record_at_timestamp(self, seg: LogSegment, span, timestamp: int) -> TimestampOffset:
+    def _record_at_timestamp(self, seg: LogSegment, span: BatchSpan, timestamp: int) -> TimestampOffset:
         # The batch is found from headers alone; which record in it is first at or
         # after the timestamp takes decoding, off the hot path.
         from kraftpy.protocol.records.batch import decode_batch
@@ -560,14 +561,19 @@ class PartitionLog:
         """Remove every batch at or past `offset` (a follower matching its leader).
 
         A batch holding `offset` goes whole, so the log end may end up below it.
-        Below the log start offset this is truncate_fully_and_start_at(offset).
-        Durable on return. Returns whether anything was removed.
+        Below the log start offset this is truncate_fully_and_start_at(offset). At
+        or past the log end only epoch-cache entries starting at the log end go.
+        Durable on return. Returns whether any batch was removed.
         """
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._lock:
             self._check_writable()
             if offset >= self._leo:
+                # As Kafka: the log stays, but an epoch that starts at the log end (a leader
+                # recorded its epoch, then lost leadership before appending) must go, or
+                # this replica keeps naming an epoch it holds no data for.
+                self._epochs.truncate_from_end(self._leo)
                 return False
             if offset < self._log_start:
                 self._truncate_fully_locked(offset)

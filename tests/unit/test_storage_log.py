@@ -225,6 +225,15 @@ def test_truncate_to_removes_the_tail_and_the_epochs_after_it(filled) -> None:
     assert offsets_of(filled.read(100, 1000)) == [(100, 104)]
 
 
+def test_truncate_to_at_the_end_drops_only_an_epoch_with_no_data(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0") as log:
+        log.append_as_leader(make_batch(2), 1, now_ms=0)
+        log.leader_epoch_cache.assign(2, 2)  # became leader at offset 2, then lost it without appending
+        assert not log.truncate_to(5)
+        assert log.log_end_offset == 2
+        assert log.leader_epoch_cache.entries == [(1, 0)]
+
+
 def test_truncate_to_survives_reopen(tmp_path: Path) -> None:
     with open_log(tmp_path / "t-0", segment_bytes=1000) as log:
         for i in range(20):
