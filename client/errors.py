@@ -14,11 +14,6 @@ from collections.abc import Mapping
 from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
-# Codes Kafka's Java client retries beyond those protocol.errors marks retriable:
-# THROTTLING_QUOTA_EXCEEDED and CONCURRENT_TRANSACTIONS are RetriableException
-# subclasses in Kafka.
-_CLIENT_RETRIABLE_EXTRA = frozenset({ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.CONCURRENT_TRANSACTIONS})
-
 # Kafka's InvalidMetadataException subclasses (plus a lost connection, which
 # NetworkClient treats the same way): the leader or the partition list we
 # cached is wrong, so refresh metadata before retrying.
@@ -52,7 +47,7 @@ _FATAL_PRODUCER_ERRORS = frozenset(
 
 def is_retriable(code: ErrorCode) -> bool:
     """True when Kafka's client would retry a request that failed with `code`."""
-    return code.retriable or code in _CLIENT_RETRIABLE_EXTRA
+    return code.retriable
 
 
 def invalidates_metadata(code: ErrorCode) -> bool:

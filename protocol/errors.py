@@ -142,6 +142,8 @@ _RETRIABLE = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
     }
 )
 
