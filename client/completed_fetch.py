@@ -1,7 +1,7 @@
 """One partition's share of a fetch answer, turned into ConsumerRecords a poll at a time.
 
 The bytes are Kafka v2 batches exactly as stored. They are decoded lazily, one
-batch at a time (decode_batch checks each CRC), and:
+batch at a time (decode_batch checks each CRC unless check_crcs is off), and:
 
 - a batch may start below the fetch offset (the broker serves whole batches,
   and a compressed batch is one unit), so records below `next_fetch_offset`
@@ -48,6 +48,7 @@ class CompletedFetch:
         key_deserializer: Deserializer = _identity,
         value_deserializer: Deserializer = _identity,
         max_partition_fetch_bytes: int = 1_048_576,
+        check_crcs: bool = True,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
@@ -61,6 +62,7 @@ class CompletedFetch:
         self.initialized = False
         self.consumed = False
         self._buf = records
+        self._check_crcs = check_crcs
         self._pos = 0
         self._batch: DecodedBatch | None = None
         self._index = 0
@@ -176,7 +178,7 @@ class CompletedFetch:
                 self.drain()
                 return False
             try:
-                batch = decode_batch(self._buf, self._pos)
+                batch = decode_batch(self._buf, self._pos, check_crc=self._check_crcs)
             except CorruptRecordError as exc:
                 self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc)
                 raise self._error from exc

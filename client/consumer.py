@@ -93,6 +93,7 @@ class Consumer:
             max_partition_fetch_bytes=cfg["max_partition_fetch_bytes"],
             max_poll_records=cfg["max_poll_records"],
             retry_backoff_ms=cfg["retry_backoff_ms"],
+            check_crcs=cfg["check_crcs"],
             key_deserializer=_deserializer("key_deserializer", cfg["key_deserializer"]),
             value_deserializer=_deserializer("value_deserializer", cfg["value_deserializer"]),
         )

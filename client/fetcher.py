@@ -77,6 +77,7 @@ class Fetcher:
         max_partition_fetch_bytes: int = 1_048_576,
         max_poll_records: int = 500,
         retry_backoff_ms: int = 100,
+        check_crcs: bool = True,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
     ) -> None:
@@ -88,6 +89,7 @@ class Fetcher:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
         self.retry_backoff_ms = retry_backoff_ms
+        self.check_crcs = check_crcs
         self._key_de: Deserializer = key_deserializer or (lambda b: b)
         self._value_de: Deserializer = value_deserializer or (lambda b: b)
         self._completed: deque[CompletedFetch] = deque()
@@ -209,6 +211,7 @@ class Fetcher:
                         key_deserializer=self._key_de,
                         value_deserializer=self._value_de,
                         max_partition_fetch_bytes=self.max_partition_fetch_bytes,
+                        check_crcs=self.check_crcs,
                     )
                 )
 

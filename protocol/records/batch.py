@@ -252,13 +252,15 @@ def decode_batch(
     *,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    check_crc: bool = True,
 ) -> DecodedBatch:
     """Validate and decode the batch at `pos`; bytes after it in `buf` are not read.
 
     baseOffset and partitionLeaderEpoch lie outside the CRC by Kafka's design
-    and cannot be checked here; everything else is.
+    and cannot be checked here; everything else is. `check_crc=False` (the
+    consumer's check_crcs) skips only the CRC: the structure is always validated.
     """
-    header = parse_header(buf, pos, max_batch_bytes=max_batch_bytes, check_crc=True)
+    header = parse_header(buf, pos, max_batch_bytes=max_batch_bytes, check_crc=check_crc)
     try:
         codec = CompressionType(header.compression)
     except ValueError:
@@ -321,11 +323,18 @@ def decode_batches(
     *,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    check_crc: bool = True,
 ) -> Iterator[DecodedBatch]:
     """Decode every batch in `buf` in order; raises at the first bad one, after yielding those before."""
     pos = 0
     while pos < len(buf):
-        batch = decode_batch(buf, pos, max_batch_bytes=max_batch_bytes, max_uncompressed_bytes=max_uncompressed_bytes)
+        batch = decode_batch(
+            buf,
+            pos,
+            max_batch_bytes=max_batch_bytes,
+            max_uncompressed_bytes=max_uncompressed_bytes,
+            check_crc=check_crc,
+        )
         yield batch
         pos += batch.size
 

@@ -126,3 +126,11 @@ def test_null_keys_and_tombstones_survive() -> None:
     cf = CompletedFetch(TP, 0, build_batch([(None, None)]), value_deserializer=deserializer_for("json"))
     (record,) = cf.fetch_records(1)
     assert record.key is None and record.value is None and record.serialized_value_size == -1
+
+
+def test_check_crcs_off_skips_the_crc_but_not_the_structure() -> None:
+    data = bytearray(batch(20, [b"a"]))
+    data[17] ^= 0xFF  # the stored CRC itself
+    with pytest.raises(CorruptFetchError):
+        CompletedFetch(TP, 20, bytes(data)).fetch_records(10)
+    assert values(CompletedFetch(TP, 20, bytes(data), check_crcs=False).fetch_records(10)) == [b"a"]

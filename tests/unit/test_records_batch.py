@@ -291,3 +291,18 @@ def test_builder_is_sealed_after_build() -> None:
 def test_parse_header_agrees_with_decode() -> None:
     buf = build_batch([(b"k", b"v", (), 1)] * 3, base_offset=100, compression=CompressionType.ZSTD)
     assert parse_header(buf, check_crc=True) == decode_batch(buf).header
+
+
+def test_check_crc_false_skips_only_the_crc() -> None:
+    from kraftpy.protocol.errors import CrcMismatchError
+    from kraftpy.protocol.records.header import CRC_AT
+
+    data = bytearray(build_batch([(b"k", b"v")]))
+    data[CRC_AT] ^= 0xFF
+    with pytest.raises(CrcMismatchError):
+        decode_batch(bytes(data))
+    assert decode_batch(bytes(data), check_crc=False).records[0].value == b"v"
+    assert [b.records[0].key for b in decode_batches(bytes(data), check_crc=False)] == [b"k"]
+    truncated = bytes(data[:-1])
+    with pytest.raises(CorruptRecordError):
+        decode_batch(truncated, check_crc=False)
