@@ -140,12 +140,13 @@ class PartitionLog:
         self._leo = segments[-1].next_offset
         self._recovery_point = recovery_point
         self._hw = high_watermark
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # (not reentrant: no method calls another under it)
         self._flush_lock = threading.Lock()
         self._closed = False
         self._failed: str | None = None
         self._truncations = 0  # bumped by every in-place truncation; reads compare it
         self._dir_dirty = False
+        self._index_checked = -1  # the active segment's index_entries_added when last checked
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
         # (log start, recovery point, high watermark); objects that remember what they
@@ -374,8 +375,9 @@ class PartitionLog:
             seg.size + size <= cfg.segment_bytes
             and now_ms - rolling_base <= cfg.segment_ms
             and last_offset - seg.base_offset <= INT32_MAX
-            and seg.index_entries * 12 < cfg.segment_index_bytes  # a time entry (12 bytes) per offset entry at most
+            and (seg.index_entries_added == self._index_checked or seg.index_bytes < cfg.segment_index_bytes)
         ):
+            self._index_checked = seg.index_entries_added  # (len() of the index only when it grew)
             return
         if seg.size + size > cfg.segment_bytes:
             reason = "segment_bytes"
@@ -406,6 +408,7 @@ class PartitionLog:
             raise LogStorageError(f"cannot roll {self.directory}: segment {base_offset} already exists") from None
         self._segments.append(new)
         self._bases.append(base_offset)
+        self._index_checked = -1
         self._dir_dirty = True
 
     # -- reads -------------------------------------------------------------------------
@@ -618,6 +621,7 @@ class PartitionLog:
         log.info("%s truncated fully, restarting at offset %d", self.directory.name, offset)
 
     def _after_truncation(self) -> None:
+        self._index_checked = -1
         self._recovery_point = max(min(self._recovery_point, self._leo), self._log_start)
         self._hw = max(min(self._hw, self._leo), self._log_start)
         self._epochs.truncate_from_end(self._leo)

@@ -58,6 +58,8 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = 0
         self.last_epoch = -1
+        # Bumped with each new index entry: the log re-checks segment_index_bytes only then.
+        self.index_entries_added = 0
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -249,6 +251,7 @@ class LogSegment:
         if self._bytes_since_index > self.index_interval_bytes:
             assert self._offset_index is not None and self._time_index is not None
             self._offset_index.append(base_offset, position)
+            self.index_entries_added += 1
             if self.max_timestamp >= 0:
                 self._time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
@@ -271,9 +274,9 @@ class LogSegment:
             self._time_index.write_pending()
 
     @property
-    def index_entries(self) -> int:
-        """Entries in the larger of the two indexes (the offset index; the time index has at most as many + 1)."""
-        return len(self.offset_index) + 1
+    def index_bytes(self) -> int:
+        """Bytes the time index (the larger: 12-byte entries, at most one per offset entry + 1) may reach."""
+        return (len(self.offset_index) + 1) * 12
 
     def largest_timestamp(self) -> int:
         """Largest batch timestamp, or the file's mtime for a segment without timestamps (as Kafka)."""

@@ -16,7 +16,6 @@ from kraftpy.protocol.records.header import (
     LOG_OVERHEAD,
     BatchHeader,
     parse_header,
-    peek_size,
 )
 
 Batches = list[tuple[int, BatchHeader]]
@@ -50,14 +49,13 @@ def validate_batches(
     out: Batches = []
     pos = 0
     while pos < total:
-        # Size before CRC, as Kafka: a batch that is merely too large says so.
-        size = peek_size(data, pos)
-        if max_message_bytes is not None and size is not None and max_message_bytes < size <= total - pos:
+        header = parse_header(data, pos, max_batch_bytes=limit, check_crc=True)
+        size = header.batch_length + LOG_OVERHEAD
+        if max_message_bytes is not None and size > max_message_bytes:
             raise KafkaError(
                 f"batch at position {pos} is {size} bytes, above max_message_bytes {max_message_bytes}",
                 ErrorCode.MESSAGE_TOO_LARGE,
             )
-        header = parse_header(data, pos, max_batch_bytes=limit, check_crc=True)
         if dense_offsets and (header.records_count < 1 or header.last_offset_delta != header.records_count - 1):
             raise KafkaError(
                 f"batch at position {pos} has {header.records_count} records but lastOffsetDelta "
@@ -65,5 +63,5 @@ def validate_batches(
                 ErrorCode.INVALID_RECORD,
             )
         out.append((pos, header))
-        pos += header.batch_length + LOG_OVERHEAD
+        pos += size
     return out
