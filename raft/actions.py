@@ -63,6 +63,9 @@ class TrimLog:
 
 @dataclass(frozen=True, slots=True)
 class WriteSnapshotChunk:
+    """Write `data` at `position` of the snapshot being fetched; position 0 starts it afresh
+    (a fetch interrupted by a role change starts over)."""
+
     snapshot_id: OffsetAndEpoch
     position: int
     data: bytes

@@ -151,6 +151,8 @@ class MemoryLog:
         self._rebuild_epochs()
 
     def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        if position == 0:
+            self._partial[snapshot_id] = bytearray()  # position 0 (re)starts the pending snapshot
         buf = self._partial.setdefault(snapshot_id, bytearray())
         if position != len(buf):
             raise LogError(f"snapshot chunk at {position}, have {len(buf)} bytes")

@@ -215,8 +215,11 @@ class RaftNode:
         elif self.role is Role.RESIGNED:
             if self._election_deadline is not None and now >= self._election_deadline:
                 self._to_prospective()
-            elif self._end_pending and self._retry_at is not None and now >= self._retry_at:
-                self._send_end_quorum_epoch()
+            elif self._retry_at is not None and now >= self._retry_at:
+                if self._end_pending:
+                    self._send_end_quorum_epoch()
+                else:
+                    self._retry_at = None  # every voter has the EndQuorumEpoch
 
     def on_flushed(self, up_to_offset: int, now_ms: int) -> None:
         self._begin(now_ms)

@@ -98,13 +98,12 @@ class SimConfig:
     scripted: bool = False  # a scenario test drives the run (not replayable from a seed alone)
 
     def replay_args(self) -> str:
-        return (
-            f"--profile {self.profile} --voters {self.voters} --observers {self.observers} "
-            f"--duration-ms {self.duration_ms}"
-        )
+        args = f"--profile {self.profile} --voters {self.voters} --observers {self.observers}"
+        return args if self.profile == "mixed" else f"{args} --duration-ms {self.duration_ms}"
 
 
 PROFILES: dict[str, dict[str, Any]] = {
+    # KRaft's default timeouts; faults every 0.3-2.5 s
     "default": {},
     # more loss, more duplicates, long delay spikes, faults twice as often
     "harsh": {
@@ -116,16 +115,53 @@ PROFILES: dict[str, dict[str, Any]] = {
         "fault_interval_max_ms": 1200,
         "crash_mid_step_rate": 0.01,
     },
+    # timeouts and limits drawn per seed (see mixed_changes): short elections, tiny fetches
+    # and batches, frequent snapshots in small chunks, so many leaderships commit in one run
+    "mixed": {},
 }
 
 
-def profile_config(profile: str, voters: int, observers: int = 1, **changes: Any) -> SimConfig:
+def mixed_changes(seed: int) -> dict[str, Any]:
+    """The per-seed configuration of the "mixed" profile (a function of the seed alone)."""
+    rng = random.Random(seed * 7919 + 17)
+    t = rng.choice([50, 100, 150, 300, 1000])
+    raft = RaftConfig(
+        election_timeout_ms=t,
+        election_backoff_max_ms=rng.choice([t // 2, t]),
+        fetch_timeout_ms=t * rng.choice([2, 3]),
+        fetch_timeout_jitter_ms=rng.choice([0, t // 10]),
+        fetch_max_wait_ms=rng.choice([t // 4, t, 500]),
+        request_timeout_ms=rng.choice([t, 2 * t, 2000]),
+        retry_backoff_ms=rng.choice([5, 20]),
+        append_linger_ms=rng.choice([0, 5, 25]),
+        max_batch_bytes=rng.choice([64, 1 << 20]),
+        max_fetch_bytes=rng.choice([40, 200, 1 << 20]),
+        snapshot_chunk_bytes=rng.choice([7, 64, 1 << 16]),
+        proposal_timeout_ms=rng.choice([5 * t, 5000]),
+        read_timeout_ms=rng.choice([5 * t, 5000]),
+    )
+    return {
+        "raft": raft,
+        "duration_ms": max(3000, 40 * t),
+        "settle_ms": max(6000, 30 * t),
+        "proposal_interval_ms": rng.choice([10, 40]),
+        "snapshot_every_entries": rng.choice([0, 10, 60]),
+        "fault_interval_min_ms": t,
+        "fault_interval_max_ms": 8 * t,
+        "max_delay_ms": rng.choice([3, 10]),
+        "spike_max_ms": rng.choice([t, 300]),
+    }
+
+
+def profile_config(profile: str, voters: int, observers: int = 1, seed: int = 0, **changes: Any) -> SimConfig:
+    """The configuration of a named profile; "mixed" depends on the seed too."""
+    base = mixed_changes(seed) if profile == "mixed" else PROFILES[profile]
     return SimConfig(
         voters=voters,
         observers=observers,
         profile=profile,
         label=f"{profile}{voters}",
-        **{**PROFILES[profile], **changes},
+        **{**base, **changes},
     )
 
 
@@ -534,8 +570,15 @@ class Simulator:
             if node.core is None or node.incarnation != incarnation or node.tick_at != at:
                 return True
             node.tick_at = None
-            node.core.tick(self.now)
+            core = node.core
+            core.tick(self.now)
             node.after_input()
+            if node.core is core and core.next_deadline_ms() <= self.now:
+                # a due timer the tick did not consume: a real shell would spin on it
+                raise InvariantViolation(
+                    f"node {node_id}: busy loop: next_deadline_ms {core.next_deadline_ms()} is not after "
+                    f"the tick at {self.now} ({core.role})"
+                )
         elif kind == "flushed":
             node_id, incarnation, offset = payload
             node = self.nodes[node_id]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tests.simulation.cluster import PROFILES, SimConfig, Simulator, profile_config
+from tests.simulation.cluster import PROFILES, Simulator, profile_config
 from tests.simulation.invariants import InvariantViolation
 
 
@@ -22,10 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=1)
-    parser.add_argument("--duration-ms", type=int, default=SimConfig().duration_ms)
+    parser.add_argument("--duration-ms", type=int, default=None, help="default: the profile's")
     parser.add_argument("--last", type=int, default=0, help="print only the last N trace lines (0: all)")
     args = parser.parse_args(argv)
-    config = profile_config(args.profile, args.voters, args.observers, duration_ms=args.duration_ms)
+    changes = {} if args.duration_ms is None else {"duration_ms": args.duration_ms}
+    config = profile_config(args.profile, args.voters, args.observers, seed=args.seed, **changes)
     sim = Simulator(args.seed, config)
     try:
         stats = sim.run_random()

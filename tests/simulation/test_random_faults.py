@@ -16,7 +16,14 @@ import pytest
 from tests.simulation.cluster import profile_config, run_seed
 from tests.simulation.invariants import InvariantViolation
 
-CI_SEEDS = {("default", 3): 600, ("default", 5): 300, ("harsh", 3): 120, ("harsh", 5): 80}
+CI_SEEDS = {
+    ("default", 3): 450,
+    ("default", 5): 250,
+    ("harsh", 3): 100,
+    ("harsh", 5): 60,
+    ("mixed", 3): 300,
+    ("mixed", 5): 150,
+}
 
 
 @pytest.mark.parametrize(
@@ -26,11 +33,10 @@ CI_SEEDS = {("default", 3): 600, ("default", 5): 300, ("harsh", 3): 120, ("harsh
 )
 def test_random_faults(profile: str, voters: int, seed_range: range | None) -> None:
     seeds = seed_range if seed_range is not None else range(CI_SEEDS[(profile, voters)])
-    config = profile_config(profile, voters)
     committed = 0
     for seed in seeds:
         try:
-            stats = run_seed(seed, config)
+            stats = run_seed(seed, profile_config(profile, voters, seed=seed))
         except InvariantViolation as exc:
             pytest.fail(str(exc), pytrace=False)
         committed += stats["committed"]

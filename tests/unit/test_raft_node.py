@@ -121,3 +121,22 @@ def test_config_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
         RaftConfig(check_quorum_factor=0.5)
     assert RaftConfig().check_quorum_timeout_ms == 3000
+
+
+def test_every_tick_consumes_its_due_timers() -> None:
+    """Regression (found by the simulator with a 500 ms request timeout): a resigned leader whose
+    EndQuorumEpoch was acknowledged by all kept reporting a past deadline, so a shell spun on it."""
+    from kraftpy.raft.messages import EndQuorumEpochRequest, EndQuorumEpochResponse
+
+    leader, log, _ = elected()
+    leader.config = RaftConfig(request_timeout_ms=500)
+    leader.resign(5001)
+    requests = sent(drain(leader, log, now_ms=5001), EndQuorumEpochRequest)
+    assert [r.preferred_successors for r in requests] == [(2, 3), (2, 3)]
+    for request in requests:
+        leader.handle(EndQuorumEpochResponse(CLUSTER, request.dst, 1, 0, 1, 1), 5002)
+        drain(leader, log, now_ms=5002)
+    for now in (5600, 5700):
+        leader.tick(now)
+        drain(leader, log, now_ms=now)
+        assert leader.next_deadline_ms() > now
