@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kraftpy.broker.storage import layout
@@ -63,11 +64,11 @@ def dump(paths: tuple[Path, ...], as_json: bool, print_records: bool) -> None:
         if as_json and len(files) > 1:
             _emit({"file": str(path)})
         elif not as_json:
-            console.print(f"[bold]Dumping {path}[/bold]")
+            console.print(f"[bold]Dumping {escape(str(path))}[/bold]")
         problem = _dump_file(path, as_json, print_records, console)
         if problem is not None:
             failed = True
-            err.print(f"[red]error:[/red] {path}: {problem.message}")
+            err.print(f"[red]error:[/red] {escape(str(path))}: {escape(problem.message)}")
     if failed:
         sys.exit(1)
 
@@ -220,7 +221,7 @@ def _dump_index(path: Path, as_json: bool, console: Console) -> Problem | None:
             _emit(out)
             continue
         first, second = (entry.timestamp, entry.offset) if time_index else (entry.offset, entry.position)
-        table.add_row(str(first), str(second), "ok" if entry.error is None else f"[red]{entry.error}[/red]")
+        table.add_row(str(first), str(second), "ok" if entry.error is None else f"[red]{escape(entry.error)}[/red]")
     if not as_json:
         if count:
             console.print(table)
