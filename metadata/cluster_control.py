@@ -67,7 +67,7 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     return registration
 
 
-class _Batch:
+class RecordBatch:
     """Records of one decision, with the image they lead to (later steps decide on it)."""
 
     def __init__(self, image: MetadataImage) -> None:
@@ -78,6 +78,9 @@ class _Batch:
         if records:
             self.records.extend(records)
             self.image = apply_records(self.image, records)
+
+    def result(self, response: object = None) -> ControllerResult:
+        return ControllerResult(tuple(self.records), response, self.image)
 
 
 @dataclass
@@ -140,24 +143,24 @@ class ClusterControlManager:
             self.heartbeats.touch(broker_id, now_ms)
             return ControllerResult((), BrokerRegistrationResponse(existing.broker_epoch))
         epoch = image.cluster.next_broker_epoch
-        batch = _Batch(image)
+        batch = RecordBatch(image)
         batch.add(RegisterBrokerRecord(broker_id, request.incarnation_id, epoch, listeners, request.rack))
         if existing is not None:
             # The old incarnation is gone: the new registration is fenced, so move what it held.
             batch.add(*changes_for_unusable_broker(batch.image, broker_id))
         self.heartbeats.forget(broker_id)
         self.heartbeats.touch(broker_id, now_ms)
-        return ControllerResult(tuple(batch.records), BrokerRegistrationResponse(epoch))
+        return batch.result(BrokerRegistrationResponse(epoch))
 
     def unregister_broker(self, image: MetadataImage, request: UnregisterBrokerRequest) -> ControllerResult:
         registration = image.broker(request.broker_id)
         if registration is None:
             raise KafkaError(f"Broker {request.broker_id} is not registered", ErrorCode.BROKER_ID_NOT_REGISTERED)
-        batch = _Batch(image)
+        batch = RecordBatch(image)
         batch.add(UnregisterBrokerRecord(registration.broker_id, registration.broker_epoch))
         batch.add(*changes_for_unusable_broker(batch.image, registration.broker_id))
         self.heartbeats.forget(registration.broker_id)
-        return ControllerResult(tuple(batch.records), UnregisterBrokerResponse())
+        return batch.result(UnregisterBrokerResponse())
 
     # --- heartbeats ---------------------------------------------------------------------------
     def process_heartbeat(
@@ -176,10 +179,10 @@ class ClusterControlManager:
         if request.want_shutdown or registration.in_controlled_shutdown:
             return self._controlled_shutdown(latest, committed, registration, request, caught_up)
         if registration.fenced and caught_up:
-            batch = _Batch(latest)
+            batch = RecordBatch(latest)
             batch.add(UnfenceBrokerRecord(broker_id, registration.broker_epoch))
             batch.add(*changes_for_usable_broker(batch.image, broker_id))
-            return ControllerResult(tuple(batch.records), BrokerHeartbeatResponse(True, False, False))
+            return batch.result(BrokerHeartbeatResponse(True, False, False))
         return ControllerResult((), BrokerHeartbeatResponse(caught_up, registration.fenced, False))
 
     def _controlled_shutdown(
@@ -193,11 +196,11 @@ class ClusterControlManager:
         broker_id, epoch = registration.broker_id, registration.broker_epoch
         if registration.fenced:
             return ControllerResult((), BrokerHeartbeatResponse(caught_up, True, True))
-        batch = _Batch(latest)
+        batch = RecordBatch(latest)
         if not registration.in_controlled_shutdown:
             batch.add(BrokerRegistrationChangeRecord(broker_id, epoch, in_controlled_shutdown=True))
             batch.add(*changes_for_unusable_broker(batch.image, broker_id))
-            return ControllerResult(tuple(batch.records), BrokerHeartbeatResponse(caught_up, False, False))
+            return batch.result(BrokerHeartbeatResponse(caught_up, False, False))
         durable = committed.broker(broker_id)
         if (
             durable is not None
@@ -210,14 +213,14 @@ class ClusterControlManager:
             if request.current_metadata_offset >= threshold:
                 batch.add(FenceBrokerRecord(broker_id, epoch))
                 batch.add(*changes_for_unusable_broker(batch.image, broker_id))
-                return ControllerResult(tuple(batch.records), BrokerHeartbeatResponse(caught_up, True, True))
+                return batch.result(BrokerHeartbeatResponse(caught_up, True, True))
         return ControllerResult((), BrokerHeartbeatResponse(caught_up, False, False))
 
     # --- session expiry -----------------------------------------------------------------------
-    def fence_stale_brokers(self, image: MetadataImage, now_ms: int) -> list[MetadataRecord]:
+    def fence_stale_brokers(self, image: MetadataImage, now_ms: int) -> RecordBatch:
         """FenceBroker plus leadership moves for every unfenced broker whose lease lapsed."""
         timeout = self.config.broker_session_timeout_ms
-        batch = _Batch(image)
+        batch = RecordBatch(image)
         for broker_id in sorted(image.brokers):
             registration = batch.image.broker(broker_id)
             if registration is None or registration.fenced:
@@ -225,7 +228,7 @@ class ClusterControlManager:
             if now_ms >= self.heartbeats.deadline_ms(broker_id, now_ms, timeout):
                 batch.add(FenceBrokerRecord(broker_id, registration.broker_epoch))
                 batch.add(*changes_for_unusable_broker(batch.image, broker_id))
-        return batch.records
+        return batch
 
     def next_expiry_ms(self, image: MetadataImage, now_ms: int) -> int | None:
         timeout = self.config.broker_session_timeout_ms

@@ -45,7 +45,7 @@ from kraftpy.metadata.cluster_control import ClusterControlManager, check_broker
 from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.delta import apply_records
 from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.records import MetadataRecord, NoOpRecord
+from kraftpy.metadata.records import NoOpRecord
 from kraftpy.metadata.requests import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -163,11 +163,17 @@ class QuorumController:
             result = decide()
         except KafkaError as e:
             return ControllerResult((), e)
+        except (TypeError, ValueError, AttributeError) as e:
+            # A field of the wrong type that validation did not name: answer, never crash
+            # (decisions change nothing before they return, so there is nothing to undo).
+            return ControllerResult((), KafkaError(f"Malformed request: {e}", ErrorCode.INVALID_REQUEST))
         return self._commit_locally(result, now_ms)
 
     def _commit_locally(self, result: ControllerResult, now_ms: int) -> ControllerResult:
+        """Make the decision's records part of the latest (uncommitted) image."""
         if result.records:
-            self._latest = apply_records(self._latest, result.records)
+            image = result.image if result.image is not None else apply_records(self._latest, result.records)
+            self._latest = image
             self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
         return result
 
@@ -220,16 +226,14 @@ class QuorumController:
         """Session expiry (fencing), automatic preferred-leader rebalance, idle NoOp records."""
         if not self.is_active:
             return ControllerResult()
-        records: list[MetadataRecord] = list(self._cluster.fence_stale_brokers(self._latest, now_ms))
-        image = apply_records(self._latest, records) if records else self._latest
+        batch = self._cluster.fence_stale_brokers(self._latest, now_ms)
         if self.config.auto_leader_rebalance_enable and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
-            records += replication_control.imbalanced_partitions(
-                image, self.config.leader_imbalance_per_broker_percentage
-            )
-        if not records and self.config.metadata_max_idle_interval_ms > 0 and now_ms >= self._next_noop_ms:
-            records.append(NoOpRecord())
-        return self._commit_locally(ControllerResult(tuple(records)), now_ms)
+            percentage = self.config.leader_imbalance_per_broker_percentage
+            batch.add(*replication_control.imbalanced_partitions(batch.image, percentage))
+        if not batch.records and self.config.metadata_max_idle_interval_ms > 0 and now_ms >= self._next_noop_ms:
+            batch.add(NoOpRecord())
+        return self._commit_locally(batch.result(), now_ms)
 
     def next_deadline_ms(self, now_ms: int) -> int | None:
         """When `tick` next has something to do (None when inactive)."""

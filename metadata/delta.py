@@ -251,6 +251,10 @@ class MetadataDelta:
         image = self.image
         if offset is None:
             offset = image.offset if self._last_offset is None else self._last_offset
+        with gc_paused():
+            return self._build(image, offset, epoch)
+
+    def _build(self, image: MetadataImage, offset: int, epoch: int | None) -> MetadataImage:
         return MetadataImage(
             offset=offset,
             epoch=image.epoch if epoch is None else epoch,
@@ -304,7 +308,7 @@ class MetadataDelta:
                 parts.extend([None] * (count - len(parts)))  # type: ignore[list-item]
             for p, registration in draft.changed.items():
                 parts[p] = registration
-            if any(p is None for p in parts):
+            if None in parts:
                 raise MetadataRecordError(f"topic {draft.name} would have a gap in its partitions")
             new_topic = TopicImage(draft.name, topic_id, tuple(parts))
             by_id[topic_id] = new_topic

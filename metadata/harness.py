@@ -18,7 +18,7 @@ from kraftpy.metadata.controller import QuorumController
 from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.deferred import DeferredResponses
 from kraftpy.metadata.delta import MetadataDelta
-from kraftpy.metadata.image import MetadataImage
+from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.metadata.records import Listener, MetadataRecord
 from kraftpy.metadata.requests import (
     BrokerHeartbeatRequest,
@@ -150,3 +150,17 @@ class ControllerHarness:
         for b, registration in sorted(self.latest.brokers.items()):
             if not registration.fenced and b in self.broker_epochs:
                 self.heartbeat(b)
+
+
+def check_image_invariants(image: MetadataImage) -> None:
+    """The invariants every image the controller produces keeps (AssertionError otherwise):
+    replicas distinct and non-empty, the ISR a non-empty subset of them, and the leader -1
+    or an ISR member on a usable (unfenced, not shutting down) broker."""
+    for topic in image.topics.by_id.values():
+        for p, part in enumerate(topic.partitions):
+            where = f"{topic.name}-{p}: {part}"
+            assert len(set(part.replicas)) == len(part.replicas) > 0, where
+            assert part.isr and set(part.isr) <= set(part.replicas), where
+            if part.leader != NO_LEADER:
+                assert part.leader in part.isr, where
+                assert image.is_usable(part.leader), where

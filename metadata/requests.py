@@ -308,6 +308,8 @@ class ControllerResult:
 
     records: tuple[Any, ...] = ()
     response: Any = None
+    # The image after `records`, when the decision already built it (saves applying them again).
+    image: Any = field(default=None, compare=False, repr=False)
 
     @property
     def error(self) -> KafkaError | None:

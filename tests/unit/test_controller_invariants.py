@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kraftpy.metadata.configs import ConfigResourceType
 from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.delta import MetadataDelta
-from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
 from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.metadata.requests import (
@@ -44,17 +44,6 @@ from kraftpy.metadata.requests import (
 
 BROKERS = st.integers(0, 4)
 NAMES = st.sampled_from(["a", "b", "c.d", "c_d", "e"])
-
-
-def check_image(image: MetadataImage) -> None:
-    for topic in image.topics.by_id.values():
-        for p, part in enumerate(topic.partitions):
-            where = f"{topic.name}-{p}: {part}"
-            assert len(set(part.replicas)) == len(part.replicas) > 0, where
-            assert part.isr and set(part.isr) <= set(part.replicas), where
-            if part.leader != NO_LEADER:
-                assert part.leader in part.isr, where
-                assert image.is_usable(part.leader), where
 
 
 class ControllerMachine(RuleBasedStateMachine):
@@ -173,8 +162,8 @@ class ControllerMachine(RuleBasedStateMachine):
     # --- invariants ---------------------------------------------------------------------------------
     @invariant()
     def images_are_consistent(self) -> None:
-        check_image(self.h.latest)
-        check_image(self.h.committed)
+        check_image_invariants(self.h.latest)
+        check_image_invariants(self.h.committed)
 
     @invariant()
     def epochs_never_go_down(self) -> None:
