@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -73,8 +73,10 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return _crc32c.crc32c(data)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The parsed header. A NamedTuple, not a dataclass: it is built once per
+    batch on every hot path, and tuple construction is about 3x cheaper."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
