@@ -194,6 +194,6 @@ class ControllerMachine(RuleBasedStateMachine):
 
 
 ControllerMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestControllerInvariants = ControllerMachine.TestCase
