@@ -34,6 +34,9 @@ class RaftConfig:
     # quorum.append.linger.ms: how long proposals accumulate before they are appended.
     append_linger_ms: int = 25
     max_batch_bytes: int = 1024 * 1024
+    # Backpressure: the leader refuses proposals (NOT_ENOUGH_REPLICAS, retriable) while this
+    # many bytes of its proposals are appended but not committed (a quorum that is slow or gone).
+    max_uncommitted_bytes: int = 8 * 1024 * 1024
     max_fetch_bytes: int = 1024 * 1024
     snapshot_chunk_bytes: int = 64 * 1024
     # A proposal or a read not resolved within this time fails with REQUEST_TIMED_OUT.
@@ -47,6 +50,7 @@ class RaftConfig:
             "request_timeout_ms",
             "retry_backoff_ms",
             "max_batch_bytes",
+            "max_uncommitted_bytes",
             "max_fetch_bytes",
             "snapshot_chunk_bytes",
             "proposal_timeout_ms",

@@ -72,6 +72,8 @@ class LeaderState:
     reads: deque[PendingRead] = field(default_factory=deque)
     accumulated: list[bytes] = field(default_factory=list)
     appended_count: int = 0  # proposal records appended in this epoch (after the leader-change entry)
+    backlog: deque[tuple[int, int]] = field(default_factory=deque)  # (last offset, bytes) not committed
+    backlog_bytes: int = 0
     accumulated_bytes: int = 0
     linger_deadline_ms: int | None = None
     begin_resend_ms: int = 0

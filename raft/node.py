@@ -252,6 +252,12 @@ class RaftNode:
                 f"{size} bytes exceed max_batch_bytes {self.config.max_batch_bytes}",
                 ErrorCode.RECORD_LIST_TOO_LARGE,
             )
+        if leader.backlog_bytes + size > self.config.max_uncommitted_bytes:
+            raise KafkaError(
+                f"{leader.backlog_bytes} bytes of proposals are not committed yet (max_uncommitted_bytes "
+                f"{self.config.max_uncommitted_bytes}): the quorum is behind; retry later",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+            )
         if leader.accumulated_bytes + size > self.config.max_batch_bytes:
             self._drain_accumulator()
         base = self.view.end_offset + len(leader.accumulated)
@@ -259,6 +265,8 @@ class RaftNode:
         leader.accumulated_bytes += size
         last = base + len(records) - 1
         leader.appends.append(PendingAppend(base, last, now_ms + self.config.proposal_timeout_ms))
+        leader.backlog.append((last, size))
+        leader.backlog_bytes += size
         if self.config.append_linger_ms == 0 or leader.accumulated_bytes >= self.config.max_batch_bytes:
             self._drain_accumulator()
         elif leader.linger_deadline_ms is None:
@@ -620,6 +628,8 @@ class RaftNode:
         assert leader is not None and leader.high_watermark is not None
         self._update_exposed_hw()
         hw = leader.high_watermark
+        while leader.backlog and leader.backlog[0][0] < hw:
+            leader.backlog_bytes -= leader.backlog.popleft()[1]
         while leader.appends and leader.appends[0].last_offset < hw:
             pending = leader.appends.popleft()
             self._emit(AppendResolved(leader.epoch, pending.base_offset, pending.last_offset))

@@ -31,7 +31,7 @@ from typing import Any
 
 import cbor2
 
-from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.raft.actions import (
     AppendEntries,
     AppendResolved,
@@ -136,6 +136,7 @@ def mixed_changes(seed: int) -> dict[str, Any]:
         append_linger_ms=rng.choice([0, 5, 25]),
         max_batch_bytes=rng.choice([64, 1 << 20]),
         max_fetch_bytes=rng.choice([40, 200, 1 << 20]),
+        max_uncommitted_bytes=rng.choice([500, 5000, 8 << 20]),
         snapshot_chunk_bytes=rng.choice([7, 64, 1 << 16]),
         proposal_timeout_ms=rng.choice([5 * t, 5000]),
         read_timeout_ms=rng.choice([5 * t, 5000]),
@@ -396,6 +397,7 @@ class Simulator:
         self.reads: dict[tuple[int, int], int] = {}  # (node, read_id) -> required index
         self.reads_ok = 0
         self._proposal_seq = 0
+        self.backpressured = 0
         self._trace: list[tuple[int, str, int, Any]] = []
         self._trace_limit = trace_limit
         self.steps = 0
@@ -514,6 +516,12 @@ class Simulator:
         except NotLeaderError as exc:
             hint = exc.details.get("leader_id")
             self.leader_hint = hint if hint in self.nodes else None
+            node.after_input()
+            return False
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.NOT_ENOUGH_REPLICAS:
+                raise
+            self.backpressured += 1  # the uncommitted backlog is full: the client backs off
             node.after_input()
             return False
         self.proposals[(node_id, epoch, last)] = data

@@ -216,3 +216,22 @@ def test_proposal_times_out() -> None:
     node.tick(6002)
     failed = [a for a in drain(node, log, now_ms=6002) if isinstance(a, AppendResolved)]
     assert [(a.error, a.appended) for a in failed] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
+
+
+def test_uncommitted_backlog_is_bounded() -> None:
+    import pytest
+
+    from kraftpy.protocol.errors import KafkaError
+
+    node, log, _ = elected()
+    node.config = node.config.__class__(max_uncommitted_bytes=100)
+    node.append([b"x" * 30], 5001)  # 46 bytes
+    node.append([b"y" * 30], 5002)  # 92 bytes
+    with pytest.raises(KafkaError) as info:
+        node.append([b"z" * 30], 5003)
+    assert info.value.code is ErrorCode.NOT_ENOUGH_REPLICAS and info.value.retriable
+    node.tick(5030)
+    drain(node, log, now_ms=5030)
+    fetch(node, 2, 3, 1, 5031)  # commits both: room again
+    drain(node, log, now_ms=5031)
+    assert node.append([b"z" * 30], 5032)[1] == 3
