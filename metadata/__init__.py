@@ -1,1 +1,2 @@
-"""Cluster metadata: records, the immutable image, the controller and LMDB snapshots."""
+"""Cluster metadata (sans-I/O): records, the immutable image and its delta, snapshot encoding,
+and the controller's decisions. See docs/metadata.md; Raft stores the log and the snapshots."""

@@ -40,7 +40,7 @@ from kraftpy.metadata.image import (
     has_collision_chars,
 )
 from kraftpy.metadata.partition_change import merged
-from kraftpy.metadata.pmap import PMap
+from kraftpy.metadata.pmap import PMap, PVector
 from kraftpy.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -81,10 +81,18 @@ class _TopicDraft:
     topic_id: uuid.UUID
     base: TopicImage | None
     changed: dict[int, PartitionRegistration] = field(default_factory=dict)
+    size: int = 0  # partitions after the changes (kept as records arrive: no gaps allowed)
+
+    def __post_init__(self) -> None:
+        self.size = len(self.base.partitions) if self.base is not None else 0
 
     def count(self) -> int:
-        base = len(self.base.partitions) if self.base else 0
-        return max(base, max(self.changed, default=-1) + 1)
+        return self.size
+
+    def put(self, partition: int, registration: PartitionRegistration) -> None:
+        self.changed[partition] = registration
+        if partition == self.size:
+            self.size += 1
 
     def get(self, partition: int) -> PartitionRegistration | None:
         got = self.changed.get(partition)
@@ -207,14 +215,14 @@ class MetadataDelta:
                 f"Partition record {draft.name}-{r.partition} leaves a gap (topic has {draft.count()})"
             )
         part = PartitionRegistration(r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch)
-        draft.changed[r.partition] = check_partition(part, f"partition {draft.name}-{r.partition}")
+        draft.put(r.partition, check_partition(part, f"partition {draft.name}-{r.partition}"))
 
     def _partition_change(self, r: PartitionChangeRecord, offset: int | None) -> None:
         draft = self.topic_draft(r.topic_id)
         current = None if draft is None else draft.get(r.partition)
         if draft is None or current is None:
             raise MetadataRecordError(f"PartitionChange for unknown partition {r.topic_id}-{r.partition}")
-        draft.changed[r.partition] = check_partition(merged(current, r), f"partition {draft.name}-{r.partition}")
+        draft.put(r.partition, check_partition(merged(current, r), f"partition {draft.name}-{r.partition}"))
 
     def _remove_topic(self, r: RemoveTopicRecord, offset: int | None) -> None:
         draft = self.topic_draft(r.topic_id)
@@ -301,16 +309,8 @@ class MetadataDelta:
         for topic_id, draft in self._topics.items():
             if not draft.changed and draft.base is not None:
                 continue
-            base_parts = draft.base.partitions if draft.base is not None else ()
-            parts = list(base_parts)
-            count = draft.count()
-            if count > len(parts):
-                parts.extend([None] * (count - len(parts)))  # type: ignore[list-item]
-            for p, registration in draft.changed.items():
-                parts[p] = registration
-            if None in parts:
-                raise MetadataRecordError(f"topic {draft.name} would have a gap in its partitions")
-            new_topic = TopicImage(draft.name, topic_id, tuple(parts))
+            base_parts = draft.base.partitions if draft.base is not None else PVector.EMPTY
+            new_topic = TopicImage(draft.name, topic_id, base_parts.evolve(draft.changed))
             by_id[topic_id] = new_topic
             if draft.base is None:
                 by_name[draft.name] = topic_id

@@ -8,7 +8,8 @@ the next image and shares every part that did not change, so two consecutive
 images differ only in the touched shards/topics and holding both is cheap.
 
 Partitions of a topic are numbered 0..n-1 without gaps (Kafka never removes a
-single partition), so a topic keeps them in a tuple indexed by partition id.
+single partition), so a topic keeps them in a `PVector` (a chunked immutable
+sequence) indexed by partition id.
 `TopicsImage` also keeps two derived indexes, rebuilt on decode and never
 encoded: which partitions each broker replicates (for fencing, unfencing and
 controlled shutdown without scanning every partition) and which names collide
@@ -24,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from kraftpy.metadata import configs as configs_mod
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.pmap import PMap
+from kraftpy.metadata.pmap import PMap, PVector
 from kraftpy.metadata.records import Listener
 
 NO_LEADER = -1
@@ -80,7 +81,7 @@ class ClusterImage:
 class TopicImage:
     name: str
     topic_id: uuid.UUID
-    partitions: tuple[PartitionRegistration, ...] = ()
+    partitions: PVector[PartitionRegistration] = field(default_factory=lambda: PVector.EMPTY)
 
     @property
     def replication_factor(self) -> int:

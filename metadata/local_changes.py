@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kraftpy.metadata.image import MetadataImage, PartitionRegistration
+from kraftpy.metadata.pmap import PVector
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +54,15 @@ def local_replica_changes(old: MetadataImage, new: MetadataImage, broker_id: int
     for topic_id in new.topics.by_id.changed_keys(old.topics.by_id):
         before = old.topics.by_id.get(topic_id)
         after = new.topics.by_id.get(topic_id)
-        old_parts = before.partitions if before is not None else ()
+        old_parts = before.partitions if before is not None and before.topic_id == topic_id else PVector.EMPTY
         if after is None:
             for p, part in enumerate(old_parts):
                 if broker_id in part.replicas:
                     changes.deleted[(topic_id, p)] = before.name  # type: ignore[union-attr]
             continue
-        for p, part in enumerate(after.partitions):
+        for p in after.partitions.changed_indices(old_parts):
+            part = after.partitions[p]
             prev = old_parts[p] if p < len(old_parts) else None
-            if part is prev:
-                continue
             if broker_id in part.replicas:
                 if prev is None or prev.partition_epoch != part.partition_epoch:
                     local = LocalPartition(after.name, topic_id, p, part)

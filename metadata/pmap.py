@@ -10,11 +10,14 @@ shared by both versions. Kafka's image uses persistent maps for the same reason.
 Use `PMap.from_dict`/`PMap.EMPTY` to build, `.set`/`.delete` for one change, and
 `.builder()` for many changes at once (each shard copied at most once).
 Iteration order is unspecified: sort keys when the order matters (snapshots).
+
+`PVector` is the same idea for a sequence (a topic's partitions): chunks of 64,
+`evolve` copies only the chunks it changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -173,3 +176,105 @@ class PMapBuilder(Generic[K, V]):
 
 
 PMap.EMPTY = PMap(tuple(_EMPTY_SHARD for _ in range(SHARDS)), 0)
+
+
+T = TypeVar("T")
+_CHUNK_BITS = 6
+CHUNK = 1 << _CHUNK_BITS
+_CHUNK_MASK = CHUNK - 1
+
+
+class PVector(Sequence[T], Generic[T]):
+    """An immutable sequence in chunks of 64; `evolve` copies only the chunks it touches.
+
+    Partitions of a topic live in one: changing one partition of a 100,000-partition
+    topic copies one chunk and the chunk index, not 100,000 references.
+    """
+
+    __slots__ = ("_chunks", "_len")
+
+    EMPTY: PVector[Any]
+
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        flat = list(items)
+        self._chunks: tuple[tuple[T, ...], ...] = tuple(tuple(flat[i : i + CHUNK]) for i in range(0, len(flat), CHUNK))
+        self._len = len(flat)
+
+    @classmethod
+    def _of(cls, chunks: tuple[tuple[T, ...], ...], length: int) -> PVector[T]:
+        out = cls.__new__(cls)
+        out._chunks = chunks
+        out._len = length
+        return out
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"index {index} out of range for {self._len} items")
+        return self._chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+
+    def __iter__(self) -> Iterator[T]:
+        for chunk in self._chunks:
+            yield from chunk
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, PVector):
+            return self._len == other._len and all(
+                a is b or a == b for a, b in zip(self._chunks, other._chunks, strict=True)
+            )
+        if isinstance(other, list | tuple):
+            return self._len == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PVector({list(self)!r})"
+
+    def evolve(self, changes: Mapping[int, T]) -> PVector[T]:
+        """A new version with `changes` (index -> item); indices from len(self) on append, without gaps."""
+        if not changes:
+            return self
+        length = max(self._len, max(changes) + 1)
+        if length - self._len > sum(1 for i in changes if i >= self._len):
+            raise IndexError("appending would leave a gap")
+        chunks = list(self._chunks)
+        by_chunk: dict[int, list[tuple[int, T]]] = {}
+        for index, item in changes.items():
+            if index < 0:
+                raise IndexError(f"negative index {index}")
+            by_chunk.setdefault(index >> _CHUNK_BITS, []).append((index & _CHUNK_MASK, item))
+        for c, items in by_chunk.items():
+            chunk = list(chunks[c]) if c < len(chunks) else []
+            for offset, item in sorted(items, key=lambda x: x[0]):
+                if offset < len(chunk):
+                    chunk[offset] = item
+                else:
+                    chunk.append(item)
+            if c < len(chunks):
+                chunks[c] = tuple(chunk)
+            else:
+                chunks.append(tuple(chunk))
+        return PVector._of(tuple(chunks), length)
+
+    def changed_indices(self, older: PVector[T]) -> Iterator[int]:
+        """Indices whose item differs by identity from `older` (or is new), skipping shared chunks."""
+        for c, chunk in enumerate(self._chunks):
+            old = older._chunks[c] if c < len(older._chunks) else ()
+            if chunk is old:
+                continue
+            base = c << _CHUNK_BITS
+            for i, item in enumerate(chunk):
+                if i >= len(old) or old[i] is not item:
+                    yield base + i
+
+
+PVector.EMPTY = PVector()

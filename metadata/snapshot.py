@@ -36,7 +36,7 @@ from kraftpy.metadata.image import (
     collision_key,
     has_collision_chars,
 )
-from kraftpy.metadata.pmap import PMap
+from kraftpy.metadata.pmap import PMap, PVector
 from kraftpy.metadata.records import Listener, MetadataRecordError, uuid_from_bytes
 
 SNAPSHOT_FORMAT = 1
@@ -127,7 +127,7 @@ def _decode_body(body: dict[str, Any]) -> MetadataImage:
         if type(name) is not str or type(raw_id) is not bytes or len(raw_id) != 16:
             raise TypeError(f"bad topic entry {name!r:.40}")
         topic_id = uuid_from_bytes(raw_id)
-        parts = tuple([PR(tuple(r), tuple(i), _int(ld), _int(le), _int(pe)) for r, i, ld, le, pe in rows])
+        parts = PVector([PR(tuple(r), tuple(i), _int(ld), _int(le), _int(pe)) for r, i, ld, le, pe in rows])
         local: dict[int, list[int]] = {}
         for p, part in enumerate(parts):
             check_partition(part, f"snapshot partition {name}-{p}")

@@ -236,3 +236,12 @@ def test_snapshot_errors_are_clear() -> None:
 
 def test_empty_image_round_trips() -> None:
     assert MetadataImage.decode(MetadataImage.EMPTY.encode()) == MetadataImage.EMPTY
+
+
+def test_a_change_in_a_big_topic_copies_one_chunk_of_its_partitions() -> None:
+    image = apply_records(brokers_image(), topic_records("big", T1, [(0, 1, 2)] * 3000))
+    after = apply_records(image, [PartitionChangeRecord(T1, 1234, isr=(0, 1))])
+    old_parts, new_parts = image.topic("big").partitions, after.topic("big").partitions
+    assert list(new_parts.changed_indices(old_parts)) == [1234]
+    shared = sum(a is b for a, b in zip(old_parts._chunks, new_parts._chunks, strict=True))
+    assert shared == len(old_parts._chunks) - 1
