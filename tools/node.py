@@ -11,6 +11,7 @@ then Raft resignation).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from kraftpy.protocol.rpc import Handler, make_app
+from kraftpy.protocol.rpc import Handler, RpcClient, make_app
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
 
@@ -43,12 +44,17 @@ class Component(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
-def component_factories() -> list[Any]:
-    """Factories (config, meta, node) -> Component | None, in start order.
+# Factories "module:function", in start order. Each is called as
+# factory(node) -> Component | None and decides from node.config whether its
+# component runs here; a later component finds earlier ones with node.component(name).
+COMPONENT_FACTORIES: list[str] = []
 
-    Each factory decides from the config whether its component runs here.
-    """
-    factories: list[Any] = []
+
+def component_factories() -> list[Any]:
+    factories = []
+    for entry in COMPONENT_FACTORIES:
+        module_name, attr = entry.split(":")
+        factories.append(getattr(importlib.import_module(module_name), attr))
     return factories
 
 
@@ -58,6 +64,7 @@ class Node:
         self.shutdown_timeout_ms = shutdown_timeout_ms
         self.meta = meta_properties.verify(config.data_dir, config.node_id)
         self.components: list[Component] = []
+        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms)
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -65,6 +72,13 @@ class Node:
     @property
     def cluster_id(self) -> str:
         return self.meta.cluster_id
+
+    def component(self, name: str) -> Any:
+        """The running component called `name` (components start in factory order)."""
+        for component in self.components:
+            if component.name == name:
+                return component
+        raise LookupError(f"no component {name!r} on node {self.config.node_id}")
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -82,7 +96,7 @@ class Node:
 
     async def start(self) -> None:
         for factory in component_factories():
-            component = factory(self.config, self.meta, self)
+            component = factory(self)
             if component is not None:
                 self.components.append(component)
         routes: dict[str, Handler] = {STATUS_PATH: self._status}
@@ -115,6 +129,7 @@ class Node:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self.rpc.close()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
