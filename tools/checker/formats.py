@@ -31,6 +31,10 @@ def detect_format(text: str) -> str:
             continue
         if line.startswith(PREFIX):
             return "etcd"
+        if stripped.startswith('{"'):
+            # EDN maps start with a keyword ({:process ...}); a quoted key is JSON, even a
+            # broken one, so its reader reports the real error instead of EDN's.
+            return "jsonl"
         if stripped.startswith("{"):
             try:
                 return "jsonl" if isinstance(json.loads(stripped), dict) else "edn"

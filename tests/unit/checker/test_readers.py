@@ -66,6 +66,7 @@ def test_etcd_log_both_separators(tmp_path: Path) -> None:
 def test_format_override_and_detection() -> None:
     assert detect_format('{"process": 0}') == "jsonl"
     assert detect_format("{:process 0}") == "edn"
+    assert detect_format('{"process": 0, "type": "invoke"') == "jsonl"  # broken JSON is still reported as JSON
     assert detect_format("[{:process 0}]") == "edn"
     with pytest.raises(HistoryError):
         parse_history(JSONL, "etcd")
