@@ -88,6 +88,7 @@ class SimConfig:
         ("partition_one", 2),
         ("partition_split", 2),
         ("isolate_leader", 2),
+        ("one_way", 1),
         ("resign", 2),
         ("heal", 3),
     )
@@ -657,6 +658,10 @@ class Simulator:
                 self.schedule_restart(victim)
         elif fault == "partition_one":
             self.isolate(self.rng.choice(sorted(self.nodes)))
+        elif fault == "one_way":
+            a, b = self.rng.sample(sorted(self.nodes), 2)
+            self.cut.add((a, b))  # a's messages to b are lost, b's to a still arrive
+            self.trace("fault", a, f"one-way partition: {a} -> {b} cut")
         elif fault == "isolate_leader" and leader is not None:
             self.isolate(leader)
         elif fault == "partition_split":
