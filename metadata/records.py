@@ -358,6 +358,14 @@ def decode_records(data: bytes) -> list[MetadataRecord]:
         return [record_from_list(item) for item in items]
 
 
+def decode_entry(data: bytes) -> list[MetadataRecord]:
+    """One Raft entry of the metadata log: a single record, or a batch of them (`encode_records`)."""
+    item = _loads(data)
+    if type(item) is list and item and type(item[0]) is list:
+        return [record_from_list(r) for r in item]
+    return [record_from_list(item)]
+
+
 def _loads(data: bytes) -> Any:
     try:
         return cbor2.loads(data)

@@ -1,0 +1,208 @@
+"""BrokerLifecycle: registration, heartbeats and controlled shutdown of one broker (sans-I/O).
+
+Kafka's BrokerLifecycleManager as a state machine driven with `now_ms`:
+
+    STARTING --registered--> RECOVERY --heartbeat: unfenced--> RUNNING
+        ^                      |  ^                               |
+        |  STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED          | lease lapsed: fenced again
+        +----------------------+  +-------------------------------+
+    any --begin_controlled_shutdown--> PENDING_CONTROLLED_SHUTDOWN --should_shut_down--> SHUTTING_DOWN
+
+The shell asks `next_request(now, metadata_offset, raft_leader_id)` for what to
+send and where, sends it, and reports the outcome with `on_answer` or
+`on_error`. The registration carries an incarnation id drawn once per process,
+so the controller tells a restarted broker from a retry. Heartbeats go every
+`heartbeat_interval_ms`, and at once after a registration or a state change.
+The active controller is the last NOT_CONTROLLER hint, else the Raft
+leader's address among the voters; an unreachable target is forgotten.
+Failures back off exponentially (100 ms .. heartbeat interval).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kraftpy.metadata import wire
+from kraftpy.metadata.records import Listener
+from kraftpy.metadata.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+Address = tuple[str, int]
+REGISTRATION = "/controller/broker_registration"
+HEARTBEAT = "/controller/broker_heartbeat"
+INITIAL_BACKOFF_MS = 100
+
+
+class BrokerState(enum.Enum):
+    STARTING = "starting"  # not registered
+    RECOVERY = "recovery"  # registered, fenced, catching up with the metadata log
+    RUNNING = "running"  # unfenced
+    PENDING_CONTROLLED_SHUTDOWN = "pending_controlled_shutdown"
+    SHUTTING_DOWN = "shutting_down"  # the controller released us (or we gave up waiting)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    address: Address
+    path: str
+    body: dict[str, Any]
+
+
+def parse_address(text: Any) -> Address | None:
+    if not isinstance(text, str):
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return (host.strip("[]"), int(port))
+
+
+class BrokerLifecycle:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: str,
+        listeners: tuple[Listener, ...],
+        rack: str | None,
+        voters: Mapping[int, Address],
+        heartbeat_interval_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.incarnation_id = incarnation_id
+        self.listeners = listeners
+        self.rack = rack
+        self.voters = dict(voters)
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.state = BrokerState.STARTING
+        self.broker_epoch = -1
+        self.fenced = True
+        self.caught_up = False
+        self.want_shutdown = False
+        self.hint: Address | None = None
+        self.in_flight = False
+        self.next_send_ms = 0
+        self.failures = 0
+        self.last_error: KafkaError | None = None
+        self.shutdown_released = False
+
+    # --- properties ----------------------------------------------------------------------------------
+    @property
+    def registered(self) -> bool:
+        return self.broker_epoch >= 0
+
+    def controller_address(self, raft_leader_id: int | None) -> Address | None:
+        if self.hint is not None:
+            return self.hint
+        return self.voters.get(raft_leader_id) if raft_leader_id is not None else None
+
+    # --- what to send --------------------------------------------------------------------------------
+    def next_request(self, now_ms: int, metadata_offset: int, raft_leader_id: int | None) -> Outgoing | None:
+        if self.in_flight or now_ms < self.next_send_ms or self.state is BrokerState.SHUTTING_DOWN:
+            return None
+        address = self.controller_address(raft_leader_id)
+        if address is None:
+            return None  # no controller known yet; the shell wakes us on a leader change
+        self.in_flight = True
+        if not self.registered:
+            request = BrokerRegistrationRequest(
+                self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.rack
+            )
+            return Outgoing(address, REGISTRATION, wire.broker_registration_body(request))
+        heartbeat = BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, metadata_offset, self.want_shutdown)
+        return Outgoing(address, HEARTBEAT, wire.broker_heartbeat_body(heartbeat))
+
+    def next_deadline_ms(self) -> int | None:
+        if self.in_flight or self.state is BrokerState.SHUTTING_DOWN:
+            return None
+        return self.next_send_ms
+
+    # --- outcomes ------------------------------------------------------------------------------------
+    def on_answer(self, sent: Outgoing, body: Mapping[str, Any], now_ms: int) -> None:
+        self.in_flight = False
+        self.hint = sent.address  # it answered as the active controller: keep using it
+        self.failures = 0
+        self.last_error = None
+        if sent.path == REGISTRATION:
+            self.broker_epoch = wire.parse_registration_answer(body).broker_epoch
+            self.fenced = True
+            if self.state is BrokerState.STARTING:
+                self.state = BrokerState.RECOVERY
+            self.next_send_ms = now_ms  # heartbeat at once: it may unfence us
+            return
+        answer = wire.parse_heartbeat_answer(body)
+        self.caught_up = answer.is_caught_up
+        self.fenced = answer.is_fenced
+        self.next_send_ms = now_ms + self.heartbeat_interval_ms
+        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            if answer.should_shut_down:
+                self.state = BrokerState.SHUTTING_DOWN
+                self.shutdown_released = True
+            else:
+                # Leaderships are moving; ask again soon rather than a full interval later.
+                self.next_send_ms = now_ms + min(self.heartbeat_interval_ms, 200)
+            return
+        if not answer.is_fenced:
+            self.state = BrokerState.RUNNING
+        elif self.state is BrokerState.RUNNING:
+            self.state = BrokerState.RECOVERY  # the lease lapsed (a pause, a partition); catch up again
+
+    def on_error(self, sent: Outgoing, error: KafkaError, now_ms: int) -> None:
+        self.in_flight = False
+        self.last_error = error
+        if error.code == ErrorCode.NOT_CONTROLLER:
+            hint = parse_address(error.details.get("leader_address"))
+            if hint is not None and hint != sent.address:
+                self.hint = hint
+                self.next_send_ms = now_ms  # a new target: go at once
+                return
+            self.hint = None
+        elif error.code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+            # Our registration is gone or superseded (e.g. the controller lost uncommitted state):
+            # register again with the same incarnation, as Kafka's broker does.
+            self.broker_epoch = -1
+            self.fenced = True
+            if self.state in (BrokerState.RUNNING, BrokerState.RECOVERY):
+                self.state = BrokerState.STARTING
+            self.next_send_ms = now_ms
+            return
+        elif error.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT) and self.hint == sent.address:
+            self.hint = None
+        self.failures += 1
+        backoff = min(self.heartbeat_interval_ms, INITIAL_BACKOFF_MS * 2 ** min(self.failures - 1, 10))
+        self.next_send_ms = now_ms + backoff
+
+    # --- controlled shutdown -------------------------------------------------------------------------
+    def begin_controlled_shutdown(self, now_ms: int) -> None:
+        """Ask the controller to move our leaderships; SHUTTING_DOWN once it releases us."""
+        if self.state is BrokerState.SHUTTING_DOWN:
+            return
+        if not self.registered or self.fenced:
+            # Not registered or fenced: we lead nothing the controller counts on (Kafka skips it too).
+            self.state = BrokerState.SHUTTING_DOWN
+            self.shutdown_released = True
+            return
+        self.want_shutdown = True
+        self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+        self.next_send_ms = now_ms
+
+    def give_up_controlled_shutdown(self) -> None:
+        """The shutdown wait ran out (no quorum, say): stop anyway, leaderships move on fencing."""
+        self.state = BrokerState.SHUTTING_DOWN
+
+    def status(self, metadata_offset: int) -> dict[str, Any]:
+        return {
+            "registered": self.registered,
+            "fenced": self.fenced,
+            "broker_epoch": self.broker_epoch,
+            "metadata_offset": metadata_offset,
+            "state": self.state.value,
+            "incarnation_id": self.incarnation_id,
+            "controller": None if self.hint is None else f"{self.hint[0]}:{self.hint[1]}",
+            "last_error": None if self.last_error is None else str(self.last_error),
+        }
