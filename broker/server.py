@@ -209,4 +209,9 @@ def create(node: Any) -> BrokerComponent | None:
     """Factory for tools/node.py: broker-role nodes only."""
     if not node.config.is_broker:
         return None
-    return BrokerComponent(node, node.component("raft"), node.component("metadata"))
+    try:
+        raft, metadata = node.component("raft"), node.component("metadata")
+    except LookupError:  # no Raft on this node: no metadata to follow
+        log.error("the broker role needs the raft and metadata components; not starting the broker")
+        return None
+    return BrokerComponent(node, raft, metadata)

@@ -376,6 +376,10 @@ def create(node: Any) -> ControllerComponent | None:
     """Factory for tools/node.py: controller-role nodes only."""
     if not node.config.is_controller:
         return None
-    metadata = node.component("metadata")
-    raft = node.component("raft")
+    try:
+        metadata = node.component("metadata")
+        raft = node.component("raft")
+    except LookupError:  # no Raft on this node: nothing to be the active controller of
+        log.error("the controller role needs the raft and metadata components; not starting the controller")
+        return None
     return ControllerComponent(node, raft, metadata, controller_config_from(node.config, node.cluster_id))

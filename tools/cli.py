@@ -16,11 +16,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", one-line help shown by `kraftpy --help`)
     "check": ("kraftpy.tools.check_cmd:check", "Check a history for linearizability or Kafka anomalies."),
     "cluster": ("kraftpy.tools.cluster_cmd:cluster", "Start, inspect and stop a local cluster."),
+    "configs": ("kraftpy.tools.configs_cmd:configs", "Describe, set and delete topic and broker configs."),
     "consume": ("kraftpy.tools.consume_cmd:consume", "Print records of a topic."),
     "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
     "produce": ("kraftpy.tools.produce_cmd:produce", "Send lines from stdin to a topic."),
+    "quorum": ("kraftpy.tools.quorum_cmd:quorum", "Inspect the metadata quorum."),
     "server": ("kraftpy.tools.server_cmd:server", "Run one node (broker, controller, or both)."),
     "storage": ("kraftpy.tools.server_cmd:storage", "Format data directories; make cluster ids."),
+    "topics": ("kraftpy.tools.topics_cmd:topics", "Create, list, describe, alter and delete topics."),
 }
 
 

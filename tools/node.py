@@ -47,7 +47,12 @@ class Component(Protocol):
 # Factories "module:function", in start order. Each is called as
 # factory(node) -> Component | None and decides from node.config whether its
 # component runs here; a later component finds earlier ones with node.component(name).
-COMPONENT_FACTORIES: list[str] = []
+COMPONENT_FACTORIES: list[str] = [
+    "kraftpy.raft.component:create_raft_component",
+    "kraftpy.metadata.publisher:create",
+    "kraftpy.metadata.controller_component:create",
+    "kraftpy.broker.server:create",
+]
 
 
 def component_factories() -> list[Any]:
