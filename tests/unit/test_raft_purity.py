@@ -9,15 +9,30 @@ from tests.conftest import REPO_ROOT
 
 FORBIDDEN_IMPORTS = {"asyncio", "socket", "time", "datetime", "os", "threading", "aiohttp", "lmdb", "subprocess"}
 FORBIDDEN_CALLS = {"open", "print", "input"}
+# The asyncio shell around the core (issue 3, "Durability" and "Transport and process shell"):
+# named one by one, so every other module in raft/, and any new one, is held to the rule.
+SHELL_MODULES = {
+    "durable_log.py",
+    "quorum_state_file.py",
+    "snapshot_store.py",
+    "transport.py",
+    "peer_client.py",
+    "shell.py",
+    "component.py",
+}
 
 
 def _modules():
     return sorted((REPO_ROOT / "raft").glob("*.py"))
 
 
+def _core_modules():
+    return [p for p in _modules() if p.name not in SHELL_MODULES]
+
+
 def test_core_modules_import_no_io_clock_or_global_randomness() -> None:
     offenders = []
-    for path in _modules():
+    for path in _core_modules():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

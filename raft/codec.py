@@ -1,0 +1,191 @@
+"""The Raft wire codec: which route carries which message, and strict checks on what arrives.
+
+Bodies are the CBOR maps of `messages.to_dict` (a `type` field plus the
+dataclass fields; entries as [offset, epoch, kind, data]). `messages.from_dict`
+checks types; this module adds what the core must be able to trust before it
+sees a message, so that no peer input can trip one of its safety assertions:
+
+* the message type belongs to the route it came on (a request) or answers the
+  request that was sent (a response: type, src, dst and correlation id);
+* ids, epochs, offsets, positions and sizes are in range (non-negative, 63
+  bits; a high watermark may be -1), a request is not from the node to itself;
+* fetched entries have contiguous offsets from the fetch offset, epochs that
+  never go back and none above the leader's epoch;
+* a snapshot chunk lies inside the snapshot and makes progress.
+
+Anything else raises KafkaError(INVALID_REQUEST); the route answers it as an
+error and the core never sees the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+    from_dict,
+    to_dict,
+)
+
+ROUTES: dict[type, str] = {
+    VoteRequest: "/raft/vote",
+    BeginQuorumEpochRequest: "/raft/begin_quorum_epoch",
+    EndQuorumEpochRequest: "/raft/end_quorum_epoch",
+    FetchRequest: "/raft/fetch",
+    FetchSnapshotRequest: "/raft/fetch_snapshot",
+}
+REQUEST_BY_ROUTE: dict[str, type] = {path: cls for cls, path in ROUTES.items()}
+RESPONSE_TYPE: dict[type, type] = {
+    VoteRequest: VoteResponse,
+    BeginQuorumEpochRequest: BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: EndQuorumEpochResponse,
+    FetchRequest: FetchResponse,
+    FetchSnapshotRequest: FetchSnapshotResponse,
+}
+REQUEST_FOR_RESPONSE: dict[type, type] = {resp: req for req, resp in RESPONSE_TYPE.items()}
+
+MAX_INT = (1 << 63) - 1
+# Fields that are ids, epochs, offsets, sizes or positions: never negative.
+_NON_NEGATIVE = (
+    "src",
+    "dst",
+    "correlation_id",
+    "candidate_epoch",
+    "last_epoch",
+    "end_offset",
+    "epoch",
+    "fetch_offset",
+    "last_fetched_epoch",
+    "max_wait_ms",
+    "leader_round",
+    "position",
+    "max_bytes",
+    "size",
+    "leader_id",
+)
+
+
+def _bad(message: str) -> KafkaError:
+    return KafkaError(message, ErrorCode.INVALID_REQUEST)
+
+
+def encode(message: Message) -> dict[str, Any]:
+    return to_dict(message)
+
+
+def route_of(request: Message) -> str:
+    return ROUTES[type(request)]
+
+
+def _check_ranges(message: Message) -> None:
+    name = type(message).__name__
+    for field in _NON_NEGATIVE:
+        value = getattr(message, field, None)
+        if value is None:
+            continue
+        if not 0 <= value <= MAX_INT:
+            raise _bad(f"{name}.{field} = {value} is out of range")
+    hw = getattr(message, "high_watermark", None)
+    if hw is not None and not -1 <= hw <= MAX_INT:
+        raise _bad(f"{name}.high_watermark = {hw} is out of range")
+    for field in ("diverging", "snapshot_id"):
+        pair = getattr(message, field, None)
+        if pair is not None and not (0 <= pair.offset <= MAX_INT and 0 <= pair.epoch <= MAX_INT):
+            raise _bad(f"{name}.{field} = {tuple(pair)} is out of range")
+    for voter in getattr(message, "preferred_successors", ()):
+        if not 0 <= voter <= MAX_INT:
+            raise _bad(f"{name}.preferred_successors holds {voter}")
+    if message.src == message.dst:
+        raise _bad(f"{name} from node {message.src} to itself")
+
+
+def decode_request(path: str, body: Any) -> Message:
+    """The request a route received, checked; KafkaError(INVALID_REQUEST) otherwise."""
+    expected = REQUEST_BY_ROUTE.get(path)
+    if expected is None:
+        raise _bad(f"no Raft route {path}")
+    message = from_dict(body)
+    if type(message) is not expected:
+        raise _bad(f"{path} carries {expected.__name__}, not {type(message).__name__}")
+    _check_ranges(message)
+    epoch = message.candidate_epoch if isinstance(message, VoteRequest) else getattr(message, "epoch", 1)
+    if isinstance(message, VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest) and epoch < 1:
+        raise _bad(f"{type(message).__name__} for epoch {epoch}: leader epochs start at 1")
+    return message
+
+
+def decode_response(request: Message, body: Any) -> Message:
+    """The answer to `request`, checked against it; KafkaError(INVALID_REQUEST) otherwise."""
+    message = from_dict(body)
+    expected = RESPONSE_TYPE[type(request)]
+    if type(message) is not expected:
+        raise _bad(f"{type(request).__name__} answered with {type(message).__name__}")
+    if (message.src, message.dst, message.correlation_id) != (request.dst, request.src, request.correlation_id):
+        raise _bad(
+            f"{type(message).__name__} from {message.src} to {message.dst} (correlation {message.correlation_id}) "
+            f"does not answer the request from {request.src} to {request.dst} ({request.correlation_id})"
+        )
+    _check_ranges(message)
+    if isinstance(message, FetchResponse):
+        _check_fetch_response(message)
+    elif isinstance(message, FetchSnapshotResponse):
+        _check_snapshot_chunk(message)
+    return message
+
+
+def _check_fetch_response(message: FetchResponse) -> None:
+    entries = message.entries
+    if not entries:
+        return
+    if message.diverging is not None or message.snapshot_id is not None:
+        raise _bad("a FetchResponse carries entries or a diverging epoch or a snapshot id, not several")
+    previous_epoch = 0
+    for i, entry in enumerate(entries):
+        if entry.offset != message.fetch_offset + i:
+            raise _bad(f"fetched entry {i} has offset {entry.offset}, expected {message.fetch_offset + i}")
+        if entry.epoch < previous_epoch or entry.epoch > message.epoch:
+            raise _bad(f"fetched entry at {entry.offset} has epoch {entry.epoch} out of order")
+        previous_epoch = entry.epoch
+
+
+def _check_snapshot_chunk(message: FetchSnapshotResponse) -> None:
+    if message.error is not ErrorCode.NONE:
+        return
+    if message.snapshot_id is None:
+        raise _bad("a FetchSnapshotResponse without an error names its snapshot")
+    end = message.position + len(message.data)
+    if end > message.size or (end < message.size and not message.data):
+        raise _bad(f"snapshot chunk [{message.position}, {end}) of {message.size} bytes is out of range")
+
+
+def failure_response(request: Message, epoch: int, error: ErrorCode) -> Message | None:
+    """What the core is told when a fetch could not be sent or answered (KRaft answers a
+    failed request with an error response too): it retries after its backoff. Votes and
+    the quorum-epoch requests get nothing: the core resends them on its own timers."""
+    if isinstance(request, FetchRequest):
+        return FetchResponse(
+            request.cluster_id,
+            request.dst,
+            request.src,
+            request.correlation_id,
+            epoch,
+            None,
+            error,
+            request.fetch_offset,
+        )
+    if isinstance(request, FetchSnapshotRequest):
+        return FetchSnapshotResponse(
+            request.cluster_id, request.dst, request.src, request.correlation_id, epoch, None, error
+        )
+    return None

@@ -1,0 +1,309 @@
+"""The asyncio shell around the sans-I/O core: clock, timers, storage actions, flush thread.
+
+Every input (a message, a timer, a finished flush, a proposal, a read, a
+resignation, a stored snapshot) is one synchronous call on the event loop
+thread: the core takes it, then the shell performs every action it emitted,
+in order, before anything else can reach the core. That keeps the core's
+contract without locks:
+
+* PersistQuorumState, TruncateTo, TrimLog, InstallSnapshot are done and durable
+  (fsynced) before the next action, on the loop thread. They are rare (epoch
+  changes, truncations, snapshots); doing them inline is what makes "persist
+  before send" hold, since the Send that depends on them comes later in the
+  same list.
+* AppendEntries writes to the log (page cache); WriteSnapshotChunk to LMDB.
+* Flush(o) goes to a single flush thread (FIFO, so completions come back in the
+  order asked), which fsyncs and posts `on_flushed(o)` back to the loop. One
+  fsync covers every append before it: while it runs, new appends pile up
+  and the core asks for the next flush when it returns (group commit).
+* Send goes to `send` (the component routes requests to peers and answers to
+  the waiting routes); it never blocks.
+* CommitAdvanced, InstallSnapshot (after the log work), AppendResolved,
+  ReadResolved and RoleChanged are queued as notifications and handed to the
+  listener only after the whole step is performed, so a listener may call
+  back into the shell (a controller appending on a commit) without
+  interleaving with a half-performed step.
+
+Timers: after every input the shell re-arms one loop timer at the core's
+`next_deadline_ms()` (capped at a second) and ticks the core when it fires.
+
+Faults: a RaftInvariantError or ShellContractError from the core, or a storage
+error while performing an action, means this node can no longer be trusted:
+the shell logs it, stops taking inputs and calls `on_fatal` (the component
+stops the node). Fail-stop, as KRaft halts the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.raft import quorum_state_file
+from kraftpy.raft.actions import (
+    Action,
+    AppendEntries,
+    AppendResolved,
+    CommitAdvanced,
+    Flush,
+    InstallSnapshot,
+    PersistQuorumState,
+    ReadResolved,
+    RoleChanged,
+    Send,
+    TrimLog,
+    TruncateTo,
+    WriteSnapshotChunk,
+)
+from kraftpy.raft.config import RaftConfig
+from kraftpy.raft.durable_log import DurableLog
+from kraftpy.raft.log import OffsetAndEpoch
+from kraftpy.raft.messages import Message
+from kraftpy.raft.node import NEVER, RaftNode
+from kraftpy.raft.quorum_state import QuorumState
+
+log = logging.getLogger(__name__)
+
+MAX_TIMER_S = 1.0  # a tick at least this often even when the core needs none (cheap, bounds any drift)
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class ShellListener(Protocol):
+    """What the component learns from the shell, after each step."""
+
+    def on_commit(self, high_watermark: int) -> None: ...
+
+    def on_install(self, snapshot_id: OffsetAndEpoch) -> None: ...
+
+    def on_role(self, change: RoleChanged, log_end_offset: int) -> None: ...
+
+    def on_append_resolved(self, resolved: AppendResolved) -> None: ...
+
+    def on_read_resolved(self, resolved: ReadResolved) -> None: ...
+
+    def on_fatal(self, error: BaseException) -> None: ...
+
+
+class RaftShell:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: frozenset[int],
+        cluster_id: str,
+        log_dir: Path,
+        durable_log: DurableLog,
+        quorum_state: QuorumState,
+        config: RaftConfig,
+        send: Callable[[Message], None],
+        listener: ShellListener,
+        rng: random.Random | None = None,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.log_dir = Path(log_dir)
+        self.log = durable_log
+        self.config = config
+        self._send = send
+        self._listener = listener
+        self._clock = clock
+        self._notifications: deque[tuple[str, Any]] = deque()
+        self._dispatching = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._ticked_at = -1
+        self._flush_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-flush")
+        self._loop = asyncio.get_running_loop()
+        self.failed: BaseException | None = None
+        self.stopped = False
+        self.flushes = 0
+        self.core = RaftNode(
+            node_id=node_id,
+            voters=voters,
+            cluster_id=cluster_id,
+            log=durable_log,
+            quorum_state=quorum_state,
+            rng=rng or random.Random(),
+            now_ms=clock(),
+            config=config,
+        )
+        self._after_input()
+
+    # ---- inputs -------------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self.failed is not None or self.stopped:
+            raise KafkaError(
+                f"node {self.node_id}: the Raft layer is {'failed' if self.failed else 'stopped'}",
+                ErrorCode.BROKER_NOT_AVAILABLE,
+            )
+
+    def handle(self, message: Message) -> None:
+        if self.failed is not None or self.stopped:
+            return
+        self._step(self.core.handle, message, self._clock())
+
+    def append(self, records: list[bytes]) -> tuple[int, int, int]:
+        self._check_running()
+        return self._step(self.core.append, records, self._clock())
+
+    def read_index(self) -> int:
+        self._check_running()
+        return self._step(self.core.read_index, self._clock())
+
+    def resign(self) -> None:
+        self._check_running()
+        self._step(self.core.resign, self._clock())
+
+    def snapshot_created(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._check_running()
+        self._step(self.core.on_snapshot_created, snapshot_id, self._clock())
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if self.failed is None and not self.stopped:
+            self._ticked_at = self._clock()
+            self._step(self.core.tick, self._ticked_at)
+
+    def _on_flushed(self, up_to_offset: int) -> None:
+        if self.failed is None and not self.stopped:
+            self.flushes += 1
+            self._step(self.core.on_flushed, up_to_offset, self._clock())
+
+    def _step(self, func: Callable[..., Any], *args: Any) -> Any:
+        """One input: the core call, then every action, then the listener, then the timer."""
+        try:
+            result = func(*args)
+        except KafkaError:
+            self._after_input()  # a refused proposal or read (not leader, backlog full): nothing changed
+            raise
+        except Exception as exc:
+            self._fail(exc)
+            raise KafkaError(f"node {self.node_id}: Raft failed: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        self._after_input()
+        return result
+
+    def _after_input(self) -> None:
+        try:
+            for action in self.core.take_actions():
+                self._perform(action)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._dispatch()
+        self._arm_timer()
+
+    # ---- actions ------------------------------------------------------------------------------
+
+    def _perform(self, action: Action) -> None:
+        if isinstance(action, Send):
+            self._send(action.message)
+        elif isinstance(action, AppendEntries | TruncateTo | TrimLog | WriteSnapshotChunk):
+            self.log.apply(action)
+        elif isinstance(action, Flush):
+            self._flush_pool.submit(self._flush, action.up_to_offset)
+        elif isinstance(action, PersistQuorumState):
+            quorum_state_file.write(self.log_dir, action.state, self.cluster_id)
+        elif isinstance(action, InstallSnapshot):
+            self.log.apply(action)
+            self._notifications.append(("install", action.snapshot_id))
+        elif isinstance(action, CommitAdvanced):
+            self.log.set_high_watermark(action.high_watermark)
+            self._notifications.append(("commit", action.high_watermark))
+        elif isinstance(action, AppendResolved):
+            self._notifications.append(("append", action))
+        elif isinstance(action, ReadResolved):
+            self._notifications.append(("read", action))
+        elif isinstance(action, RoleChanged):
+            # the log end now is where a new leader's epoch starts (its first entry comes next)
+            self._notifications.append(("role", (action, self.log.end_offset)))
+        else:  # pragma: no cover - a new action type the shell does not know yet
+            raise TypeError(f"unknown Raft action {action!r}")
+
+    def _flush(self, up_to_offset: int) -> None:
+        """In the flush thread: fsync, then report back to the loop (in order: one thread)."""
+        try:
+            self.log.flush(up_to_offset)
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(self._fail, exc)
+            return
+        self._loop.call_soon_threadsafe(self._on_flushed, up_to_offset)
+
+    def _dispatch(self) -> None:
+        if self._dispatching:
+            return  # the outer dispatch loop will hand these out, in order
+        self._dispatching = True
+        listener = self._listener
+        try:
+            while self._notifications and self.failed is None:
+                kind, value = self._notifications.popleft()
+                try:
+                    if kind == "commit":
+                        listener.on_commit(value)
+                    elif kind == "install":
+                        listener.on_install(value)
+                    elif kind == "append":
+                        listener.on_append_resolved(value)
+                    elif kind == "read":
+                        listener.on_read_resolved(value)
+                    else:
+                        listener.on_role(*value)
+                except Exception:
+                    log.exception("the Raft listener failed on %s %s", kind, value)
+        finally:
+            self._dispatching = False
+
+    def _arm_timer(self) -> None:
+        if self.failed is not None or self.stopped:
+            return
+        now = self._clock()
+        deadline = self.core.next_deadline_ms()
+        if deadline >= NEVER:
+            deadline = now + int(MAX_TIMER_S * 1000)
+        deadline = min(deadline, now + int(MAX_TIMER_S * 1000))
+        if self._timer is not None:
+            if self._timer_at is not None and self._timer_at <= deadline:
+                return  # fires no later than needed; an early tick is harmless
+            self._timer.cancel()
+        # a deadline still due right after a tick would spin the loop: wait a millisecond then
+        delay_ms = max(deadline - now, 1 if self._ticked_at == now else 0)
+        self._timer_at = now + delay_ms
+        self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
+
+    # ---- faults and shutdown ------------------------------------------------------------------
+
+    def _fail(self, error: BaseException) -> None:
+        if self.failed is not None:
+            return
+        self.failed = error
+        log.critical("node %d: Raft stops after a fatal error: %r", self.node_id, error, exc_info=error)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        try:
+            self._listener.on_fatal(error)
+        except Exception:
+            log.exception("on_fatal failed")
+
+    async def close(self) -> None:
+        """Stop taking inputs, wait for the flush in flight, leave the log to the caller to close."""
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await asyncio.get_running_loop().run_in_executor(None, self._flush_pool.shutdown, True)
+
+    @property
+    def now_ms(self) -> int:
+        return self._clock()
