@@ -7,15 +7,15 @@ QuorumController; this shell only moves data:
 - **Commits.** Subscribed to the node's metadata component: each new
   committed image goes to `controller.handle_commit`, then every deferred
   response whose offset is now committed is sent.
-- **Claiming.** When Raft makes this node leader of epoch E, the log before E
-  may not all be replayed yet. The shell appends one NoOp record in E and
-  activates the controller once that record commits: everything written
-  before it is then in the committed image (KRaft waits for the epoch's
-  start offset the same way). Requests that arrive meanwhile wait, bounded.
+- **Activating.** The raft component announces this node's leadership of
+  epoch E only once the listeners applied everything before E's first entry
+  (as KRaft does), so the controller activates at once on that announcement.
 - **Renouncing.** Leadership lost: `deactivate` with the new leader's id and
   address, and every waiting response is answered NOT_CONTROLLER (its
   records may never commit). An append that fails while still leader does
-  the same (as KRaft renounces), then claims again with a new NoOp.
+  the same (as KRaft renounces), then claims the epoch back: it appends one
+  NoOp and activates once that commits, when everything appended before it
+  has committed or is gone. Requests that arrive meanwhile wait, bounded.
 - **Requests and timers.** `/controller/<route>` bodies decode through
   `wire`, go to `controller.handle`; records are appended to Raft in one
   atomic append (split only past the Raft batch size limit, as KRaft splits
@@ -114,8 +114,16 @@ class ControllerComponent:
         self.metadata = metadata
         self.controller = QuorumController(config, rng=rng or random.Random(), image=metadata.image)
         self.request_wait_ms = request_wait_ms
-        self.max_append_bytes = max_append_bytes
-        self.max_uncommitted_bytes = max_uncommitted_bytes
+        raft_max = getattr(getattr(raft, "config", None), "max_batch_bytes", None)
+        # Stay under Raft's own per-append limit, whatever it is configured to.
+        self.max_append_bytes = (
+            min(max_append_bytes, raft_max - 1024) if isinstance(raft_max, int) else max_append_bytes
+        )
+        raft_backlog = getattr(getattr(raft, "config", None), "max_uncommitted_bytes", None)
+        # Stop taking new work at half of Raft's uncommitted-bytes bound, so appends are not refused.
+        self.max_uncommitted_bytes = (
+            min(max_uncommitted_bytes, raft_backlog // 2) if isinstance(raft_backlog, int) else max_uncommitted_bytes
+        )
         self.clock = clock
         self.deferred = DeferredResponses()
         self._voters: dict[int, tuple[str, int]] = node.config.voter_addresses()
@@ -149,7 +157,7 @@ class ControllerComponent:
         while self._backlog and self._backlog[0][0] <= self._committed_offset:
             self._backlog_bytes -= self._backlog.popleft()[1]
         if self._claim_epoch is not None and self._barrier is not None and self._committed_offset >= self._barrier:
-            self._activate()
+            self._activate(self._claim_epoch)
         for future, route, response in self.deferred.complete_up_to(self._committed_offset):
             if not future.done():
                 future.set_result((route, response))
@@ -161,8 +169,7 @@ class ControllerComponent:
             if self.controller.is_active and self.controller.epoch == epoch:
                 return
             self._renounce(leader_id, why=f"new epoch {epoch}")
-            self._claim_epoch = epoch
-            self._schedule_claim(0)
+            self._activate(epoch)  # Raft announces us only once the log before `epoch` is applied
         else:
             self._renounce(leader_id, why=f"leader is now {leader_id} in epoch {epoch}")
 
@@ -192,7 +199,7 @@ class ControllerComponent:
         self._claim_handle = loop.call_later(delay_ms / 1000, self._claim)
 
     def _claim(self) -> None:
-        """Append the claiming NoOp in our epoch; activation follows once it commits."""
+        """Claim our epoch back after a failed append: a NoOp, and activation once it commits."""
         self._claim_handle = None
         epoch = self._claim_epoch
         if epoch is None or self._stopping:
@@ -206,11 +213,9 @@ class ControllerComponent:
             return
         self._last_appended = max(self._last_appended, self._barrier)
         if self._committed_offset >= self._barrier:
-            self._activate()
+            self._activate(epoch)
 
-    def _activate(self) -> None:
-        epoch = self._claim_epoch
-        assert epoch is not None
+    def _activate(self, epoch: int) -> None:
         self._claim_epoch = None
         self._barrier = None
         self.controller.activate(epoch, self.clock())
@@ -347,9 +352,6 @@ class ControllerComponent:
 
     async def start(self) -> None:
         self._timer = asyncio.get_running_loop().create_task(self._timer_loop(), name="controller-timers")
-        # Raft may have told us about a leadership before start; act on what it says now.
-        if self.raft.is_leader and not self.controller.is_active and self._claim_epoch is None:
-            self._on_leader_change(self.node_id, self.raft.epoch)
 
     async def stop(self, graceful: bool) -> None:
         self._stopping = True

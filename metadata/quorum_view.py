@@ -3,8 +3,8 @@
 A pure function of what the raft component reports, so the route, the CLI and
 tests agree on one shape: `{leader_id, epoch, high_watermark, voters: [{node_id,
 log_end_offset, lag, last_fetch_ms_ago}], observers: [same]}`. `lag` is the
-leader's log end offset minus the replica's; the leader's own row has lag 0
-and last_fetch_ms_ago 0.
+leader's log end offset minus the replica's (None while the leader has not
+heard from it); the leader's own row has lag 0 and last_fetch_ms_ago 0.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _replicas(rows: Any, leader_end: int) -> list[dict[str, Any]]:
+def _replicas(rows: Any, leader_end: int, leader_id: Any) -> list[dict[str, Any]]:
     out = []
     for row in rows or ():
         if not isinstance(row, Mapping):
             continue
         end = row.get("log_end_offset", row.get("end_offset", -1))
         end = end if isinstance(end, int) else -1
-        ago = row.get("last_fetch_ms_ago")
+        ago = 0 if row.get("node_id") == leader_id else row.get("last_fetch_ms_ago")
         out.append(
             {
                 "node_id": row.get("node_id"),
@@ -40,6 +40,6 @@ def describe_quorum(status: Mapping[str, Any], raft: Any = None) -> dict[str, An
         "leader_id": status.get("leader_id"),
         "epoch": status.get("epoch", -1),
         "high_watermark": hw if isinstance(hw, int) else -1,
-        "voters": _replicas(status.get("voters"), leader_end),
-        "observers": _replicas(status.get("observers"), leader_end),
+        "voters": _replicas(status.get("voters"), leader_end, status.get("leader_id")),
+        "observers": _replicas(status.get("observers"), leader_end, status.get("leader_id")),
     }

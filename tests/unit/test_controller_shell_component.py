@@ -59,8 +59,6 @@ class Shell:
 
     async def activate(self) -> None:
         self.raft.elect(1)
-        await self.settle()  # the claim runs from the loop
-        self.raft.commit()
         assert self.controller.controller.is_active
 
     async def settle(self) -> None:
@@ -97,21 +95,15 @@ def topic_body(name: str, partitions: int = 3, rf: int = 2) -> dict:
     return {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf}]}
 
 
-async def test_activates_only_once_its_claiming_noop_commits(tmp_path: Path) -> None:
+async def test_activates_when_raft_announces_its_leadership_and_answers_right_away(tmp_path: Path) -> None:
     shell = Shell(tmp_path)
-    shell.raft.elect(1)
-    await shell.settle()
-    assert not shell.controller.controller.is_active
-    (noop,) = [e for e in shell.raft.entries if not e.control]
-    assert decode_entry(noop.data) == [NoOpRecord()]
-    early = shell.call("create_topics", topic_body("t", 1, 1))  # waits for activation
-    await shell.settle()
-    assert not early.done()
-    shell.raft.commit()
-    await shell.settle()
+    before = shell.call("create_topics", topic_body("t", 1, 1))  # no leader yet: NOT_CONTROLLER, no hint
+    with pytest.raises(KafkaError) as info:
+        await before
+    assert info.value.code == ErrorCode.NOT_CONTROLLER
+    shell.raft.elect(1)  # announced after everything before the epoch is applied
     assert shell.controller.controller.is_active and shell.controller.status()["active"] is True
-    shell.raft.commit()
-    (result,) = (await early)["topics"]
+    (result,) = (await shell.call("create_topics", topic_body("t", 1, 1)))["topics"]
     assert result["error"] == "INVALID_REPLICATION_FACTOR"  # no broker registered: answered, not hung
 
 
@@ -163,7 +155,7 @@ async def test_losing_leadership_answers_waiting_requests_not_controller_with_th
     assert quorum.value.code == ErrorCode.NOT_CONTROLLER and quorum.value.details["leader_id"] == 2
 
 
-async def test_a_refused_append_renounces_then_claims_again_behind_it(tmp_path: Path) -> None:
+async def test_a_refused_append_renounces_then_claims_again_behind_a_noop(tmp_path: Path) -> None:
     shell = Shell(tmp_path)
     await shell.activate()
     await shell.register_brokers(1, 2)
@@ -173,17 +165,19 @@ async def test_a_refused_append_renounces_then_claims_again_behind_it(tmp_path: 
     assert info.value.code == ErrorCode.NOT_CONTROLLER
     assert info.value.details["leader_address"] == "127.0.0.1:9001"  # still us: retry here
     assert not shell.controller.controller.is_active
+    waiting = shell.call("create_topics", topic_body("t"))  # waits (bounded) for the claim
     shell.raft.fail_appends = None
     for _ in range(50):  # the claim is retried after CLAIM_RETRY_MS (bounded)
         await asyncio.sleep(0.01)
-        shell.raft.commit()
-        if shell.controller.controller.is_active:
+        if shell.raft.entries[-1].offset >= shell.raft.delivered:
             break
+    (noop,) = [decode_entry(e.data) for e in shell.raft.entries[shell.raft.delivered :]]
+    assert noop == [NoOpRecord()] and not shell.controller.controller.is_active
+    shell.raft.commit()
     assert shell.controller.controller.is_active
-    retry = shell.call("create_topics", topic_body("t"))
     await shell.settle()
     shell.raft.commit()
-    assert (await retry)["topics"][0]["error_code"] == 0
+    assert (await waiting)["topics"][0]["error_code"] == 0
 
 
 async def test_requests_time_out_bounded_when_nothing_commits(tmp_path: Path) -> None:
@@ -253,15 +247,12 @@ async def test_describe_quorum_from_raft_status(tmp_path: Path) -> None:
     assert describe_quorum({}) == {"leader_id": None, "epoch": -1, "high_watermark": -1, "voters": [], "observers": []}
 
 
-async def test_start_claims_a_leadership_raft_had_before_and_stop_renounces(tmp_path: Path) -> None:
+async def test_start_runs_timers_and_stop_renounces(tmp_path: Path) -> None:
     shell = Shell(tmp_path)
-    shell.raft.epoch, shell.raft.leader_id = 4, 1  # leader before the component subscribed
     await shell.controller.start()
-    await shell.settle()
-    shell.raft.commit()
-    assert shell.controller.controller.is_active and shell.controller.controller.epoch == 4
+    await shell.activate()
     await shell.controller.stop(graceful=True)
-    assert not shell.controller.controller.is_active
+    assert not shell.controller.controller.is_active and shell.controller._timer is None
 
 
 async def test_snapshots_every_n_records_and_a_restart_loads_the_same_image(tmp_path: Path) -> None:

@@ -77,12 +77,23 @@ class FakeRaft:
             self.entries.append(FakeEntry(len(self.entries), epoch, data, False, self._batches))
         return len(self.entries) - 1
 
+    def write_committed(self, records: list[bytes]) -> None:
+        """Entries some leader wrote and the quorum committed (as an observer or follower sees them)."""
+        self._batches += 1
+        for data in records:
+            self.entries.append(FakeEntry(len(self.entries), self.epoch, data, False, self._batches))
+        self.commit()
+
     def elect(self, leader_id: int | None, epoch: int | None = None) -> None:
+        """A new epoch. This node's own leadership is announced, as the real component does, only
+        after the listeners applied everything up to the epoch's leader-change entry."""
         self.epoch = self.epoch + 1 if epoch is None else epoch
         self.leader_id = leader_id
         if leader_id is not None:
             self._batches += 1
             self.entries.append(FakeEntry(len(self.entries), self.epoch, b"", True, self._batches))
+            if leader_id == self.node_id:
+                self.commit()
         for listener in self.listeners:
             listener.handle_leader_change(leader_id, self.epoch)
 
