@@ -134,15 +134,16 @@ async def describe_with_configs(admin: Any, names: list[str] | None) -> list[dic
     return out
 
 
-def render_topic(topic: dict[str, Any]) -> Table:
+def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
+    """kafka-topics' summary line, then one row per partition."""
     partitions = topic["partitions"]
     rf = len(partitions[0]["replicas"]) if partitions else 0
     configs = ",".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
-    table = Table(
-        title=f"Topic: {topic['name']}  TopicId: {topic['topic_id']}  PartitionCount: {len(partitions)}  "
-        f"ReplicationFactor: {rf}  Configs: {configs}",
-        title_justify="left",
+    header = (
+        f"[bold]Topic: {topic['name']}[/]  TopicId: {topic['topic_id']}  PartitionCount: {len(partitions)}  "
+        f"ReplicationFactor: {rf}  Configs: {configs}"
     )
+    table = Table()
     for column in ("partition", "leader", "leader epoch", "replicas", "isr"):
         table.add_column(column)
     for p in partitions:
@@ -151,7 +152,7 @@ def render_topic(topic: dict[str, Any]) -> Table:
         if len(p["isr"]) < len(p["replicas"]):
             isr = f"[yellow]{isr}[/]"
         table.add_row(str(p["partition"]), leader, str(p["leader_epoch"]), ",".join(map(str, p["replicas"])), isr)
-    return table
+    return header, table
 
 
 async def wait_until_visible(admin: Any, name: str, partitions: int, deadline: float) -> bool:
@@ -269,7 +270,9 @@ def describe(
     if not described:
         console.print("no topics")
     for topic in described:
-        console.print(render_topic(topic))
+        header, table = render_topic(topic)
+        console.print(header, soft_wrap=True)
+        console.print(table)
 
 
 @topics.command("alter")
