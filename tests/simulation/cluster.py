@@ -126,6 +126,9 @@ def mixed_changes(seed: int) -> dict[str, Any]:
     """The per-seed configuration of the "mixed" profile (a function of the seed alone)."""
     rng = random.Random(seed * 7919 + 17)
     t = rng.choice([50, 100, 150, 300, 1000])
+    max_fetch_bytes = rng.choice([40, 200, 1 << 20])
+    # a backlog must stay fetchable: with tiny fetches (one entry per round trip) keep it small
+    max_uncommitted_bytes = rng.choice([500, 5000] if max_fetch_bytes < 1000 else [5000, 8 << 20])
     raft = RaftConfig(
         election_timeout_ms=t,
         election_backoff_max_ms=rng.choice([t // 2, t]),
@@ -136,8 +139,8 @@ def mixed_changes(seed: int) -> dict[str, Any]:
         retry_backoff_ms=rng.choice([5, 20]),
         append_linger_ms=rng.choice([0, 5, 25]),
         max_batch_bytes=rng.choice([64, 1 << 20]),
-        max_fetch_bytes=rng.choice([40, 200, 1 << 20]),
-        max_uncommitted_bytes=rng.choice([500, 5000, 8 << 20]),
+        max_fetch_bytes=max_fetch_bytes,
+        max_uncommitted_bytes=max_uncommitted_bytes,
         snapshot_chunk_bytes=rng.choice([7, 64, 1 << 16]),
         proposal_timeout_ms=rng.choice([5 * t, 5000]),
         read_timeout_ms=rng.choice([5 * t, 5000]),

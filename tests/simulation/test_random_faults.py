@@ -35,10 +35,13 @@ def test_random_faults(profile: str, voters: int, seed_range: range | None) -> N
     seeds = seed_range if seed_range is not None else range(CI_SEEDS[(profile, voters)])
     committed = 0
     for seed in seeds:
+        failure = None
         try:
             stats = run_seed(seed, profile_config(profile, voters, seed=seed))
         except InvariantViolation as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         committed += stats["committed"]
     assert committed > 10 * len(seeds), "the workload hardly committed anything"
 
