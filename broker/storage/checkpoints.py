@@ -52,7 +52,9 @@ def decode_checkpoint(data: bytes, arity: int, *, source: str = "checkpoint") ->
         stored = int(trailer.decode("ascii").strip(), 16)
     except (UnicodeDecodeError, ValueError):
         raise bad("checksum line is not hex") from None
-    if not trailer.endswith(b"\n") or len(trailer.strip()) != 8:
+    if trailer != f"{stored:08x}\n".encode("ascii"):
+        # Only the canonical spelling (8 lowercase hex digits, one newline): "56423eaC" parses to the
+        # same number, but a changed byte must never go unnoticed.
         raise bad("checksum line is malformed")
     actual = _crc32c.crc32c(body)
     if actual != stored:

@@ -157,6 +157,10 @@ class PartitionLog:
             OffsetCheckpoint(directory / layout.HIGH_WATERMARK_CHECKPOINT),
         )
         self.last_recovery: RecoveryOutcome | None = None
+        # Whether appends apply the flush_messages / flush_ms policy themselves (an fsync on the
+        # appending thread). A broker that appends on its event loop turns this off and runs
+        # maybe_flush() from a worker thread instead.
+        self.flush_inline = True
 
     # -- opening ---------------------------------------------------------------------
 
@@ -221,6 +225,11 @@ class PartitionLog:
             return SegmentInfo(seg.base_offset, seg.size, seg.next_offset)
 
     @property
+    def active_segment_base_offset(self) -> int:
+        """Base offset of the active segment, without the lock: a changed value means the log rolled."""
+        return self._bases[-1]
+
+    @property
     def segments(self) -> list[SegmentInfo]:
         with self._lock:
             last = self._segments[-1]
@@ -279,8 +288,7 @@ class PartitionLog:
             self._write(buffers, spans, len(batches), last + 1)
             self._unflushed_records += records
             info = AppendInfo(first, last, max_ts, offset_of_max, len(checked), records, len(batches), leader_epoch)
-        if self._config.flush_messages is not None or self._config.flush_ms is not None:
-            self.maybe_flush(now_ms)
+        self._apply_flush_policy(now_ms)
         return info
 
     def append_as_follower(self, batches: bytes, *, now_ms: int | None = None) -> AppendInfo:
@@ -544,7 +552,7 @@ class PartitionLog:
         return due
 
     def _apply_flush_policy(self, now_ms: int) -> None:
-        if self._config.flush_messages is not None or self._config.flush_ms is not None:
+        if self.flush_inline and (self._config.flush_messages is not None or self._config.flush_ms is not None):
             self.maybe_flush(now_ms)
 
     def write_checkpoints(self) -> None:
@@ -758,6 +766,22 @@ class PartitionLog:
             finally:
                 for seg in self._segments:
                     seg.close()
+                self._closed = True
+                self._dir_lock.release()
+
+    def discard(self) -> None:
+        """Release the files without flushing or writing checkpoints: the directory is about to be deleted.
+
+        After this nothing writes into the directory again, so it can be renamed
+        and removed while a new log opens at the same path.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                for seg in self._segments:
+                    seg.discard()
+            finally:
                 self._closed = True
                 self._dir_lock.release()
 

@@ -1,0 +1,82 @@
+"""Reading and answering the broker's many-partition requests (docs/protocol.md, "Broker").
+
+Every `/kafka/...` request that names partitions has the same shape,
+`topics: [{name, partitions: [{partition, ...}]}]`, and every answer mirrors
+it with a per-partition `error_code` (plus `error` and `message` when it is
+not 0). `read_partitions` checks that shape and hands each partition map to
+an API-specific reader; a bad field is INVALID_REQUEST naming its place
+(`topics[0].partitions[2].fetch_offset`), so nothing half-parsed is acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import field, invalid
+
+T = TypeVar("T")
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# Kafka's longest topic name.
+MAX_TOPIC_NAME = 249
+# Bounds on one request, so a single body cannot make the broker loop for long.
+MAX_TOPICS_PER_REQUEST = 10_000
+MAX_PARTITIONS_PER_REQUEST = 100_000
+
+
+def at(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a field check, prefixing its INVALID_REQUEST message with the field's place."""
+    try:
+        return fn(*args, **kwargs)
+    except KafkaError as exc:
+        raise invalid(f"{where}: {exc.message}") from None
+
+
+def read_partitions(
+    body: Mapping[str, Any], read_one: Callable[[Mapping[str, Any], str], T]
+) -> list[tuple[str, int, T]]:
+    """(topic, partition, read_one(partition map, place)) for every partition of the request, in order."""
+    topics = field(body, "topics", list, max_len=MAX_TOPICS_PER_REQUEST)
+    out: list[tuple[str, int, T]] = []
+    seen: set[tuple[str, int]] = set()
+    for i, topic in enumerate(topics):
+        where = f"topics[{i}]"
+        if not isinstance(topic, Mapping):
+            raise invalid(f"{where} must be a map, got {type(topic).__name__}")
+        name = at(where, field, topic, "name", str, max_len=MAX_TOPIC_NAME)
+        partitions = at(where, field, topic, "partitions", list, max_len=MAX_PARTITIONS_PER_REQUEST)
+        for j, part in enumerate(partitions):
+            pwhere = f"{where}.partitions[{j}]"
+            if not isinstance(part, Mapping):
+                raise invalid(f"{pwhere} must be a map, got {type(part).__name__}")
+            index = at(pwhere, field, part, "partition", int, min_value=0, max_value=INT32_MAX)
+            if (name, index) in seen:
+                raise invalid(f"{pwhere}: partition {name}-{index} is listed twice")
+            seen.add((name, index))
+            out.append((name, index, read_one(part, pwhere)))
+        if len(out) > MAX_PARTITIONS_PER_REQUEST:
+            raise invalid(f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request")
+    return out
+
+
+def error_fields(error: ErrorCode | KafkaError, message: str = "") -> dict[str, Any]:
+    """`error_code`, and for an error also `error`, `message` and any `details`."""
+    if isinstance(error, KafkaError):
+        out: dict[str, Any] = {"error_code": int(error.code), "error": error.code.name, "message": error.message}
+        if error.details:
+            out["details"] = dict(error.details)
+        return out
+    if error == ErrorCode.NONE:
+        return {"error_code": 0}
+    return {"error_code": int(error), "error": error.name, "message": message or error.name}
+
+
+def group_by_topic(answers: Iterable[tuple[str, int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """[{name, partitions: [{partition, ...}]}] in request order."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for name, partition, answer in answers:
+        topics.setdefault(name, []).append({"partition": partition, **answer})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]

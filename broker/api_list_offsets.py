@@ -1,0 +1,83 @@
+"""`/kafka/list_offsets`: earliest (-2), latest (-1) or the first offset at or after a timestamp (Kafka's ListOffsets).
+
+Answered by the partition leader only, after the leader-epoch check
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is
+bounded by the high watermark: "latest" is the HW (OFFSET_NOT_AVAILABLE
+while a new leader's HW has not reached its epoch start, as Kafka answers),
+and a timestamp lookup that lands at or above the HW finds nothing
+(offset -1). The leader epoch returned is that of the batch holding the
+offset before the answer (for latest) or at it, so a consumer that starts
+there can later validate its position (KIP-320).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.api_common import INT32_MAX, INT64_MAX, at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.replication.leader import check_leader_epoch
+from kraftpy.broker.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import field
+
+if TYPE_CHECKING:
+    from kraftpy.broker.replica_manager import ReplicaManager
+
+
+def _read_partition(part: Mapping[str, Any], where: str) -> tuple[int, int]:
+    epoch = at(where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
+    timestamp = at(where, field, part, "timestamp", int, min_value=EARLIEST_TIMESTAMP, max_value=INT64_MAX)
+    return epoch, timestamp
+
+
+class ListOffsetsHandler:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        field(body, "replica_id", int, default=-1, min_value=-1, max_value=INT32_MAX)
+        entries = read_partitions(body, _read_partition)
+        return {"topics": group_by_topic((t, p, self._one(t, p, *v)) for t, p, v in entries)}
+
+    def _one(self, topic: str, partition: int, current_epoch: int, timestamp: int) -> dict[str, Any]:
+        try:
+            hosted = self.rm.lookup(topic, partition)
+            core = hosted.core
+            if core.leader is None:
+                error, _ = core.list_offsets_latest(current_epoch)
+                raise KafkaError(f"broker {self.rm.broker_id} does not lead {topic}-{partition}", error)
+            epoch_error = check_leader_epoch(current_epoch, core.leader_epoch)
+            if epoch_error != ErrorCode.NONE:
+                raise KafkaError(f"request epoch {current_epoch}, leader epoch {core.leader_epoch}", epoch_error)
+            plog = hosted.log
+            cache = plog.leader_epoch_cache
+            if timestamp == LATEST_TIMESTAMP:
+                error, offset = core.list_offsets_latest(current_epoch)
+                if error != ErrorCode.NONE:
+                    raise KafkaError(f"the high watermark of {topic}-{partition} is not known yet", error)
+                epoch = cache.epoch_for_offset(offset - 1) if offset > 0 else -1
+                return {"error_code": 0, "timestamp": -1, "offset": offset, "leader_epoch": epoch}
+            if timestamp == EARLIEST_TIMESTAMP:
+                start = plog.log_start_offset
+                return {
+                    "error_code": 0,
+                    "timestamp": -1,
+                    "offset": start,
+                    "leader_epoch": cache.epoch_for_offset(start),
+                }
+            found = plog.offset_for_timestamp(timestamp)
+            if found is None or found.offset >= plog.high_watermark:
+                return {"error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            return {
+                "error_code": 0,
+                "timestamp": found.timestamp,
+                "offset": found.offset,
+                "leader_epoch": found.leader_epoch,
+            }
+        except KafkaError as exc:
+            answer = error_fields(exc)
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and "details" not in answer:
+                answer["details"] = self.rm.leader_hint(topic, partition)
+            answer.update(timestamp=-1, offset=-1, leader_epoch=-1)
+            return answer

@@ -1,0 +1,57 @@
+"""`/kafka/offsets_for_leader_epoch`: where a leader epoch ends on the partition leader (KIP-101, KIP-320).
+
+For each partition: the largest epoch at or below `leader_epoch` this leader
+knows and its end offset (the next epoch's start, or the log end for the
+current epoch), from the leader-epoch cache; (-1, -1) when unknown.
+Consumers use it to validate their position after a leader change; a
+follower in this project finds divergence through DivergingEpoch inside
+Fetch instead. Only the leader answers, after the leader-epoch check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.replication.leader import check_leader_epoch
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import field
+
+if TYPE_CHECKING:
+    from kraftpy.broker.replica_manager import ReplicaManager
+
+
+def _read_partition(part: Mapping[str, Any], where: str) -> tuple[int, int]:
+    current = at(where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
+    epoch = at(where, field, part, "leader_epoch", int, min_value=-1, max_value=INT32_MAX)
+    return current, epoch
+
+
+class OffsetsForLeaderEpochHandler:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        field(body, "replica_id", int, default=-1, min_value=-2, max_value=INT32_MAX)
+        entries = read_partitions(body, _read_partition)
+        return {"topics": group_by_topic((t, p, self._one(t, p, *v)) for t, p, v in entries)}
+
+    def _one(self, topic: str, partition: int, current_epoch: int, leader_epoch: int) -> dict[str, Any]:
+        try:
+            hosted = self.rm.lookup(topic, partition)
+            core = hosted.core
+            if core.leader is None:
+                error, _ = core.list_offsets_latest(current_epoch)
+                raise KafkaError(f"broker {self.rm.broker_id} does not lead {topic}-{partition}", error)
+            epoch_error = check_leader_epoch(current_epoch, core.leader_epoch)
+            if epoch_error != ErrorCode.NONE:
+                raise KafkaError(f"request epoch {current_epoch}, leader epoch {core.leader_epoch}", epoch_error)
+            epoch, end = hosted.log.end_offset_for_epoch(leader_epoch)
+            return {"error_code": 0, "leader_epoch": epoch, "end_offset": end}
+        except KafkaError as exc:
+            answer = error_fields(exc)
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and "details" not in answer:
+                answer["details"] = self.rm.leader_hint(topic, partition)
+            answer.update(leader_epoch=-1, end_offset=-1)
+            return answer

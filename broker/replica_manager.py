@@ -1,0 +1,381 @@
+"""ReplicaManager: the broker's data plane, driven by the metadata image (Kafka's ReplicaManager).
+
+The broker node component constructs it as
+
+    ReplicaManager(node, image_provider=lambda: image, broker_epoch_provider=lambda: epoch,
+                   controller_address_provider=lambda: (host, port) | None)
+
+serves its `routes()`, calls `start()`, `apply_metadata(old, new)` on every
+committed image in order, and `stop(graceful)` at the end.
+
+What it owns:
+- one HostedPartition (core + log) per partition this broker replicates,
+  made leader or follower at the image's leader epoch (`apply_metadata`,
+  from `local_replica_changes`), stopped and deleted with its topic;
+- the request handlers of the data plane (api_*.py): metadata, produce,
+  fetch, list_offsets, offsets_for_leader_epoch, init_producer_id;
+- the ReplicaFetcherManager (followers fetch from their leaders), the
+  AlterPartitionManager (ISR changes to the controller), the
+  ProducerIdManager (id blocks from the controller), the LogManager
+  (directories, flush, checkpoints, retention, cleaner);
+- the produce purgatory's futures (`produce_waiters`, completed by the
+  cores' CompleteProduce actions) and a periodic tick that lets every core
+  expire ISR members and waits and retry AlterPartition.
+
+Everything runs on one asyncio loop; the cores are never touched from
+another thread. Blocking storage work goes to the LogManager's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kraftpy.broker.alter_partition_manager import AlterPartitionManager
+from kraftpy.broker.api_fetch import FetchHandler
+from kraftpy.broker.api_init_producer_id import InitProducerIdHandler
+from kraftpy.broker.api_list_offsets import ListOffsetsHandler
+from kraftpy.broker.api_metadata import MetadataHandler
+from kraftpy.broker.api_offsets_for_leader_epoch import OffsetsForLeaderEpochHandler
+from kraftpy.broker.api_produce import ProduceHandler
+from kraftpy.broker.clock import monotonic_ms, wall_ms
+from kraftpy.broker.controller_channel import ControllerChannel
+from kraftpy.broker.fetcher_manager import ReplicaFetcherManager
+from kraftpy.broker.log_manager import LogManager
+from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
+from kraftpy.broker.producer_id_manager import ProducerIdManager
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.broker.replication import (
+    AlterPartitionRequest,
+    CompleteProduce,
+    PartitionRegistration,
+    ReplicationConfig,
+    Role,
+)
+from kraftpy.broker.storage import LogConfig
+from kraftpy.broker.storage.layout import partition_dir_name
+from kraftpy.metadata.configs import ConfigSource, resolve
+from kraftpy.metadata.image import MetadataImage
+from kraftpy.metadata.local_changes import LocalPartition, local_replica_changes
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.rpc import Address, Handler
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    name = "replica_manager"
+
+    def __init__(
+        self,
+        node: Any,
+        *,
+        image_provider: Callable[[], MetadataImage],
+        broker_epoch_provider: Callable[[], int],
+        controller_address_provider: Callable[[], Address | None],
+        settings: ReplicaManagerSettings | None = None,
+    ) -> None:
+        self.node = node
+        self.config = node.config
+        self.broker_id: int = node.config.node_id
+        self.image = image_provider
+        self.broker_epoch_provider = broker_epoch_provider
+        self.controller_address_provider = controller_address_provider
+        self.settings = settings or ReplicaManagerSettings.from_node_config(node.config)
+        self.partitions: dict[TopicPartitionKey, HostedPartition] = {}
+        self.produce_waiters: dict[Any, asyncio.Future[CompleteProduce]] = {}
+        channel = ControllerChannel(
+            node.rpc, controller_address_provider, request_timeout_ms=self.settings.controller_request_timeout_ms
+        )
+        self.alter_partitions = AlterPartitionManager(channel, self.broker_id, broker_epoch_provider)
+        self.producer_ids = ProducerIdManager(channel, self.broker_id, broker_epoch_provider)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, node.rpc, self.settings, self.broker_address, broker_epoch_provider
+        )
+        self.logs = LogManager(node.config.data_dir, self.settings, lambda: list(self.partitions.values()))
+        self.fetch_handler = FetchHandler(self)
+        self._handlers: dict[str, Handler] = {
+            "/kafka/metadata": MetadataHandler(self),
+            "/kafka/produce": ProduceHandler(self),
+            "/kafka/fetch": self.fetch_handler,
+            "/kafka/list_offsets": ListOffsetsHandler(self),
+            "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
+            "/kafka/init_producer_id": InitProducerIdHandler(self),
+        }
+        self._applied: MetadataImage | None = None
+        self._tick_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._stopped = False
+        self._broker_epoch = -1
+
+    # -- the component interface -------------------------------------------------------------------------------
+
+    def routes(self) -> Mapping[str, Handler]:
+        return dict(self._handlers)
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        await self.logs.start()
+        self.alter_partitions.start()
+        self._tick_task = asyncio.create_task(self._tick_loop(), name="kraftpy-replica-tick")
+        image = self.image()
+        if self._applied is None and image is not None and image.offset >= 0:
+            self.apply_metadata(MetadataImage.EMPTY, image)
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Stop fetching, fail what waits, snapshot producer state, close every log (flushed, checkpointed)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        await self.fetchers.stop()
+        await self.alter_partitions.stop()
+        await self.producer_ids.stop()
+        hosted = list(self.partitions.values())
+        for p in hosted:
+            p.stop()
+            if p.offline is None and not p.log.closed:
+                try:
+                    p.take_producer_snapshot()
+                except OSError as exc:
+                    log.warning("producer snapshot of %s at close failed: %s", p.name, exc)
+        await self.logs.stop()
+        await self.logs.close_logs([p for p in hosted if p.offline is None])
+        for p in hosted:
+            if p.offline is not None and not p.log.closed:
+                p.log.discard()
+        self.partitions.clear()
+        log.info("replica manager of broker %d stopped (%s)", self.broker_id, "graceful" if graceful else "abrupt")
+
+    def status(self) -> dict[str, Any]:
+        roles = [p.role for p in self.partitions.values()]
+        under_replicated = sum(
+            1
+            for p in self.partitions.values()
+            if p.core.leader is not None and len(p.core.leader.isr) < len(p.core.leader.replicas)
+        )
+        return {
+            "partitions": len(self.partitions),
+            "leaders": sum(1 for r in roles if r is Role.LEADER),
+            "followers": sum(1 for r in roles if r is Role.FOLLOWER),
+            "offline": sum(1 for p in self.partitions.values() if p.offline is not None),
+            "under_replicated": under_replicated,
+            "metadata_offset": self._applied.offset if self._applied is not None else -1,
+            "fetchers": self.fetchers.status(),
+            "alter_partition_pending": self.alter_partitions.pending,
+            "waiting_fetches": self.fetch_handler.waiting,
+            "waiting_produces": len(self.produce_waiters),
+        }
+
+    # -- metadata ----------------------------------------------------------------------------------------------
+
+    def apply_metadata(self, old_image: MetadataImage, new_image: MetadataImage) -> None:
+        """Act on a newly committed image: become leader/follower, stop deleted replicas, follow config changes."""
+        if self._stopped:
+            return
+        first = self._applied is None
+        old = MetadataImage.EMPTY if first else old_image
+        epoch = self.broker_epoch_provider()
+        if epoch != self._broker_epoch:
+            self._broker_epoch = epoch
+            for p in self.partitions.values():
+                p.core.broker_epoch = epoch
+        changes = local_replica_changes(old, new_image, self.broker_id)
+        now = monotonic_ms()
+        for (_topic_id, partition), topic in changes.deleted.items():
+            self._delete_partition((topic, partition))
+        for local in (*changes.leaders.values(), *changes.followers.values()):
+            self._apply_partition(local, new_image, now)
+        if first or new_image.configs is not old.configs:
+            self._apply_configs(new_image)
+        if first or new_image.cluster is not old.cluster:
+            ineligible = frozenset(b for b, reg in new_image.brokers.items() if not reg.usable)
+            for p in self.partitions.values():
+                p.core.set_ineligible_replicas(ineligible)
+            self.fetchers.wake_all()
+        self._applied = new_image
+        if new_image.broker(self.broker_id) is not None:
+            # Our own registration is in the image, so it is caught up past every topic we could host.
+            self.logs.mark_strays({partition_dir_name(*key) for key in self.partitions})
+
+    def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
+        key = (local.topic_name, local.partition)
+        hosted = self.partitions.get(key)
+        if hosted is not None and hosted.topic_id != local.topic_id:
+            self._delete_partition(key)  # the topic was deleted and created again under the same name
+            hosted = None
+        if hosted is None:
+            try:
+                hosted = self._create_partition(local, image)
+            except Exception:
+                # Kafka would take the log directory offline; here the partition is not hosted and
+                # requests for it are answered NOT_LEADER_OR_FOLLOWER until a restart opens it.
+                log.exception("cannot open the log of %s-%d", local.topic_name, local.partition)
+                return
+        if hosted.offline is not None:
+            return
+        reg = local.registration
+        registration = PartitionRegistration(
+            tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch
+        )
+        try:
+            hosted.perform(hosted.core.apply_registration(registration, hosted.log_state(), now))
+        except PartitionOfflineError:
+            return
+        follower = hosted.core.follower
+        if follower is not None:
+            self.fetchers.follow(hosted, follower.leader_id)
+        else:
+            self.fetchers.unfollow(hosted)
+        hosted.notify()
+
+    def _create_partition(self, local: LocalPartition, image: MetadataImage) -> HostedPartition:
+        name = local.topic_name
+        plog = self.logs.open_log(name, local.topic_id, local.partition, self._log_config(image, name))
+        hosted = HostedPartition(
+            name,
+            local.topic_id,
+            local.partition,
+            plog,
+            self._replication_config(image, name),
+            self,
+            replica_id=self.broker_id,
+            broker_epoch=self._broker_epoch,
+        )
+        ineligible = frozenset(b for b, reg in image.brokers.items() if not reg.usable)
+        hosted.core.set_ineligible_replicas(ineligible)
+        self.partitions[hosted.key] = hosted
+        log.info("broker %d hosts %s (log end offset %d)", self.broker_id, hosted.name, plog.log_end_offset)
+        return hosted
+
+    def _delete_partition(self, key: TopicPartitionKey) -> None:
+        hosted = self.partitions.pop(key, None)
+        if hosted is None:
+            return
+        self.fetchers.unfollow(hosted)
+        hosted.stop()
+        log.info("broker %d deletes its replica of %s", self.broker_id, hosted.name)
+        try:
+            self.logs.delete_log(hosted.log, hosted.topic_id)
+        except OSError as exc:
+            log.error("deleting %s failed: %s", hosted.name, exc)
+
+    def _apply_configs(self, image: MetadataImage) -> None:
+        for p in self.partitions.values():
+            if p.offline is not None:
+                continue
+            try:
+                self.logs.update_config(p.log, self._log_config(image, p.topic))
+                p.update_replication_config(self._replication_config(image, p.topic))
+            except (KafkaError, ValueError) as exc:
+                log.error("config of %s not applied: %s", p.name, exc)
+
+    def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        return LogConfig.from_topic_configs(image.topic_config(topic))
+
+    def _replication_config(self, image: MetadataImage, topic: str) -> ReplicationConfig:
+        s = self.settings
+        value, source = resolve(
+            "min_insync_replicas", image.topic_config_overrides(topic), image.broker_config_overrides("")
+        )
+        min_isr = s.min_insync_replicas if source == ConfigSource.DEFAULT else int(value)
+        return ReplicationConfig(
+            replica_lag_time_max_ms=s.replica_lag_time_max_ms,
+            min_insync_replicas=min_isr,
+            replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes=s.replica_fetch_min_bytes,
+            replica_fetch_backoff_ms=s.replica_fetch_backoff_ms,
+            alter_partition_retry_ms=s.alter_partition_retry_ms,
+            producer_id_expiration_ms=s.producer_id_expiration_ms,
+        )
+
+    # -- lookups for the handlers ------------------------------------------------------------------------------
+
+    def lookup(self, topic: str, partition: int) -> HostedPartition:
+        """The hosted partition, or the error a request for it gets (unknown, not hosted here, offline)."""
+        hosted = self.partitions.get((topic, partition))
+        if hosted is not None:
+            hosted.check_online()
+            return hosted
+        image = self.image()
+        t = image.topic(topic) if image is not None else None
+        if t is None or partition >= len(t.partitions):
+            raise KafkaError(f"unknown topic or partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise KafkaError(
+            f"broker {self.broker_id} does not host {topic}-{partition}",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            **self.leader_hint(topic, partition),
+        )
+
+    def leader_hint(self, topic: str, partition: int) -> dict[str, Any]:
+        """{leader_id, leader_address} of a partition from the image (docs/protocol.md, NOT_LEADER_OR_FOLLOWER)."""
+        image = self.image()
+        t = image.topic(topic) if image is not None else None
+        if t is None or partition >= len(t.partitions):
+            return {}
+        leader = t.partitions[partition].leader
+        address = self.broker_address(leader)
+        return {
+            "leader_id": leader,
+            "leader_epoch": t.partitions[partition].leader_epoch,
+            "leader_address": f"{address[0]}:{address[1]}" if address is not None else None,
+        }
+
+    def broker_address(self, broker_id: int) -> Address | None:
+        image = self.image()
+        broker = image.broker(broker_id) if image is not None else None
+        if broker is None or not broker.listeners:
+            return None
+        return broker.listeners[0].host, broker.listeners[0].port
+
+    def controller_id(self) -> int:
+        address = self.controller_address_provider()
+        if address is None:
+            return -1
+        for voter in getattr(self.config, "controller_quorum_voters", ()):
+            if (voter.host, voter.port) == tuple(address):
+                return voter.node_id
+        return -1
+
+    @property
+    def cluster_id(self) -> str | None:
+        return getattr(self.node, "cluster_id", None)
+
+    # -- the ActionSink --------------------------------------------------------------------------------------
+
+    def complete_produce(self, action: CompleteProduce) -> None:
+        future = self.produce_waiters.get(action.request_id)
+        if future is not None and not future.done():
+            future.set_result(action)
+
+    def send_alter_partition(self, hosted: HostedPartition, request: AlterPartitionRequest) -> None:
+        self.alter_partitions.submit(hosted, request)
+
+    # -- time --------------------------------------------------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        interval = self.settings.replica_tick_interval_ms / 1000
+        next_expiry_check = monotonic_ms() + self.settings.producer_id_expiration_check_interval_ms
+        while True:
+            await asyncio.sleep(interval)
+            now = monotonic_ms()
+            for hosted in list(self.partitions.values()):
+                try:
+                    hosted.tick(now)
+                except PartitionOfflineError:
+                    continue
+                except Exception:
+                    log.exception("tick of %s failed", hosted.name)
+            if now >= next_expiry_check:
+                next_expiry_check = now + self.settings.producer_id_expiration_check_interval_ms
+                wall = wall_ms()
+                for hosted in self.partitions.values():
+                    hosted.core.producers.remove_expired(wall)
