@@ -275,27 +275,34 @@ class DurableLog:
         if offset >= end:
             self._plog.truncate_to(offset)  # drops an epoch that starts at the log end, as Kafka
             return
-        holding = self._plog.read(offset, 1)  # the whole batch holding `offset`
-        batches = list(decode_entries(holding))
-        kept = [e for e in batches[0] if e.offset < offset] if batches else []
-        if kept:
-            self._write_journal(kept[0].offset, offset, kept)
-            self._truncate_and_restore(kept[0].offset, kept)
-            self._remove_journal()
-        else:
+        holding = list(decode_entries(self._plog.read(offset, 1)))  # the whole batch holding `offset`
+        batch_base = holding[0][0].offset if holding and holding[0] else offset
+        if batch_base == offset:
             self._plog.truncate_to(offset)
+        else:
+            # the batch also holds entries below the cut (and maybe below the log start, which stay gone)
+            base = max(batch_base, start)
+            kept = [e for e in holding[0] if base <= e.offset < offset]
+            self._write_journal(base, offset, kept)
+            self._truncate_and_restore(base, kept)
+            self._remove_journal()
         self._cache_truncate(offset)
         if self._plog.log_end_offset != offset:
             raise DurableLogError(f"truncation to {offset} left the log end at {self._plog.log_end_offset}")
 
-    def _truncate_and_restore(self, batch_base: int, kept: list[Entry]) -> None:
-        self._plog.truncate_to(batch_base)
+    def _truncate_and_restore(self, base: int, kept: list[Entry]) -> None:
+        """Cut the log at `base` (a batch start, or the log start inside the first batch), then
+        append `kept` again and fsync it."""
+        if base <= self._plog.log_start_offset:
+            self._plog.truncate_fully_and_start_at(self._plog.log_start_offset)
+        else:
+            self._plog.truncate_to(base)
         if kept:
             self._plog.append_as_follower(encode_entries(kept))
             self._plog.flush(kept[-1].offset + 1)
 
-    def _write_journal(self, batch_base: int, offset: int, kept: list[Entry]) -> None:
-        body = cbor2.dumps({"base": batch_base, "offset": offset, "batch": encode_entries(kept)})
+    def _write_journal(self, base: int, offset: int, kept: list[Entry]) -> None:
+        body = cbor2.dumps({"base": base, "offset": offset, "batch": encode_entries(kept) if kept else b""})
         path = self.directory / TRUNCATION_JOURNAL
         with open(path, "wb") as f:
             f.write(crc32c.crc32c(body).to_bytes(4, "big") + body)

@@ -1,0 +1,250 @@
+"""RaftComponent end to end inside one process: three components on real loopback sockets, real files.
+
+Election, commits delivered to listeners in log order, the leader announced
+only after its listener caught up, NOT_LEADER with the hint, read barriers,
+snapshots with trimming, a restart that replays its snapshot and committed
+log, a follower brought back by FetchSnapshot, and a graceful resignation.
+Every wait is bounded; nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import cbor2
+import pytest
+from aiohttp import web
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.rpc import RpcClient, make_app
+from kraftpy.raft.component import CommittedBatch, RaftComponent
+from kraftpy.raft.config import RaftConfig
+from kraftpy.raft.log import OffsetAndEpoch
+
+CONFIG = RaftConfig(
+    election_timeout_ms=100,
+    election_backoff_max_ms=100,
+    fetch_timeout_ms=300,
+    fetch_max_wait_ms=50,
+    request_timeout_ms=500,
+    append_linger_ms=0,
+)
+_ports = itertools.count(19200)
+
+
+class Counter:
+    """A test state machine: counts applied records and keeps the commit log it saw."""
+
+    def __init__(self) -> None:
+        self.applied: list[bytes] = []
+        self.batches: list[CommittedBatch] = []
+        self.loaded: list[OffsetAndEpoch] = []
+        self.leaders: list[tuple[int | None, int]] = []
+        self.next_offset = 0
+        self.applied_at_announce: dict[int, int] = {}
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        assert batch.base_offset >= self.next_offset  # in log order, never twice
+        self.batches.append(batch)
+        self.applied.extend(batch.records)
+        self.next_offset = batch.last_offset + 1
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, payload: bytes) -> None:
+        self.loaded.append(snapshot_id)
+        self.applied = list(cbor2.loads(payload))
+        self.next_offset = snapshot_id.offset
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        self.leaders.append((leader_id, epoch))
+        if leader_id is not None:
+            self.applied_at_announce[epoch] = self.next_offset
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3) -> None:
+        self.root = root
+        ports = [next(_ports) for _ in range(size)]
+        self.voters = {i + 1: ("127.0.0.1", port) for i, port in enumerate(ports)}
+        self.nodes: dict[int, RaftComponent] = {}
+        self.machines: dict[int, Counter] = {}
+        self.runners: dict[int, web.AppRunner] = {}
+        self.rpcs: list[RpcClient] = []
+
+    async def start(self, node_id: int) -> RaftComponent:
+        rpc = RpcClient(request_timeout_ms=CONFIG.request_timeout_ms)
+        self.rpcs.append(rpc)
+        component = RaftComponent(
+            node_id=node_id,
+            cluster_id="test-cluster",
+            data_dir=self.root / f"node{node_id}",
+            voters=self.voters,
+            config=CONFIG,
+            rpc=rpc,
+        )
+        machine = Counter()
+        component.register_listener(machine)
+        runner = web.AppRunner(make_app(component.routes()))
+        await runner.setup()
+        await web.TCPSite(runner, *self.voters[node_id]).start()
+        await component.start()
+        self.nodes[node_id], self.machines[node_id], self.runners[node_id] = component, machine, runner
+        return component
+
+    async def stop(self, node_id: int, graceful: bool = False) -> None:
+        await self.nodes.pop(node_id).stop(graceful)
+        await self.runners.pop(node_id).cleanup()
+
+    async def close(self) -> None:
+        for node_id in list(self.nodes):
+            await self.stop(node_id)
+        for rpc in self.rpcs:
+            await rpc.close()
+
+    def leader(self) -> RaftComponent | None:
+        leaders = [c for c in self.nodes.values() if c.is_leader]
+        return leaders[0] if len(leaders) == 1 else None
+
+
+async def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> None:
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def commit(leader: RaftComponent, *records: bytes) -> int:
+    return await leader.append_and_wait(list(records), timeout_ms=5000)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path):
+    c = Cluster(tmp_path)
+    try:
+        for node_id in c.voters:
+            await c.start(node_id)
+        yield c
+    finally:
+        await c.close()
+
+
+async def test_elects_one_leader_and_commits_in_log_order_everywhere(cluster: Cluster) -> None:
+    await wait_for(cluster.leader, what="a leader")
+    leader = cluster.leader()
+    assert leader is not None
+    last = await commit(leader, b"a", b"b")  # one atomic append: one batch
+    for i in range(20):
+        last = await commit(leader, f"r{i}".encode())
+    await wait_for(lambda: all(m.next_offset == last + 1 for m in cluster.machines.values()))
+    expected = [b"a", b"b", *(f"r{i}".encode() for i in range(20))]
+    for machine in cluster.machines.values():
+        assert machine.applied == expected
+        assert any(b.records == [b"a", b"b"] for b in machine.batches)
+    # the leader's listener heard of its leadership only once it had applied up to the epoch start
+    machine = cluster.machines[leader.node_id]
+    assert machine.leaders[-1] == (leader.node_id, leader.epoch)
+    status = leader.status()
+    assert status["state"] == "leader" and status["high_watermark"] == last + 1
+    assert [v["log_end_offset"] for v in status["voters"]] == [last + 1] * 3
+
+
+async def test_followers_refuse_appends_and_reads_with_the_leader_hint(cluster: Cluster) -> None:
+    await wait_for(cluster.leader)
+    leader = cluster.leader()
+    assert leader is not None
+    await commit(leader, b"x")
+    follower = next(c for c in cluster.nodes.values() if not c.is_leader)
+    await wait_for(lambda: follower.leader_id == leader.node_id)
+    with pytest.raises(KafkaError) as info:
+        follower.schedule_atomic_append(follower.epoch, [b"no"])
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert info.value.details["leader_id"] == leader.node_id
+    with pytest.raises(KafkaError) as info:
+        leader.schedule_atomic_append(leader.epoch - 1, [b"stale epoch"])
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(KafkaError) as info:
+        await follower.read_barrier(1000)
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_read_barrier_covers_every_acknowledged_write(cluster: Cluster) -> None:
+    await wait_for(cluster.leader)
+    leader = cluster.leader()
+    assert leader is not None
+    last = await commit(leader, b"w1")
+    index = await leader.read_barrier(2000)
+    assert index >= last + 1
+    assert leader.applied_offset >= index
+
+
+async def test_snapshot_trims_the_log_and_a_lagging_follower_installs_it(cluster: Cluster) -> None:
+    await wait_for(cluster.leader)
+    leader = cluster.leader()
+    assert leader is not None
+    lagging = next(i for i, c in cluster.nodes.items() if not c.is_leader)
+    await commit(leader, b"before")
+    await wait_for(lambda: cluster.machines[lagging].next_offset == leader.applied_offset)
+    await cluster.stop(lagging)
+    last = 0
+    for i in range(30):
+        last = await commit(leader, f"while-down-{i}".encode())
+    for node_id, component in cluster.nodes.items():
+        machine = cluster.machines[node_id]
+        await wait_for(lambda c=component: c.applied_offset == last + 1)
+        snapshot_id = OffsetAndEpoch(last + 1, component.epoch)
+        component.create_snapshot(snapshot_id, cbor2.dumps(machine.applied))
+        assert component.status()["log_start_offset"] == last + 1
+    restarted = await cluster.start(lagging)
+    machine = cluster.machines[lagging]
+    await wait_for(lambda: restarted.applied_offset == last + 1, what="catch-up by snapshot")
+    assert machine.loaded[-1] == OffsetAndEpoch(last + 1, leader.epoch)
+    assert machine.applied == cluster.machines[leader.node_id].applied
+    after = await commit(leader, b"after the snapshot")
+    await wait_for(lambda: machine.next_offset == after + 1)
+    assert machine.applied[-1] == b"after the snapshot"
+
+
+async def test_a_restarted_node_replays_its_snapshot_and_committed_log_before_it_hears_the_leader(
+    cluster: Cluster,
+) -> None:
+    await wait_for(cluster.leader)
+    leader = cluster.leader()
+    assert leader is not None
+    for i in range(5):
+        await commit(leader, f"s{i}".encode())
+    follower_id = next(i for i, c in cluster.nodes.items() if not c.is_leader)
+    follower = cluster.nodes[follower_id]
+    await wait_for(lambda: follower.applied_offset == leader.applied_offset)
+    follower.create_snapshot(
+        OffsetAndEpoch(follower.applied_offset, follower.epoch), cbor2.dumps(cluster.machines[follower_id].applied)
+    )
+    last = 0
+    for i in range(5):
+        last = await commit(leader, f"t{i}".encode())
+    await wait_for(lambda: follower.applied_offset == last + 1)
+    await cluster.stop(follower_id)  # closing the log checkpoints the high watermark it exposed
+    for node_id in list(cluster.nodes):
+        await cluster.stop(node_id)  # nobody to learn the high watermark from
+    restarted = await cluster.start(follower_id)
+    machine = cluster.machines[follower_id]
+    assert machine.loaded and machine.applied[: 5 + 5] == [
+        *(f"s{i}".encode() for i in range(5)),
+        *(f"t{i}".encode() for i in range(5)),
+    ]
+    assert restarted.applied_offset >= last + 1
+
+
+async def test_graceful_resignation_hands_leadership_over(cluster: Cluster) -> None:
+    await wait_for(cluster.leader)
+    old = cluster.leader()
+    assert old is not None
+    await commit(old, b"before")
+    epoch = old.epoch
+    await old.resign()
+    assert not old.is_leader
+    await wait_for(lambda: cluster.leader() is not None and cluster.leader() is not old, what="a successor")
+    new = cluster.leader()
+    assert new is not None and new.epoch > epoch
+    await commit(new, b"after")
+    await wait_for(lambda: cluster.machines[old.node_id].applied[-1:] == [b"after"])
