@@ -298,6 +298,7 @@ def _incremental_alter_configs(body: Mapping[str, Any]) -> IncrementalAlterConfi
     for i, item in enumerate(_list(body, "resources")):
         where = f"resources[{i}]"
         m = _map(item, where)
+        resource = _resource(m, where)
         ops = []
         for j, c in enumerate(_list(m, "configs", where)):
             cwhere = f"{where}.configs[{j}]"
@@ -309,7 +310,7 @@ def _incremental_alter_configs(body: Mapping[str, Any]) -> IncrementalAlterConfi
             if op == "set" and not isinstance(value, str | int | float | bool):
                 raise _invalid(f'{cwhere}.value must be a string, number or boolean for "set"')
             ops.append(AlterConfigOp(_str(cm, "name", cwhere), ALTER_OPS[op], value))
-        resources.append(AlterConfigsResource(_resource(m, where), tuple(ops)))
+        resources.append(AlterConfigsResource(resource, tuple(ops)))
     return IncrementalAlterConfigsRequest(tuple(resources), _bool(body, "validate_only"))
 
 

@@ -1,0 +1,183 @@
+"""Helpers for the cluster integration tests (no tests here): real `kraftpy` processes on 127.0.0.1.
+
+`LocalCluster` drives the CLI exactly as a user does (`python -m
+kraftpy.tools.cli ...` in a subprocess, so every call also tests argument
+parsing, output and exit codes), reads node status over `/admin/status`, and
+always cleans up: `cluster stop`, then SIGKILL by pid for any node process
+still alive (only the pids its own pid files name).
+
+Every wait is a bounded poll (`wait_for`) that fails with what it last saw;
+no test asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kraftpy.protocol.rpc import RpcClient
+from kraftpy.tools.cluster_layout import ClusterLayout, process_is_node
+
+T = TypeVar("T")
+CLI_TIMEOUT_S = 90
+
+
+@dataclass
+class CliResult:
+    args: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def __str__(self) -> str:
+        return f"kraftpy {' '.join(self.args)} -> {self.code}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+
+
+def free_base_port(count: int) -> int:
+    """A base port with `count` consecutive free ports on 127.0.0.1 (bounded search)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30, interval_s: float = 0.2) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` and the last value."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while True:
+        try:
+            last = probe()
+        except Exception as exc:  # a probe may hit a node that is restarting
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+        time.sleep(interval_s)
+
+
+class LocalCluster:
+    def __init__(self, directory: Path, nodes: int = 3) -> None:
+        self.dir = directory
+        self.nodes = nodes
+        self.base_port = free_base_port(nodes)
+        self.env = {**os.environ, "KRAFTPY_DIR": str(directory), "COLUMNS": "200"}
+
+    # --- the CLI ---------------------------------------------------------------------------------
+    def cli(self, *args: str, timeout_s: float = CLI_TIMEOUT_S) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kraftpy.tools.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+        )
+        return CliResult(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+    def ok(self, *args: str) -> CliResult:
+        result = self.cli(*args)
+        assert result.code == 0, str(result)
+        return result
+
+    def start(self, *extra: str) -> CliResult:
+        return self.ok(
+            "cluster", "start", "--nodes", str(self.nodes), "--dir", str(self.dir),
+            "--base-port", str(self.base_port), *extra,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """`cluster stop`, then SIGKILL whatever node process is left (by its pid file)."""
+        with contextlib.suppress(Exception):
+            self.cli("cluster", "stop", "--dir", str(self.dir), "--timeout-s", "10")
+        with contextlib.suppress(Exception):
+            layout = self.layout()
+            for entry in layout.nodes:
+                pid = layout.read_pid(entry)
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+
+    def layout(self) -> ClusterLayout:
+        return ClusterLayout.load(self.dir)
+
+    # --- nodes -----------------------------------------------------------------------------------
+    def pid(self, node_id: int) -> int | None:
+        layout = self.layout()
+        return layout.read_pid(next(n for n in layout.nodes if n.node_id == node_id))
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL one node and wait (bounded) until its process is gone."""
+        layout = self.layout()
+        entry = next(n for n in layout.nodes if n.node_id == node_id)
+        pid = layout.read_pid(entry)
+        assert pid is not None, f"node {node_id} is not running"
+        os.kill(pid, signal.SIGKILL)
+        wait_for(f"node {node_id} (pid {pid}) to die", lambda: not process_is_node(pid, layout.config_path(entry)))
+
+    def status(self, node_id: int) -> dict[str, Any] | None:
+        entry = next(n for n in self.layout().nodes if n.node_id == node_id)
+
+        async def fetch() -> dict[str, Any] | None:
+            client = RpcClient(request_timeout_ms=1000)
+            try:
+                return await client.call((entry.host, entry.port), "/admin/status", {})
+            except Exception:
+                return None
+            finally:
+                await client.close()
+
+        return asyncio.run(fetch())
+
+    def health(self) -> dict[str, Any]:
+        return self.cli("cluster", "status", "--json").json()
+
+    def controller_id(self) -> int:
+        """The active controller (the quorum leader every live controller agrees on)."""
+
+        def probe() -> int | None:
+            health = self.health()
+            return health["controller"]["leader_id"] if health["healthy"] else None
+
+        return wait_for("a healthy cluster with a controller", probe)
+
+    def describe(self, topic: str) -> dict[str, Any]:
+        return self.ok("topics", "describe", topic, "--json").json()
+
+    def write_setting(self, key: str, value: int) -> None:
+        """Add a setting to every node's config (takes effect at the nodes' next start)."""
+        for entry in self.layout().nodes:
+            path = self.layout().config_path(entry)
+            lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key} =")]
+            path.write_text("\n".join([*lines, f"{key} = {value}"]) + "\n")
+
+    def log_text(self, node_id: int) -> str:
+        entry = next(n for n in self.layout().nodes if n.node_id == node_id)
+        return self.layout().log_path(entry).read_text(errors="replace")
