@@ -1,0 +1,231 @@
+"""OffsetCommit, OffsetFetch and offset expiry (Kafka's GroupCoordinator.handleCommitOffsets, GroupMetadataManager).
+
+Who may commit:
+
+    group unknown, generation_id < 0        a "simple" commit: the group is created, offsets only
+    group unknown, generation_id >= 0       ILLEGAL_GENERATION (a stale member of a deleted group)
+    generation < 0, no member, group Empty  allowed: offsets of a group with no active members
+                                            (how `groups reset-offsets` writes)
+    generation < 0, no member, otherwise    UNKNOWN_MEMBER_ID: only members commit to an active group
+    a member                                FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION
+                                            as for a heartbeat; CompletingRebalance answers
+                                            REBALANCE_IN_PROGRESS; PreparingRebalance is allowed,
+                                            so a consumer can commit while it revokes
+
+A commit is answered after its records are written; only then do the offsets
+become visible to OffsetFetch (with require_stable, a partition with a
+commit in flight answers UNSTABLE_OFFSET_COMMIT). The in-memory offsets
+therefore always equal the last written record per partition.
+
+Expiry (every offsets_retention_check_interval_ms, KIP-211): offsets of an
+Empty group expire offsets_retention_minutes after it became empty; of a
+simple group, that long after their commit; of a Stable consumer group, only
+for topics no member subscribes to. A group left Empty without offsets is
+deleted. Everything removed gets a tombstone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable
+
+from kraftpy.broker.groups.group import GroupMetadata, GroupState, MemberMetadata
+from kraftpy.broker.groups.records import (
+    GroupMetadataKey,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+    Record,
+    offset_commit_record,
+    tombstone,
+)
+from kraftpy.broker.groups.requests import OffsetCommitRequest, OffsetFetchRequest
+from kraftpy.broker.groups.responses import commit_storage_error, offset_commit_response, offset_fetch_response
+from kraftpy.broker.groups.runtime import CoordinatorRuntime
+from kraftpy.client.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+EXPIRE_TIMER = ("expire",)
+
+
+class OffsetManager:
+    def __init__(
+        self, runtime: CoordinatorRuntime, reschedule_session: Callable[[GroupMetadata, MemberMetadata, int], None]
+    ) -> None:
+        self.rt = runtime
+        # Rebalancer._schedule_heartbeat: a member's commit counts as a sign of life, as in Kafka.
+        self._reschedule_session = reschedule_session
+        runtime.timer_handlers["expire"] = self._on_expire_timer
+
+    # --- OffsetCommit -------------------------------------------------------------------------
+
+    def commit(self, rid: Hashable, req: OffsetCommitRequest, now: int) -> None:
+        rt = self.rt
+        keys = [(p.topic, p.partition) for p in req.partitions]
+
+        def answer_all(code: ErrorCode, message: str = "") -> None:
+            rt.respond(rid, offset_commit_response(dict.fromkeys(keys, code), dict.fromkeys(keys, message)))
+
+        if (err := rt.coordinator_error(req.group_id)) is not None:
+            return answer_all(*err)
+        group = rt.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                return answer_all(E.ILLEGAL_GENERATION, f"group {req.group_id!r} does not exist")
+            group = rt.create_group(req.group_id)
+        try:
+            if (err := self._validate(group, req)) is not None:
+                return answer_all(*err)
+            if group.state is GroupState.COMPLETING_REBALANCE:
+                return answer_all(E.REBALANCE_IN_PROGRESS, "the group is completing a rebalance; commit after it")
+            if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+                self._reschedule_session(group, group.members[req.member_id], now)
+            self._store(rid, group, req, now)
+        finally:
+            rt.drop_if_blank(req.group_id)
+
+    @staticmethod
+    def _validate(group: GroupMetadata, req: OffsetCommitRequest) -> tuple[ErrorCode, str] | None:
+        if group.state is GroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE, "the group is unloading; find the coordinator again"
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            if group.is_static_member_fenced(req.member_id, req.group_instance_id):
+                return E.FENCED_INSTANCE_ID, f"instance {req.group_instance_id!r} now belongs to another member id"
+            if not group.has(req.member_id):
+                return E.UNKNOWN_MEMBER_ID, f"member {req.member_id!r} is not in group {group.group_id!r}"
+            if req.generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION, f"generation {req.generation_id} is not the group's {group.generation_id}"
+            return None
+        if group.state is not GroupState.EMPTY:
+            return E.UNKNOWN_MEMBER_ID, "the group has active members; only they may commit"
+        return None
+
+    def _store(self, rid: Hashable, group: GroupMetadata, req: OffsetCommitRequest, now: int) -> None:
+        rt = self.rt
+        limit = rt.config.offset_metadata_max_bytes
+        results: dict[tuple[str, int], ErrorCode] = {}
+        messages: dict[tuple[str, int], str] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for p in req.partitions:
+            if len(p.metadata) > limit:
+                results[(p.topic, p.partition)] = E.OFFSET_METADATA_TOO_LARGE
+                messages[(p.topic, p.partition)] = f"metadata is {len(p.metadata)} characters; at most {limit}"
+                continue
+            accepted[TopicPartition(p.topic, p.partition)] = OffsetAndMetadata(
+                p.offset, p.leader_epoch, p.metadata, now
+            )
+        if not accepted:
+            return rt.respond(rid, offset_commit_response(results, messages))
+        records = [offset_commit_record(group.group_id, tp.topic, tp.partition, om) for tp, om in accepted.items()]
+        group.add_pending_commits(accepted)
+        partition, group_id = group.partition, group.group_id
+        epoch = rt.load_epochs.get(partition, 0)
+
+        def stored(error: ErrorCode, now: int) -> None:
+            group.complete_pending_commits(accepted)
+            # A group deleted while this was in flight stays deleted: its tombstones (which cover
+            # pending commits too) were asked for after this append, so they follow it in the log.
+            if error is E.NONE and rt.is_active(partition, epoch) and rt.groups.get(group_id) is group:
+                group.offsets.update(accepted)
+            code = E.NONE if error is E.NONE else commit_storage_error(error)
+            for tp in accepted:
+                results[(tp.topic, tp.partition)] = code
+            rt.respond(rid, offset_commit_response(results, messages))
+
+        rt.append(partition, records, "offset_commit", stored)
+
+    # --- OffsetFetch --------------------------------------------------------------------------
+
+    def fetch(self, rid: Hashable, req: OffsetFetchRequest) -> None:
+        rt = self.rt
+        if (err := rt.coordinator_error(req.group_id)) is not None:
+            return rt.respond(rid, offset_fetch_response(err[0], message=err[1]))
+        group = rt.groups.get(req.group_id)
+        offsets = group.offsets if group is not None else {}
+        pending = group.pending_offset_commits if group is not None else {}
+        wanted = sorted(offsets) if req.partitions is None else [TopicPartition(t, p) for t, p in req.partitions]
+        rows = []
+        for tp in wanted:
+            if req.require_stable and tp in pending:
+                rows.append((tp.topic, tp.partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+                continue
+            om = offsets.get(tp)
+            if om is None:
+                rows.append((tp.topic, tp.partition, -1, -1, "", E.NONE))
+            else:
+                epoch = -1 if om.leader_epoch is None else om.leader_epoch
+                rows.append((tp.topic, tp.partition, om.offset, epoch, om.metadata, E.NONE))
+        rt.respond(rid, offset_fetch_response(E.NONE, rows))
+
+    # --- expiry -------------------------------------------------------------------------------
+
+    def ensure_expiry_scheduled(self, now: int) -> None:
+        if EXPIRE_TIMER not in self.rt.timers:
+            self.rt.timers.schedule(EXPIRE_TIMER, now + self.rt.config.offsets_retention_check_interval_ms)
+
+    def _on_expire_timer(self, key: tuple, now: int) -> None:
+        if self.rt.partitions:
+            self.rt.timers.schedule(EXPIRE_TIMER, now + self.rt.config.offsets_retention_check_interval_ms)
+        self.cleanup_group_metadata(now)
+
+    def expired_offsets(self, group: GroupMetadata, now: int) -> list[TopicPartition]:
+        retention = self.rt.config.offsets_retention_ms
+
+        def due(base: int, tp: TopicPartition) -> bool:
+            return tp not in group.pending_offset_commits and now - base >= retention
+
+        if group.protocol_type is not None and group.state is GroupState.EMPTY:
+            return [
+                tp
+                for tp, om in group.offsets.items()
+                if due(
+                    om.commit_timestamp_ms
+                    if group.current_state_timestamp_ms is None
+                    else group.current_state_timestamp_ms,
+                    tp,
+                )
+            ]
+        if (
+            group.protocol_type == CONSUMER_PROTOCOL_TYPE
+            and group.subscribed_topics is not None
+            and group.state is GroupState.STABLE
+        ):
+            return [
+                tp
+                for tp, om in group.offsets.items()
+                if tp.topic not in group.subscribed_topics and due(om.commit_timestamp_ms, tp)
+            ]
+        if group.protocol_type is None:
+            return [tp for tp, om in group.offsets.items() if due(om.commit_timestamp_ms, tp)]
+        return []
+
+    def cleanup_group_metadata(self, now: int) -> None:
+        """Expire offsets and delete groups left empty; one append of tombstones per offsets partition."""
+        rt = self.rt
+        by_partition: dict[int, list[Record]] = {}
+        for group in list(rt.groups.values()):
+            if not rt.is_active(group.partition):
+                continue
+            records = by_partition.setdefault(group.partition, [])
+            for tp in self.expired_offsets(group, now):
+                del group.offsets[tp]
+                records.append(tombstone(OffsetCommitKey(group.group_id, tp.topic, tp.partition)))
+            if group.state is GroupState.EMPTY and not group.has_offsets() and not group.pending_members:
+                log.info("group %s: empty and without offsets; deleting it", group.group_id)
+                group.transition_to(GroupState.DEAD, now)
+                del rt.groups[group.group_id]
+                records.append(tombstone(GroupMetadataKey(group.group_id)))
+        for partition, records in by_partition.items():
+            if records:
+                rt.append(partition, records, "cleanup", _log_cleanup_failure(partition))
+
+
+def _log_cleanup_failure(partition: int) -> Callable[[ErrorCode, int], None]:
+    def done(error: ErrorCode, now: int) -> None:
+        if error is not ErrorCode.NONE:
+            log.warning("tombstones for __consumer_offsets-%d were not written: %s", partition, error.name)
+
+    return done
