@@ -1,0 +1,253 @@
+"""Raft quorum figures: commit throughput and latency, failover after SIGKILL and after a graceful restart.
+
+Three real node processes (`python -m tests.integration.raft_kv_node`: the Raft
+component plus a hash-chain state machine) on 127.0.0.1 with the timeouts
+`kraftpy cluster start` uses, 100-byte entries. The client is this process,
+over the nodes' CBOR/HTTP routes.
+
+* one at a time: one append in flight; latency measured by the client (as
+  ZooKeeper's sync writes are) and, inside the leader, from the append call to
+  its commit (no client hop).
+* many in flight: `--clients` concurrent requests, each carrying `--per-request`
+  separate appends (each its own Raft append and commit wait), as ZooKeeper's
+  async writes pipeline many operations over one connection; throughput is
+  committed entries per second, latency each append's commit time in the leader.
+* failover: SIGKILL the leader, then propose on the survivors until one commits;
+  the time from the kill to that commit. The same with SIGTERM (a graceful
+  stop: the leader resigns with EndQuorumEpoch). The stopped node is restarted
+  and caught up between trials.
+
+    python benchmarks/raft_bench.py                 # summary table
+    python benchmarks/raft_bench.py --json          # machine-readable
+    python benchmarks/raft_bench.py --trials 5 --entries 5000   # a quick run
+
+docs/perf-raft.md has the results on the reference machine and where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError  # noqa: E402
+from tests.integration.raft_procs import LOCAL_TIMEOUTS, ProcCluster  # noqa: E402
+
+ZK_REFERENCE = {"async_writes_per_s": "1,400-1,800", "sync_p50_ms": 1.0, "sync_p99_ms": 3.3, "failover_s": 0.5}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: bytes) -> dict[str, Any]:
+    client_ms: list[float] = []
+    leader_ms: list[float] = []
+    for _ in range(50):  # warm-up: connections, caches
+        await cluster.append(leader, [payload])
+    start = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        answer = await cluster.append(leader, [payload])
+        client_ms.append((time.perf_counter() - t0) * 1000)
+        leader_ms.append(answer["commit_us"][0] / 1000)
+    elapsed = time.perf_counter() - start
+    return {
+        "entries": count,
+        "entries_per_s": count / elapsed,
+        "client_p50_ms": pct(client_ms, 0.5),
+        "client_p99_ms": pct(client_ms, 0.99),
+        "leader_p50_ms": pct(leader_ms, 0.5),
+        "leader_p99_ms": pct(leader_ms, 0.99),
+    }
+
+
+async def many_in_flight(
+    cluster: ProcCluster, leader: int, total: int, clients: int, per_request: int, payload: bytes
+) -> dict[str, Any]:
+    leader_ms: list[float] = []
+    per_client = max(1, total // (clients * per_request))
+
+    async def client() -> None:
+        for _ in range(per_client):
+            answer = await cluster.append(leader, [payload] * per_request, separate=True)
+            leader_ms.extend(us / 1000 for us in answer["commit_us"])
+
+    await cluster.append(leader, [payload] * per_request, separate=True)  # warm-up
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - start
+    done = per_client * clients * per_request
+    return {
+        "entries": done,
+        "in_flight": clients * per_request,
+        "entries_per_s": done / elapsed,
+        "leader_p50_ms": pct(leader_ms, 0.5),
+        "leader_p99_ms": pct(leader_ms, 0.99),
+    }
+
+
+async def first_commit(cluster: ProcCluster, survivors: list[int], payload: bytes, timeout_s: float = 30.0) -> float:
+    """Propose on every survivor until one commits; returns the monotonic time of that commit."""
+    done = asyncio.Event()
+    when: list[float] = []
+
+    async def prober(node_id: int) -> None:
+        while not done.is_set():
+            try:
+                await cluster.call(node_id, "/kv/append", {"records": [payload]}, timeout_ms=2000)
+            except KafkaError as err:
+                if err.code not in (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.NETWORK_EXCEPTION,
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    ErrorCode.BROKER_NOT_AVAILABLE,
+                ):
+                    raise
+                await asyncio.sleep(0.002)
+                continue
+            if not done.is_set():
+                when.append(time.monotonic())
+                done.set()
+
+    tasks = [asyncio.create_task(prober(n)) for n in survivors]
+    try:
+        async with asyncio.timeout(timeout_s):
+            await done.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return when[0]
+
+
+async def settle(cluster: ProcCluster, payload: bytes) -> int:
+    """Every node up, one leader, everyone applied the latest commit."""
+    leader = await cluster.wait_leader(30)
+    answer = await cluster.append(leader, [payload])
+    for node_id in cluster.ports:
+        await cluster.wait_applied(node_id, answer["last_offset"] + 1, 30)
+    await asyncio.sleep(0.2)  # followers' fetch timers restart from a fresh answer
+    return leader
+
+
+async def failover(cluster: ProcCluster, trials: int, graceful: bool, payload: bytes) -> dict[str, Any]:
+    times: list[float] = []
+    for _ in range(trials):
+        leader = await settle(cluster, payload)
+        survivors = [n for n in cluster.ports if n != leader]
+        t0 = time.monotonic()
+        if graceful:
+            cluster.signal(leader, signal.SIGTERM)
+        else:
+            cluster.signal(leader, signal.SIGKILL)
+        t1 = await first_commit(cluster, survivors, payload)
+        times.append(t1 - t0)
+        cluster.wait_exit(leader, 30)
+        cluster.start(leader)
+    await settle(cluster, payload)
+    return {
+        "trials": trials,
+        "median_s": statistics.median(times),
+        "max_s": max(times),
+        "min_s": min(times),
+        "all_s": [round(t, 4) for t in times],
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    payload = b"e" * args.size
+    with tempfile.TemporaryDirectory(prefix="raft-bench-") as tmp:
+        cluster = ProcCluster(Path(tmp), base_port=args.base_port)
+        try:
+            cluster.start_all()
+            leader = await settle(cluster, payload)
+            results: dict[str, Any] = {
+                "settings": {**LOCAL_TIMEOUTS, "entry_bytes": args.size, "voters": 3},
+                "zookeeper_reference": ZK_REFERENCE,
+            }
+            results["one_at_a_time"] = await one_at_a_time(cluster, leader, args.sequential, payload)
+            results["many_in_flight"] = await many_in_flight(
+                cluster, leader, args.entries, args.clients, args.per_request, payload
+            )
+            if args.trials > 0:
+                results["failover_sigkill"] = await failover(cluster, args.trials, False, payload)
+                results["failover_graceful"] = await failover(cluster, args.trials, True, payload)
+        except BaseException:
+            for node_id in cluster.ports:
+                print(f"--- node {node_id} log tail ---\n{cluster.log_tail(node_id)}", file=sys.stderr)
+            raise
+        finally:
+            await cluster.close()
+    return results
+
+
+def print_table(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="kraftpy Raft, 3 voters on loopback, 100-byte entries")
+    table.add_column("figure")
+    table.add_column("kraftpy", justify="right")
+    table.add_column("ZooKeeper (same machine)", justify="right")
+    table.add_column("target", justify="right")
+    one, many = results["one_at_a_time"], results["many_in_flight"]
+    table.add_row("throughput, many in flight (entries/s)", f"{many['entries_per_s']:,.0f}", "1,400-1,800", ">= 8,000")
+    table.add_row("throughput, one at a time (entries/s)", f"{one['entries_per_s']:,.0f}", "~885 (sync)", "")
+    table.add_row("commit latency p50, client (ms)", f"{one['client_p50_ms']:.2f}", "1.0", "<= 2.0")
+    table.add_row("commit latency p99, client (ms)", f"{one['client_p99_ms']:.2f}", "3.3", "")
+    table.add_row(
+        "commit latency p50 / p99, in the leader (ms)",
+        f"{one['leader_p50_ms']:.2f} / {one['leader_p99_ms']:.2f}",
+        "",
+        "",
+    )
+    table.add_row(
+        f"latency p50 / p99 with {many['in_flight']} in flight (ms)",
+        f"{many['leader_p50_ms']:.1f} / {many['leader_p99_ms']:.1f}",
+        "",
+        "",
+    )
+    for key, label, target in (("failover_sigkill", "SIGKILL", "<= 1.0"), ("failover_graceful", "graceful", "< 0.3")):
+        if key in results:
+            f = results[key]
+            table.add_row(
+                f"failover after {label}: median / max (s), {f['trials']} trials",
+                f"{f['median_s']:.3f} / {f['max_s']:.3f}",
+                "~0.5" if label == "SIGKILL" else "",
+                target + " (median)",
+            )
+    Console().print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sequential", type=int, default=2000, help="appends one at a time")
+    parser.add_argument("--entries", type=int, default=60000, help="appends in the many-in-flight run")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent client requests")
+    parser.add_argument("--per-request", type=int, default=250, help="separate appends per client request")
+    parser.add_argument("--size", type=int, default=100, help="entry bytes")
+    parser.add_argument("--trials", type=int, default=20, help="failover trials of each kind (0: none)")
+    parser.add_argument("--base-port", type=int, default=19600)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print_table(results)
+
+
+if __name__ == "__main__":
+    main()
