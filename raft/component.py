@@ -371,9 +371,17 @@ class RaftComponent:
         shell = self._running_shell()
         if shell.core.role is not Role.LEADER:
             return
+        epoch = shell.core.epoch
         shell.resign()
+        delivered = True
         if self._peers is not None:
-            await self._peers.flush_control(min(RESIGN_WAIT_MS, self.config.request_timeout_ms))
+            delivered = await self._peers.flush_control(min(RESIGN_WAIT_MS, self.config.request_timeout_ms))
+        log.info(
+            "node %d resigned the leadership of epoch %d; EndQuorumEpoch %s",
+            self.node_id,
+            epoch,
+            "delivered" if delivered else "not delivered to every voter in time",
+        )
 
     # ---- transport glue -------------------------------------------------------------------------
 
