@@ -92,7 +92,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartitionKey, HostedPartition] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._requests: set[asyncio.Task[None]] = set()
+        # Requests in flight, with the partition fetches each carries (released if the task is cancelled).
+        self._requests: dict[asyncio.Task[None], list[tuple[HostedPartition, FetchPartition]]] = {}
         self.requests_sent = 0
         self.failures = 0
 
@@ -112,7 +113,8 @@ class ReplicaFetcher:
             self._task = asyncio.create_task(self._run(), name=f"kraftpy-fetcher-{self.source_id}")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._requests) if t is not None]
+        requests = dict(self._requests)
+        tasks = [t for t in (self._task, *requests) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -120,6 +122,12 @@ class ReplicaFetcher:
                 await task
         self._task = None
         self._requests.clear()
+        # A request cancelled (even before it ran) leaves its partitions' fetches in flight in the cores;
+        # release them so a later fetcher can fetch (on_fetch_error ignores fetches already answered).
+        now = monotonic_ms()
+        for batch in requests.values():
+            for hosted, request in batch:
+                hosted.core.on_fetch_error(request, now)
 
     # -- the loop ----------------------------------------------------------------------------------------------
 
@@ -130,7 +138,7 @@ class ReplicaFetcher:
                 batch = self._build()
                 if batch:
                     task = asyncio.create_task(self._fetch(batch))
-                    self._requests.add(task)
+                    self._requests[task] = batch
                     task.add_done_callback(self._request_done)
                     continue
             timeout = self._idle_wait_ms()
@@ -139,7 +147,7 @@ class ReplicaFetcher:
                     await self._wake.wait()
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
-        self._requests.discard(task)
+        self._requests.pop(task, None)
         self._wake.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch from broker %d crashed", self.source_id, exc_info=task.exception())
@@ -200,12 +208,6 @@ class ReplicaFetcher:
                 answer = await self.rpc.call(address, FETCH_PATH, self._body(batch), timeout_ms=timeout_ms)
             except KafkaError as exc:
                 log.debug("fetch from broker %d failed: %s", self.source_id, exc)
-            except asyncio.CancelledError:
-                # The fetcher stops: release the partitions' in-flight fetches so a later fetcher can fetch.
-                now = monotonic_ms()
-                for hosted, request in batch:
-                    hosted.core.on_fetch_error(request, now)
-                raise
         if answer is None:
             self.failures += 1
             now = monotonic_ms()

@@ -29,16 +29,12 @@ from aiohttp import web
 
 from kraftpy.broker.replica_manager import ReplicaManager
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.metadata import wire
 from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.harness import ControllerHarness
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.metadata.requests import (
-    AllocateProducerIdsRequest,
-    AllocateProducerIdsResponse,
-    AlterPartitionItem,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
@@ -49,7 +45,7 @@ from kraftpy.metadata.requests import (
     ElectionType,
     ElectLeadersRequest,
 )
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.rpc import RpcClient, make_app
 from kraftpy.tools.node_config import NodeConfig, Voter
 
@@ -137,6 +133,8 @@ class BrokerCluster:
         self.controller_port = 0
         self._controller_runner: web.AppRunner | None = None
         self.controller_up = True
+        # Where brokers believe the controller is (None: the real one); tests point it at a stale node.
+        self.controller_address_override: tuple[str, int] | None = None
         self.alter_partition_requests = 0
         self.rpc = RpcClient(request_timeout_ms=10_000)
 
@@ -226,7 +224,9 @@ class BrokerCluster:
             handle.rpc = None
 
     def _controller_address(self) -> tuple[str, int] | None:
-        return ("127.0.0.1", self.controller_port) if self.controller_up else None
+        if not self.controller_up:
+            return None
+        return self.controller_address_override or ("127.0.0.1", self.controller_port)
 
     # -- the controller side ------------------------------------------------------------------------------------
 
@@ -260,41 +260,17 @@ class BrokerCluster:
         return new
 
     async def _alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
+        # The controller component's own codec (metadata/wire.py): the broker must speak exactly that.
         self.alter_partition_requests += 1
-        items = []
-        for topic in body["topics"]:
-            topic_id = uuid.UUID(topic["topic_id"])
-            for p in topic["partitions"]:
-                items.append(
-                    AlterPartitionItem(
-                        topic_id, p["partition"], p["leader_epoch"], tuple(p["new_isr"]), p["partition_epoch"]
-                    )
-                )
-        result = self.harness.send(AlterPartitionRequest(body["broker_id"], body["broker_epoch"], tuple(items)))
-        if isinstance(result.response, KafkaError):
-            raise result.response
-        assert isinstance(result.response, AlterPartitionResponse)
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for r in result.response.results:
-            entry: dict[str, Any] = {"partition": r.partition, "error_code": int(r.error.code) if r.error else 0}
-            entry.update(
-                leader_id=r.leader, leader_epoch=r.leader_epoch, isr=list(r.isr), partition_epoch=r.partition_epoch
-            )
-            topics.setdefault(str(r.topic_id), []).append(entry)
+        result = self.harness.send(wire.decode_request("alter_partition", body))
         # The broker may see the answer or the PartitionChange first; here the image goes out first.
         self.publish()
-        return {"topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
+        return wire.encode_response("alter_partition", result.response)
 
     async def _allocate_producer_ids(self, body: dict[str, Any]) -> dict[str, Any]:
-        result = self.harness.send(AllocateProducerIdsRequest(body["broker_id"], body["broker_epoch"]))
-        if isinstance(result.response, KafkaError):
-            raise result.response
-        assert isinstance(result.response, AllocateProducerIdsResponse)
+        result = self.harness.send(wire.decode_request("allocate_producer_ids", body))
         self.publish()
-        return {
-            "producer_id_start": result.response.producer_id_start,
-            "producer_id_len": result.response.producer_id_len,
-        }
+        return wire.encode_response("allocate_producer_ids", result.response)
 
     # -- operator actions ---------------------------------------------------------------------------------------
 

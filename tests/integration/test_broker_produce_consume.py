@@ -1,0 +1,133 @@
+"""Data flows end to end: the real Producer and Consumer against three ReplicaManagers over loopback HTTP.
+
+acks=all with min ISR 2 on RF 3, acks 0 and 1, every record read back once
+and in order, replicas byte-identical below the high watermark, ListOffsets
+(earliest, latest, by timestamp), OffsetsForLeaderEpoch, and the fetch long
+poll woken by an append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kraftpy.client import Consumer, Producer, TopicPartition
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records.batch import build_batch, decode_batches
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of
+
+
+async def consume_all(bootstrap: str, partitions: list[TopicPartition], count: int) -> list:
+    records = []
+    async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+        consumer.assign(partitions)
+        for _ in range(500):
+            records += await consumer.poll(timeout_ms=100)
+            if len(records) >= count:
+                break
+    return records
+
+
+async def test_acks_all_with_min_isr_2_every_record_read_back_once_in_order(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("orders", partitions=3, configs={"min_insync_replicas": 2})
+        sent = {}
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=2) as producer:
+            futures = [
+                await producer.send("orders", f"value-{i}".encode(), key=f"key-{i % 17}".encode()) for i in range(600)
+            ]
+            for i, future in enumerate(futures):
+                md = await future
+                sent[(md.partition, md.offset)] = f"value-{i}".encode()
+        assert len(sent) == 600
+        tps = [TopicPartition("orders", p) for p in range(3)]
+        records = await consume_all(cluster.bootstrap, tps, 600)
+        got = {(r.partition, r.offset): r.value for r in records}
+        assert got == sent  # each exactly once, at the offset its producer was told
+        for p in range(3):
+            offsets = [r.offset for r in records if r.partition == p]
+            assert offsets == sorted(offsets) == list(range(len(offsets)))
+            await cluster.wait_for_replicas_caught_up("orders", p)
+            copies = {log_bytes(cluster.hosted(b, "orders", p)) for b in (1, 2, 3)}
+            assert len(copies) == 1  # the same bytes on every replica below the HW
+
+
+async def test_acks_0_and_1_are_appended_and_readable(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("events", partitions=1)
+        async with Producer(cluster.bootstrap, acks=1) as producer:
+            mds = [await (await producer.send("events", f"one-{i}".encode())) for i in range(20)]
+        assert [md.offset for md in mds] == list(range(20))
+        async with Producer(cluster.bootstrap, acks=0) as producer:
+            mds = [await (await producer.send("events", f"zero-{i}".encode())) for i in range(20)]
+        assert {md.offset for md in mds} == {-1}  # acks=0: nothing comes back
+        records = await consume_all(cluster.bootstrap, [TopicPartition("events", 0)], 40)
+        values = [r.value for r in records]
+        assert values == [f"one-{i}".encode() for i in range(20)] + [f"zero-{i}".encode() for i in range(20)]
+
+
+async def test_list_offsets_earliest_latest_by_timestamp_and_offsets_for_leader_epoch(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("clock", partitions=1)
+        async with Producer(cluster.bootstrap, linger_ms=0) as producer:
+            for i in range(10):
+                await producer.send_and_wait("clock", f"t{i}".encode(), timestamp_ms=1_000_000 + i * 1000)
+        tp = TopicPartition("clock", 0)
+        async with Consumer(cluster.bootstrap) as consumer:
+            assert await consumer.beginning_offsets([tp]) == {tp: 0}
+            assert await consumer.end_offsets([tp]) == {tp: 10}
+            found = await consumer.offsets_for_times({tp: 1_004_500})
+            assert found[tp] is not None and found[tp].offset == 5 and found[tp].timestamp == 1_005_000
+            assert (await consumer.offsets_for_times({tp: 9_999_999}))[tp] is None
+        leader = cluster.leader("clock")
+        epoch = cluster.partition("clock").leader_epoch
+        body = {
+            "topics": [
+                {
+                    "name": "clock",
+                    "partitions": [{"partition": 0, "current_leader_epoch": epoch, "leader_epoch": epoch}],
+                }
+            ]
+        }
+        answer = part_of(await cluster.call(leader, "/kafka/offsets_for_leader_epoch", body))
+        assert (answer["error_code"], answer["leader_epoch"], answer["end_offset"]) == (0, epoch, 10)
+
+
+async def test_a_parked_fetch_is_answered_by_the_next_append(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("poll", partitions=1)
+        leader = cluster.leader("poll")
+        epoch = cluster.partition("poll").leader_epoch
+        fetch = {
+            "replica_id": -1,
+            "max_wait_ms": 120_000,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "topics": [
+                {
+                    "name": "poll",
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "fetch_offset": 0,
+                            "current_leader_epoch": epoch,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+        }
+        parked = asyncio.create_task(cluster.call(leader, "/kafka/fetch", fetch, timeout_ms=150_000))
+        await asyncio.sleep(0.05)
+        assert not parked.done()  # nothing to read: the fetch waits in the purgatory
+        produce = {
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topics": [{"name": "poll", "partitions": [{"partition": 0, "records": build_batch([(None, b"wake")])}]}],
+        }
+        assert part_of(await cluster.call(leader, "/kafka/produce", produce))["error_code"] == 0
+        # Woken by the append (once committed), not by max_wait_ms: a missed wake-up would take 120 s.
+        answer = part_of(await asyncio.wait_for(parked, 30))
+        assert answer["error_code"] == ErrorCode.NONE
+        assert [r.value for b in decode_batches(answer["records"]) for r in b.records] == [b"wake"]
+        assert answer["high_watermark"] == 1
