@@ -128,11 +128,13 @@ class PeerClient:
 
     async def _failed(self, peer: _Peer, request: Message, err: KafkaError) -> None:
         now = time.monotonic()
-        if err.code in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INVALID_REQUEST) or (
-            now - peer.last_warning >= WARN_INTERVAL_S
-        ):
+        if err.code in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INVALID_REQUEST):
+            # a misconfiguration (another cluster, a wrong address) or a bug: always worth a warning
+            log.warning("%s to node %d refused: %s", type(request).__name__, peer.node_id, err)
+        elif now - peer.last_warning >= WARN_INTERVAL_S:
+            # a peer that is down or starting: normal around restarts, so once in a while and mildly
             peer.last_warning = now
-            log.warning("%s to node %d failed: %s", type(request).__name__, peer.node_id, err)
+            log.info("%s to node %d failed: %s", type(request).__name__, peer.node_id, err)
         else:
             log.debug("%s to node %d failed: %s", type(request).__name__, peer.node_id, err)
         answer = codec.failure_response(request, self._current_epoch(), err.code)
