@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,11 +35,26 @@ LOCAL_TIMEOUTS: dict[str, Any] = {
 }
 
 
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel reports free on 127.0.0.1 now (other test runs may share the machine)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 class ProcCluster:
-    def __init__(self, root: Path, *, nodes: int = 3, base_port: int, settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, root: Path, *, nodes: int = 3, base_port: int | None = None, settings: dict[str, Any] | None = None
+    ) -> None:
         self.root = Path(root)
         self.cluster_id = meta_properties.random_cluster_id()
-        self.ports = {i: base_port + i - 1 for i in range(1, nodes + 1)}
+        ports = free_ports(nodes) if base_port is None else [base_port + i for i in range(nodes)]
+        self.ports = {i + 1: port for i, port in enumerate(ports)}
         self.settings = {**LOCAL_TIMEOUTS, **(settings or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.rpc = RpcClient(request_timeout_ms=3000, connect_timeout_ms=500)

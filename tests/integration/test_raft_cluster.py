@@ -9,7 +9,6 @@ every process is ended by pid in the fixture's teardown.
 
 from __future__ import annotations
 
-import itertools
 import signal
 from pathlib import Path
 
@@ -21,15 +20,13 @@ from tests.integration.raft_procs import ProcCluster
 
 pytestmark = pytest.mark.slow
 
-_ports = itertools.count(19500, 10)
-
 
 @pytest.fixture
 async def make_cluster(tmp_path: Path):
     clusters: list[ProcCluster] = []
 
     async def make(**settings: object) -> ProcCluster:
-        cluster = ProcCluster(tmp_path / f"c{len(clusters)}", base_port=next(_ports), settings=settings)
+        cluster = ProcCluster(tmp_path / f"c{len(clusters)}", settings=settings)
         clusters.append(cluster)
         cluster.start_all()
         return cluster

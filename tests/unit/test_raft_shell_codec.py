@@ -28,6 +28,7 @@ from kraftpy.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from tests.unit.test_raft_shell_component import free_ports
 
 C = "cluster-a"
 REQUESTS = [
@@ -134,7 +135,7 @@ def test_snapshot_chunks_must_lie_inside_the_snapshot(position: int, size: int, 
 
 
 async def test_a_live_node_answers_bad_requests_with_errors_and_keeps_serving(tmp_path: Path) -> None:
-    port = 19170
+    port = free_ports(1)[0]
     config = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=100, fetch_max_wait_ms=20, request_timeout_ms=500)
     component = RaftComponent(
         node_id=1, cluster_id=C, data_dir=tmp_path, voters={1: ("127.0.0.1", port)}, config=config, rpc=RpcClient()

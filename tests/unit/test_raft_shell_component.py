@@ -10,7 +10,7 @@ Every wait is bounded; nothing asserts on elapsed time.
 from __future__ import annotations
 
 import asyncio
-import itertools
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +32,17 @@ CONFIG = RaftConfig(
     request_timeout_ms=500,
     append_linger_ms=0,
 )
-_ports = itertools.count(19200)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 class Counter:
@@ -66,7 +76,7 @@ class Counter:
 class Cluster:
     def __init__(self, root: Path, size: int = 3) -> None:
         self.root = root
-        ports = [next(_ports) for _ in range(size)]
+        ports = free_ports(size)
         self.voters = {i + 1: ("127.0.0.1", port) for i, port in enumerate(ports)}
         self.nodes: dict[int, RaftComponent] = {}
         self.machines: dict[int, Counter] = {}
