@@ -523,6 +523,8 @@ class RaftComponent:
         if not run:
             return
         batch = CommittedBatch(run[0].offset, run[-1].offset, run[0].epoch, [e.data for e in run])
+        # applied before the listeners run, so one may snapshot at batch.last_offset + 1 right away
+        self._applied = max(self._applied, batch.last_offset + 1)
         for listener in self._listeners:
             listener.handle_commit(batch)
 

@@ -22,7 +22,8 @@ contract without locks:
   ReadResolved and RoleChanged are queued as notifications and handed to the
   listener only after the whole step is performed, so a listener may call
   back into the shell (a controller appending on a commit) without
-  interleaving with a half-performed step.
+  interleaving with a half-performed step. A listener that raises stops the
+  node (its state machine no longer matches the committed log).
 
 Timers: after every input the shell re-arms one loop timer at the core's
 `next_deadline_ms()` (capped at a second) and ticks the core when it fires.
@@ -259,8 +260,11 @@ class RaftShell:
                         listener.on_read_resolved(value)
                     else:
                         listener.on_role(*value)
-                except Exception:
-                    log.exception("the Raft listener failed on %s %s", kind, value)
+                except Exception as exc:
+                    # a state machine that failed to apply a commit no longer matches the log:
+                    # carrying on would serve a diverged state, so the node stops (KRaft does too)
+                    log.error("the Raft listener failed on %s %s", kind, value)
+                    self._fail(exc)
         finally:
             self._dispatching = False
 

@@ -258,3 +258,58 @@ async def test_graceful_resignation_hands_leadership_over(cluster: Cluster) -> N
     assert new is not None and new.epoch > epoch
     await commit(new, b"after")
     await wait_for(lambda: cluster.machines[old.node_id].applied[-1:] == [b"after"])
+
+
+async def test_a_listener_may_snapshot_inside_handle_commit(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    try:
+        for node_id in cluster.voters:
+            await cluster.start(node_id)
+        await wait_for(cluster.leader)
+        leader = cluster.leader()
+        assert leader is not None
+        machine = cluster.machines[leader.node_id]
+        taken: list[OffsetAndEpoch] = []
+        original = machine.handle_commit
+
+        def snapshotting(batch: CommittedBatch) -> None:
+            original(batch)
+            snapshot_id = OffsetAndEpoch(batch.last_offset + 1, batch.epoch)
+            leader.create_snapshot(snapshot_id, cbor2.dumps(machine.applied))
+            taken.append(snapshot_id)
+
+        machine.handle_commit = snapshotting  # type: ignore[method-assign]
+        last = await commit(leader, b"snap me")
+        assert taken[-1] == OffsetAndEpoch(last + 1, leader.epoch)
+        assert leader.status()["log_start_offset"] == last + 1
+    finally:
+        await cluster.close()
+
+
+async def test_a_listener_that_fails_stops_the_raft_layer(tmp_path: Path) -> None:
+    stops: list[bool] = []
+    port = free_ports(1)[0]
+    component = RaftComponent(
+        node_id=1,
+        cluster_id="solo",
+        data_dir=tmp_path,
+        voters={1: ("127.0.0.1", port)},
+        config=CONFIG,
+        rpc=RpcClient(),
+        on_fatal=lambda: stops.append(True),
+    )
+
+    class Broken(Counter):
+        def handle_commit(self, batch: CommittedBatch) -> None:
+            raise RuntimeError("state machine bug")
+
+    component.register_listener(Broken())
+    await component.start()
+    try:
+        await wait_for(lambda: component.is_leader)  # a single voter elects itself
+        with pytest.raises(KafkaError):
+            await component.append_and_wait([b"boom"], 2000)
+        assert stops == [True]
+        assert component.status()["state"] == "failed"
+    finally:
+        await component.stop(graceful=True)
