@@ -107,7 +107,9 @@ class BrokerLifecycle:
             return None
         address = self.controller_address(raft_leader_id)
         if address is None:
-            return None  # no controller known yet; the shell wakes us on a leader change
+            # No controller known (an election): look again later; a leader change wakes the shell sooner.
+            self.next_send_ms = now_ms + INITIAL_BACKOFF_MS
+            return None
         self.in_flight = True
         if not self.registered:
             request = BrokerRegistrationRequest(

@@ -93,7 +93,9 @@ class AdminClient:
         deadline = monotonic_ms() + timeout
         backoff = Backoff(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"], rng=random.Random())
         if self._metadata.update_version == 0:
-            await self._cluster.wait_for_version(0, min(timeout, self.config["request_timeout_ms"]))
+            # Give metadata a moment to name the controller, no more: controller-only nodes serve no
+            # metadata, and any node answers NOT_CONTROLLER with the active controller's address.
+            await self._cluster.wait_for_version(0, min(timeout, self.config["retry_backoff_max_ms"]))
         last: KafkaError | None = None
         while True:
             address = self._locator.target(monotonic_ms())

@@ -30,7 +30,8 @@ def heartbeat_answer(fenced: bool, shut_down: bool = False) -> dict:
 def test_registers_with_the_raft_leader_then_heartbeats_until_unfenced() -> None:
     lc = lifecycle()
     assert lc.next_request(0, -1, None) is None  # no controller known: nothing to send
-    sent = lc.next_request(0, -1, 2)
+    assert lc.next_deadline_ms() == 100  # look again later, no spinning
+    sent = lc.next_request(100, -1, 2)
     assert sent is not None and sent.address == VOTERS[2] and sent.path == REGISTRATION
     assert sent.body["incarnation_id"] == "inc-1" and sent.body["listeners"][0]["port"] == 9004
     assert lc.next_request(0, -1, 2) is None  # one request in flight at a time
