@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import statistics
 import sys
@@ -176,6 +177,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results: dict[str, Any] = {
                 "settings": {**LOCAL_TIMEOUTS, "entry_bytes": args.size, "voters": 3},
                 "zookeeper_reference": ZK_REFERENCE,
+                # other work on the machine skews every figure: the 1-minute load average before and after
+                "load_average": [os.getloadavg()[0]],
             }
             results["one_at_a_time"] = await one_at_a_time(cluster, leader, args.sequential, payload)
             results["many_in_flight"] = await many_in_flight(
@@ -184,6 +187,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.trials > 0:
                 results["failover_sigkill"] = await failover(cluster, args.trials, False, payload)
                 results["failover_graceful"] = await failover(cluster, args.trials, True, payload)
+            results["load_average"].append(os.getloadavg()[0])
         except BaseException:
             for node_id in cluster.ports:
                 print(f"--- node {node_id} log tail ---\n{cluster.log_tail(node_id)}", file=sys.stderr)
@@ -229,6 +233,8 @@ def print_table(results: dict[str, Any]) -> None:
                 target + " (median)",
             )
     Console().print(table)
+    before, after = results["load_average"]
+    Console().print(f"load average (1 min) before / after: {before:.2f} / {after:.2f}; 2 cores")
 
 
 def main() -> None:

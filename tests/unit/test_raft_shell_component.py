@@ -313,3 +313,44 @@ async def test_a_listener_that_fails_stops_the_raft_layer(tmp_path: Path) -> Non
         assert component.status()["state"] == "failed"
     finally:
         await component.stop(graceful=True)
+
+
+async def test_an_observer_follows_the_log_and_never_counts(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    observer_port = free_ports(1)[0]
+    observer = RaftComponent(
+        node_id=9,
+        cluster_id="test-cluster",
+        data_dir=tmp_path / "observer",
+        voters=cluster.voters,  # the voter set; node 9 is not in it
+        config=CONFIG,
+        rpc=RpcClient(),
+    )
+    machine = Counter()
+    observer.register_listener(machine)
+    runner = web.AppRunner(make_app(observer.routes()))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", observer_port).start()
+    try:
+        for node_id in cluster.voters:
+            await cluster.start(node_id)
+        await observer.start()
+        await wait_for(cluster.leader)
+        leader = cluster.leader()
+        assert leader is not None
+        last = await commit(leader, b"seen by the observer")
+        await wait_for(lambda: machine.next_offset == last + 1)
+        assert machine.applied == [b"seen by the observer"]
+        status = observer.status()
+        assert status["is_voter"] is False and status["state"] == "follower"
+        assert [o["node_id"] for o in leader.status()["observers"]] == [9]
+        # a majority of voters down: the observer cannot help commit
+        others = [i for i in cluster.voters if i != leader.node_id]
+        for node_id in others:
+            await cluster.stop(node_id)
+        with pytest.raises(KafkaError):
+            await leader.append_and_wait([b"no quorum"], 500)
+    finally:
+        await observer.stop(graceful=False)
+        await runner.cleanup()
+        await cluster.close()
