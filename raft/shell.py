@@ -13,7 +13,8 @@ contract without locks:
   same list.
 * AppendEntries writes to the log (page cache); WriteSnapshotChunk to LMDB.
 * Flush(o) goes to a single flush thread (FIFO, so completions come back in the
-  order asked), which fsyncs and posts `on_flushed(o)` back to the loop. One
+  order asked), which fsyncs and posts `on_flushed(o)` back to the loop. A
+  leader hands it over one loop turn later, after the step's answers are out. One
   fsync covers every append before it: while it runs, new appends pile up
   and the core asks for the next flush when it returns (group commit).
 * Send goes to `send` (the component routes requests to peers and answers to
@@ -68,7 +69,7 @@ from kraftpy.raft.durable_log import DurableLog
 from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.messages import Message
 from kraftpy.raft.node import NEVER, RaftNode
-from kraftpy.raft.quorum_state import QuorumState
+from kraftpy.raft.quorum_state import QuorumState, Role
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class RaftShell:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._ticked_at = -1
+        self._deferred_flushes: deque[int] = deque()
         self._flush_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-flush")
         self._loop = asyncio.get_running_loop()
         self.failed: BaseException | None = None
@@ -213,7 +215,17 @@ class RaftShell:
         elif isinstance(action, AppendEntries | TruncateTo | TrimLog | WriteSnapshotChunk):
             self.log.apply(action)
         elif isinstance(action, Flush):
-            self._flush_pool.submit(self._flush, action.up_to_offset)
+            if self.core.role is Role.LEADER:
+                # The leader's own fsync runs alongside the followers' round trip, so it can wait
+                # until the step's answers (parked fetches carrying the new entries) are written:
+                # started now, the flush thread would take the GIL from them. A follower's fsync
+                # is its next fetch's critical path: it starts at once.
+                self._deferred_flushes.append(action.up_to_offset)
+                if len(self._deferred_flushes) == 1:
+                    self._loop.call_soon(self._submit_deferred_flushes)
+            else:
+                self._submit_deferred_flushes()  # keep the order of any deferred ones
+                self._flush_pool.submit(self._flush, action.up_to_offset)
         elif isinstance(action, PersistQuorumState):
             quorum_state_file.write(self.log_dir, action.state, self.cluster_id)
         elif isinstance(action, InstallSnapshot):
@@ -231,6 +243,13 @@ class RaftShell:
             self._notifications.append(("role", (action, self.log.end_offset)))
         else:  # pragma: no cover - a new action type the shell does not know yet
             raise TypeError(f"unknown Raft action {action!r}")
+
+    def _submit_deferred_flushes(self) -> None:
+        if self.stopped or self.failed is not None:
+            self._deferred_flushes.clear()  # closing the log flushes everything anyway
+            return
+        while self._deferred_flushes:
+            self._flush_pool.submit(self._flush, self._deferred_flushes.popleft())
 
     def _flush(self, up_to_offset: int) -> None:
         """In the flush thread: fsync, then report back to the loop (in order: one thread)."""
