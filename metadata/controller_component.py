@@ -211,13 +211,16 @@ class ControllerComponent:
                 log.debug("claiming epoch %d: append failed (%s); retrying", epoch, e)
                 self._schedule_claim(CLAIM_RETRY_MS)
             return
-        self._last_appended = max(self._last_appended, self._barrier)
+        self._last_appended = self._barrier
         if self._committed_offset >= self._barrier:
             self._activate(epoch)
 
     def _activate(self, epoch: int) -> None:
         self._claim_epoch = None
         self._barrier = None
+        # Everything before the epoch (or the claiming NoOp) is committed; whatever we appended in an
+        # older epoch and is not in the committed log is gone (truncated). Offsets start from here.
+        self._last_appended = self._committed_offset
         self.controller.activate(epoch, self.clock())
         self.activations += 1
         self._active.set()

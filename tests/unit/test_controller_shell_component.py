@@ -155,6 +155,29 @@ async def test_losing_leadership_answers_waiting_requests_not_controller_with_th
     assert quorum.value.code == ErrorCode.NOT_CONTROLLER and quorum.value.details["leader_id"] == 2
 
 
+async def test_a_leader_again_after_a_truncation_starts_its_offsets_from_the_committed_log(tmp_path: Path) -> None:
+    """Records appended in an old epoch and truncated away must not hold later answers back."""
+    shell = Shell(tmp_path)
+    await shell.activate()
+    await shell.register_brokers(1, 2)
+    lost = [shell.call("create_topics", topic_body(f"lost{i}")) for i in range(3)]
+    await shell.settle()
+    shell.raft.drop_uncommitted()  # another leader truncates them
+    shell.raft.elect(2)
+    for task in lost:
+        with pytest.raises(KafkaError):
+            await task
+    shell.raft.elect(1)  # leader again, with a log end below our old appends
+    # Nothing is pending: an answer without records goes out at once ...
+    answer = await shell.call("create_topics", topic_body("missing", 0))
+    assert answer["topics"][0]["error"] == "INVALID_PARTITIONS"
+    # ... and a new write is deferred at its own (lower) offset and released by its commit.
+    task = shell.call("create_topics", topic_body("lost0"))
+    await shell.settle()
+    shell.raft.commit()
+    assert (await task)["topics"][0]["error_code"] == 0
+
+
 async def test_a_refused_append_renounces_then_claims_again_behind_a_noop(tmp_path: Path) -> None:
     shell = Shell(tmp_path)
     await shell.activate()
