@@ -331,7 +331,7 @@ class SimNode:
                 if o < self.log.log_start_offset:
                     raise InvariantViolation(f"node {self.node_id}: entry {o} to apply is gone from its log")
                 entry = self.log.read(o, 1)[0]
-                inv.on_apply(self.node_id, entry)
+                inv.on_apply(self.node_id, entry, self.core.epoch if self.core is not None else None)
                 self.sm.apply(entry.epoch, entry.data)
             sim.trace("commit", self.node_id, hw)
         elif isinstance(action, AppendResolved):

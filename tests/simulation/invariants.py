@@ -12,8 +12,15 @@
 * Committed entries are identical everywhere: an entry is committed once any node
   applies it (its exposed high watermark passed it); every node applies exactly
   the same entry at each offset.
-* Leader completeness: a node that becomes leader holds every committed entry at or
-  above its log start (entries below are covered by its snapshot, checked too).
+* Leader completeness (Raft's: an entry committed in epoch T is in the log of every
+  leader of an epoch above T): a node that becomes leader of epoch E holds every entry
+  known to be committed in an epoch below E, at or above its log start (entries below
+  are covered by its snapshot, checked too). "Committed in an epoch below E" is
+  established soundly: a node that applies an entry while in epoch F proves it was
+  committed in some epoch <= F (we keep the smallest such F per entry), and a write
+  acknowledged by the leader of epoch F was committed in F. A leader of an older
+  epoch may still be elected after a newer epoch committed something (a delayed vote
+  answer does it); it can commit nothing, and it need not hold those entries.
 * High watermark: a node's exposed high watermark (the `CommitAdvanced` values the
   shell performed) only grows within a life, and after a restart every value it
   exposes is at least the largest it had exposed in any earlier life. (Right after
@@ -50,6 +57,7 @@ class Invariants:
         self.leaders: dict[int, int] = {}  # epoch -> node
         self.entry_ids: dict[tuple[int, int], tuple[bytes, int]] = {}  # (offset, epoch) -> (data, prev epoch)
         self.committed: list[tuple[int, bytes]] = []  # offset -> (epoch, data)
+        self.committed_by: list[int] = []  # offset -> smallest epoch it is known committed in (or before)
         self.digests: list[bytes] = [GENESIS]  # digests[o] = state after applying offsets < o
         self.snapshots: dict[OffsetAndEpoch, bytes] = {}
         self.max_exposed_hw: dict[int, int] = {}
@@ -99,16 +107,19 @@ class Invariants:
                 )
             prev_epoch = entry.epoch
 
-    def on_apply(self, node: int, entry: Entry) -> None:
+    def on_apply(self, node: int, entry: Entry, node_epoch: int | None = None) -> None:
         o = entry.offset
+        epoch = entry.epoch if node_epoch is None else node_epoch
         if o < len(self.committed):
             if self.committed[o] != (entry.epoch, entry.data):
                 raise InvariantViolation(
                     f"node {node} applied offset {o} = (epoch {entry.epoch}, {entry.data!r}); "
                     f"committed there is (epoch {self.committed[o][0]}, {self.committed[o][1]!r})"
                 )
+            self.committed_by[o] = min(self.committed_by[o], epoch)
         elif o == len(self.committed):
             self.committed.append((entry.epoch, entry.data))
+            self.committed_by.append(epoch)
             self.digests.append(chain_digest(self.digests[-1], entry.epoch, entry.data))
         else:
             raise InvariantViolation(f"node {node} applied offset {o} before offset {len(self.committed)}")
@@ -122,6 +133,8 @@ class Invariants:
     def check_leader_log(self, node: int, epoch: int, log_start: int, read_entry) -> None:
         """Leader completeness; `read_entry(offset)` returns the node's entry or None."""
         for o in range(log_start, len(self.committed)):
+            if self.committed_by[o] >= epoch:
+                continue  # maybe committed only in this epoch or later: not required of this leader
             entry = read_entry(o)
             if entry is None or (entry.epoch, entry.data) != self.committed[o]:
                 raise InvariantViolation(
@@ -130,7 +143,7 @@ class Invariants:
                 )
         # writes acknowledged as committed but not applied anywhere yet are committed too
         for o, expected in self.acked_entries.items():
-            if o >= max(log_start, len(self.committed)):
+            if o >= max(log_start, len(self.committed)) and expected[0] < epoch:
                 entry = read_entry(o)
                 if entry is None or (entry.epoch, entry.data) != expected:
                     raise InvariantViolation(
