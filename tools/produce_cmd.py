@@ -145,7 +145,7 @@ def produce(
         produce_lines(
             servers,
             topic,
-            read_lines(click.get_binary_stream("stdin")),
+            read_lines(sys.stdin.buffer),
             key_separator=key_separator.encode() if key_separator is not None else None,
             partition=partition,
             config=config,
