@@ -1,0 +1,44 @@
+"""Exceptions of consumer groups, with Kafka's names (CommitFailedException, RebalanceInProgressException, ...)."""
+
+from __future__ import annotations
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+
+class CommitFailedError(KafkaError):
+    """The commit cannot succeed: this consumer is no longer part of the group's current generation."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(
+            message
+            or "Commit cannot be completed since the group has already rebalanced and assigned the partitions to "
+            "another member. This means that the time between subsequent calls to poll() was longer than the "
+            "configured max_poll_interval_ms, which typically implies that the poll loop is spending too much "
+            "time processing messages. You can address this either by increasing max_poll_interval_ms or by "
+            "reducing the maximum size of batches returned in poll() with max_poll_records.",
+            code,
+        )
+
+
+class RebalanceInProgressError(KafkaError):
+    """The group is rebalancing: call poll() to finish the rebalance, then retry the operation."""
+
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+class RetriableCommitFailedError(KafkaError):
+    """An asynchronous commit failed for a reason that may pass (coordinator moved, timed out, ...)."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another consumer took over this group_instance_id: this one is fenced and must be closed."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
+
+
+class GroupProtocolError(KafkaError):
+    """A fatal group error (inconsistent protocol, invalid session timeout, group full, ...) for the application."""
