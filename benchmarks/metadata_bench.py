@@ -330,7 +330,7 @@ async def failover_once(cluster: BenchCluster, observer: Observer, victim_pid: i
 async def fill(cluster: BenchCluster, observer: Observer, prefix: str, partitions: int, per_topic: int) -> None:
     client = ControllerClient(cluster.voters())
     try:
-        await create_topics(client, prefix, partitions // per_topic, per_topic, 4)
+        await create_topics(client, prefix, -(-partitions // per_topic), per_topic, 4)  # rounded up
     finally:
         await client.close()
     await observer.when(lambda img: img.topics.partition_count() >= partitions, 120)
@@ -528,6 +528,7 @@ async def run_sim_broker(broker_id: int, voters: dict[int, tuple[str, int]], clu
 @click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
 @click.option("--restart-partitions", type=click.IntRange(1000, 1_000_000), default=100_000, show_default=True)
 @click.option("--failover-sizes", default="1000,10000", show_default=True, help="Partition counts for failover.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), help="Keep clusters and logs here.")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -538,6 +539,7 @@ def main(
     concurrency: int,
     restart_partitions: int,
     failover_sizes: str,
+    workdir: Path | None,
 ) -> None:
     """Metadata and controller benchmark (see the module docstring)."""
     if ctx.invoked_subcommand is not None:
@@ -546,7 +548,8 @@ def main(
     sizes = sorted(int(x) for x in failover_sizes.split(",") if x.strip())
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     with tempfile.TemporaryDirectory(prefix="kraftpy-metadata-bench-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) if workdir is None else workdir
+        root.mkdir(parents=True, exist_ok=True)
         if "start" in wanted:
             results["start"] = bench_start(trials, root)
         if "controller-only" in wanted:

@@ -17,9 +17,9 @@ QuorumController; this shell only moves data:
   NoOp and activates once that commits, when everything appended before it
   has committed or is gone. Requests that arrive meanwhile wait, bounded.
 - **Requests and timers.** `/controller/<route>` bodies decode through
-  `wire`, go to `controller.handle`; records are appended to Raft in one
-  atomic append (split only past the Raft batch size limit, as KRaft splits
-  non-atomic batches); the response waits in DeferredResponses until its
+  `wire`, go to `controller.handle`; records are packed into entries of at
+  most 128 KiB and appended to Raft in one atomic append (split only past the
+  Raft batch size limit, as KRaft splits non-atomic batches); the response waits in DeferredResponses until its
   offset commits. One timer task runs `controller.tick` at
   `next_deadline_ms` (fencing, rebalance, NoOps).
 
@@ -45,7 +45,7 @@ from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.deferred import DeferredResponses
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.quorum_view import describe_quorum
-from kraftpy.metadata.records import NoOpRecord, encode_record
+from kraftpy.metadata.records import NoOpRecord, encode_entries, encode_record
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,9 @@ PREFIX = "/controller/"
 # Raft's default max_batch_bytes is 1 MiB per append and each entry costs 16 bytes more; keep a margin.
 DEFAULT_MAX_APPEND_BYTES = 1000 * 1024
 ENTRY_OVERHEAD_BYTES = 16
+# Records are packed into Raft entries of at most this size (records of one entry share its offset):
+# few entries per decision, each far below Raft's fetch and batch limits.
+MAX_ENTRY_BYTES = 128 * 1024
 # Raft refuses appends while 8 MiB of proposals are uncommitted; stop taking new work at half of it.
 DEFAULT_MAX_UNCOMMITTED_BYTES = 4 * 1024 * 1024
 DEFAULT_REQUEST_WAIT_MS = 15_000
@@ -232,7 +235,7 @@ class ControllerComponent:
         """Append a decision's records; False (after renouncing) when Raft refused them."""
         epoch = self.controller.epoch
         assert epoch is not None
-        payloads = [encode_record(r) for r in records]
+        payloads = encode_entries(records, MAX_ENTRY_BYTES)
         try:
             for chunk in split_payloads(payloads, self.max_append_bytes):
                 last = self.raft.schedule_atomic_append(epoch, chunk)

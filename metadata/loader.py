@@ -2,7 +2,8 @@
 
 Kafka's MetadataLoader. One per node, shared by the controller and the broker
 side in combined mode, so the log is replayed once. It decodes each committed
-entry (one metadata record per Raft entry, offset = entry offset), replays it
+entry (one metadata record, or several packed by `encode_entries`; the records of
+an entry take its offset), replays it
 into a `MetadataDelta`, applies the delta once per batch and hands
 `(old_image, new_image)` to every subscriber in order.
 

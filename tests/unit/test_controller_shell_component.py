@@ -14,7 +14,7 @@ from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.publisher import MetadataComponent
 from kraftpy.metadata.quorum_view import describe_quorum
-from kraftpy.metadata.records import FenceBrokerRecord, NoOpRecord, decode_entry, encode_record
+from kraftpy.metadata.records import FenceBrokerRecord, NoOpRecord, decode_entry, encode_entries, encode_record
 from kraftpy.metadata.snapshot_policy import SnapshotPolicy
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_controller_shell_fakes import FakeNode, FakeRaft
@@ -322,3 +322,28 @@ def test_split_payloads_keeps_order_and_the_byte_bound() -> None:
     chunks = split_payloads(payloads, 60)  # two entries of 10 + 16 bytes each fit
     assert [len(c) for c in chunks] == [2, 2, 2, 1] and [p for c in chunks for p in c] == payloads
     assert split_payloads([bytes(100)], 10) == [[bytes(100)]]  # a single oversized entry still goes alone
+
+
+@pytest.mark.parametrize("count", [1, 2, 23, 24, 255, 256, 70_000])
+def test_encode_entries_packs_records_into_bounded_entries_that_decode_in_order(count: int) -> None:
+    records = [FenceBrokerRecord(i, i + 1) for i in range(count)]
+    entries = encode_entries(records, 64 * 1024)
+    assert [r for e in entries for r in decode_entry(e)] == records
+    assert all(len(e) <= 64 * 1024 + 16 for e in entries)
+    if count == 1:
+        assert entries == [encode_record(records[0])]  # a lone record is just the record
+    one_big = encode_entries(records, 1 << 30)
+    assert len(one_big) == 1 and decode_entry(one_big[0]) == records
+
+
+async def test_a_large_fencing_is_a_few_entries(tmp_path: Path) -> None:
+    shell = Shell(tmp_path)
+    await shell.activate()
+    await shell.register_brokers(1, 2, 3)
+    task = shell.call("create_topics", topic_body("big", 3000, 3))
+    await shell.settle()
+    before = len(shell.raft.entries)
+    shell.raft.commit()
+    await task
+    assert before - shell.raft.delivered < 40  # 3,001 records in a handful of entries
+    assert shell.metadata.image.topic("big") is not None and len(shell.metadata.image.topic("big").partitions) == 3000
