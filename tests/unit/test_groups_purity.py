@@ -12,10 +12,13 @@ FORBIDDEN_CALLS = {"open", "print", "input"}
 CLIENT_CORES = [
     "consumer_protocol.py",
     "group_membership.py",
+    "group_membership_types.py",
     "group_heartbeat.py",
     "group_commits.py",
     "group_subscription.py",
     "group_protocol.py",
+    "group_errors.py",
+    "group_offsets_reset.py",
     "rebalance_listener.py",
 ]
 
@@ -23,7 +26,7 @@ CLIENT_CORES = [
 def core_modules() -> list[Path]:
     paths = sorted((REPO_ROOT / "broker" / "groups").glob("*.py"))
     paths += sorted((REPO_ROOT / "client" / "assignors").glob("*.py"))
-    paths += [REPO_ROOT / "client" / name for name in CLIENT_CORES if (REPO_ROOT / "client" / name).exists()]
+    paths += [REPO_ROOT / "client" / name for name in CLIENT_CORES]
     return paths
 
 
