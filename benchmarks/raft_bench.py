@@ -248,6 +248,12 @@ def main() -> None:
     parser.add_argument("--base-port", type=int, default=0, help="first of 3 ports (default: free ones)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
+    try:
+        import uvloop  # the nodes run on uvloop; so does the client, so it adds as little as it can
+
+        uvloop.install()
+    except ImportError:
+        pass
     results = asyncio.run(run(args))
     if args.json:
         print(json.dumps(results, indent=2))
