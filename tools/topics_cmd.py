@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -57,6 +58,10 @@ def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | No
 def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run `action(admin)` with an AdminClient bounded by `timeout_ms`; KafkaError becomes a CLI error."""
     from kraftpy.client.admin import AdminClient  # imported when a command runs: `kraftpy --help` stays fast
+
+    # The client logs retries (a node without metadata, a NOT_CONTROLLER hop) as warnings; a command
+    # reports its outcome itself, so keep stderr for that.
+    logging.getLogger("kraftpy.client").setLevel(logging.ERROR)
 
     async def go() -> T:
         admin = AdminClient(
