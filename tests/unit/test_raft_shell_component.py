@@ -27,8 +27,8 @@ from kraftpy.raft.log import OffsetAndEpoch
 CONFIG = RaftConfig(
     election_timeout_ms=100,
     election_backoff_max_ms=100,
-    fetch_timeout_ms=300,
-    fetch_max_wait_ms=50,
+    fetch_timeout_ms=600,  # as a local cluster: no false elections when the machine is busy
+    fetch_max_wait_ms=100,
     request_timeout_ms=500,
     append_linger_ms=0,
 )
