@@ -304,10 +304,20 @@ class GroupMembership:
         should wake up then. Past values mean "now"."""
         if self.closed or self._fatal is not None:
             return None
+        # Only work poll() can do right then counts, or a shell would spin on a deadline in the past.
+        idle = self._waiting_listener is None and self._leaving is None and self._pending_assignment is None
         deadlines = []
-        if self.subscription.active and self.state is MemberState.UNJOINED and self._join_rid is None:
+        if (
+            idle
+            and self.subscription.active
+            and self.coordinator is not None
+            and self.state is MemberState.UNJOINED
+            and self._prepare_step is None
+            and not self._awaiting_pattern_metadata
+        ):
             deadlines.append(self._join_retry_at)
-        if self.config.enable_auto_commit and self._next_auto_commit_ms is not None:
+        in_generation = self.state is MemberState.STABLE or not self.subscription.active
+        if idle and self.config.enable_auto_commit and self._next_auto_commit_ms is not None and in_generation:
             deadlines.append(self._next_auto_commit_ms)
         return min(deadlines, default=None)
 
@@ -336,9 +346,10 @@ class GroupMembership:
         if self._next_auto_commit_ms is None:
             self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
         if self.subscription.active:
-            if self.coordinator is None:
-                return
+            # The assignment of a finished rebalance is handed over even if the coordinator just went away.
             if self._pending_assignment is not None and not self._complete_join(now):
+                return
+            if self.coordinator is None:
                 return
             if self._should_join(now):
                 if self._needs_join_prepare and not self._on_join_prepare(now):
@@ -359,7 +370,9 @@ class GroupMembership:
         self._send_ops(now)
 
     def _should_join(self, now: int) -> bool:
-        if self.state not in (MemberState.UNJOINED, MemberState.STABLE) or self._join_rid or self._sync_rid:
+        if self.state not in (MemberState.UNJOINED, MemberState.STABLE):
+            return False
+        if self._join_rid is not None or self._sync_rid is not None:
             return False
         if self._awaiting_pattern_metadata:
             return False
@@ -785,12 +798,15 @@ class GroupMembership:
         if code is E.NONE:
             self.heartbeat.received(now)
             return
-        self.heartbeat.failed(now)
         if code is E.REBALANCE_IN_PROGRESS:
-            self.heartbeat.received(now)  # the coordinator heard us: the session is fine
+            # The coordinator heard us: the session is fine, and heartbeats go on at their interval
+            # so that it keeps us for the whole rebalance.
+            self.heartbeat.received(now)
             if self.state is MemberState.STABLE:
                 self._request_rejoin("the group is rebalancing")
-        elif code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
+            return
+        self.heartbeat.failed(now)
+        if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
             if current:
                 self._reset_state_and_rejoin(f"heartbeat answered {code.name}")
         elif code is E.FENCED_INSTANCE_ID:

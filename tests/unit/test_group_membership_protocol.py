@@ -319,3 +319,27 @@ def test_the_config_is_checked() -> None:
         GroupMembershipConfig("")
     with pytest.raises(ValueError, match="group_instance_id"):
         GroupMembershipConfig("g", group_instance_id="")
+
+
+def test_deadlines_name_only_work_that_can_happen_so_a_shell_never_spins() -> None:
+    s = Scripted(auto_commit_interval_ms=5_000)
+    s.poll(0)
+    assert s.m.poll_deadline_ms() is None  # no coordinator yet: poll() cannot join, the find is in flight
+    assert s.m.next_deadline_ms() is None
+    s.answer(s.take("find_coordinator"), COORDINATOR)
+    s.poll(0)
+    s.answer(s.take("join_group"), error(E.COORDINATOR_LOAD_IN_PROGRESS))
+    assert s.m.poll_deadline_ms() == 100  # the join retry
+    s.poll(100)
+    assert s.has("join_group")
+    assert s.m.poll_deadline_ms() is None  # joining: nothing for poll() until the answer
+    s.stable()  # answers that join
+    assert s.m.poll_deadline_ms() == s.now + 5_000  # the next auto-commit
+    assert s.m.next_deadline_ms() == s.now + 3_000  # the next heartbeat
+    for _ in range(5):  # calling tick at its deadline always moves the deadline forward
+        deadline = s.m.next_deadline_ms()
+        s.tick(deadline)
+        assert s.m.next_deadline_ms() > deadline
+        for hb in [r for r in s.requests if r.api == "heartbeat"]:
+            s.requests.remove(hb)
+            s.answer(hb, {"error_code": 0})
