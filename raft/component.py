@@ -267,6 +267,15 @@ class RaftComponent:
         return core.leader_id
 
     @property
+    def leader_address(self) -> str | None:
+        """ "host:port" of the leader, from the voter list, if one is known."""
+        leader = self.leader_id
+        if leader is None or leader not in self.voters:
+            return None
+        host, port = self.voters[leader]
+        return f"{host}:{port}"
+
+    @property
     def epoch(self) -> int:
         return self._shell.core.epoch if self._shell is not None else 0
 
@@ -292,7 +301,7 @@ class RaftComponent:
     def schedule_atomic_append(self, epoch: int, records: list[bytes]) -> int:
         """Append `records` as one batch (leader of `epoch` only); returns the last offset.
 
-        Raises KafkaError NOT_LEADER_OR_FOLLOWER with details leader_id / epoch when this
+        Raises KafkaError NOT_LEADER_OR_FOLLOWER with details leader_id / leader_address / epoch when this
         node is not the leader of `epoch`; NOT_ENOUGH_REPLICAS (retriable) when too much is
         uncommitted; RECORD_LIST_TOO_LARGE above max_batch_bytes. The commit is reported
         through the listeners' handle_commit."""
@@ -302,6 +311,7 @@ class RaftComponent:
             raise NotLeaderError(
                 f"node {self.node_id} is not the leader of epoch {epoch} (epoch {core.epoch}, leader {self.leader_id})",
                 leader_id=self.leader_id,
+                leader_address=self.leader_address,
                 epoch=core.epoch,
             )
         _, _, last = shell.append(list(records))

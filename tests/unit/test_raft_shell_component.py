@@ -170,6 +170,8 @@ async def test_followers_refuse_appends_and_reads_with_the_leader_hint(cluster: 
         follower.schedule_atomic_append(follower.epoch, [b"no"])
     assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert info.value.details["leader_id"] == leader.node_id
+    host, port = cluster.voters[leader.node_id]
+    assert info.value.details["leader_address"] == f"{host}:{port}"
     with pytest.raises(KafkaError) as info:
         leader.schedule_atomic_append(leader.epoch - 1, [b"stale epoch"])
     assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
