@@ -18,12 +18,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from kraftpy.client.batch_builder import ProducerBatchBuilder
 from kraftpy.client.buffer_pool import BufferPool
 from kraftpy.client.idempotence import IdempotenceManager
 from kraftpy.client.metadata import Cluster
 from kraftpy.client.producer_batch import ProducerBatch
 from kraftpy.client.types import DeliveryCallback, TopicPartition
-from kraftpy.protocol.records.batch import RecordBatchBuilder
 from kraftpy.protocol.records.compression import CompressionType
 from kraftpy.protocol.records.header import HEADER_SIZE
 from kraftpy.protocol.records.record import normalize_headers, record_size
@@ -32,12 +32,19 @@ from kraftpy.protocol.rpc import Backoff
 # Varint slack a record's deltas may take beyond the first record's (Kafka's
 # estimateSizeInBytesUpperBound also assumes the widest deltas).
 _DELTA_SLACK = 5 + 10
+# The widest a record without headers can be around its key and value: length (5), attributes (1),
+# timestamp delta (10), offset delta (5), key and value lengths (5 each), header count (1).
+_PLAIN_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 1
 
 
 def estimate_size_upper_bound(
     key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] = ()
 ) -> int:
     """Bytes a batch holding just this record can take, before compression."""
+    if not headers:
+        # Without headers the bound is plain arithmetic (this runs for every record sent): record length
+        # varint, attributes, timestamp and offset deltas, two length-prefixed fields, the header count.
+        return HEADER_SIZE + _PLAIN_RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
     return HEADER_SIZE + record_size(0, 0, key, value, normalize_headers(headers)) + _DELTA_SLACK
 
 
@@ -48,6 +55,11 @@ class AppendResult:
     new_batch_created: bool = False
     aborted_for_new_batch: bool = False
     needs_memory: int = 0  # > 0: reserve this many bytes and call append again with memory=...
+
+
+# The two outcomes of nearly every append, shared (callers only read them).
+_APPENDED = AppendResult(appended=True)
+_APPENDED_FULL = AppendResult(appended=True, batch_is_full=True)
 
 
 @dataclass(slots=True)
@@ -108,11 +120,14 @@ class RecordAccumulator:
         if self.closed:
             self.pool.release(memory)
             raise RuntimeError("the accumulator is closed")
-        dq = self._batches.setdefault(tp, deque())
+        dq = self._batches.get(tp)
+        if dq is None:
+            dq = self._batches[tp] = deque()
         last = dq[-1] if dq else None
         if last is not None and last.try_append(timestamp_ms, key, value, headers, callback, now):
-            self.pool.release(memory)  # someone else's batch had room after all
-            return AppendResult(appended=True, batch_is_full=len(dq) > 1 or last.is_full)
+            if memory:
+                self.pool.release(memory)  # someone else's batch had room after all
+            return _APPENDED_FULL if len(dq) > 1 or last.is_full else _APPENDED
         if abort_on_new_batch:
             # The sticky partitioner moves on before a new batch is started (KIP-480).
             self.pool.release(memory)
@@ -127,7 +142,7 @@ class RecordAccumulator:
         elif memory > size:
             self.pool.release(memory - size)
             memory = size
-        builder = RecordBatchBuilder(size, compression=self.compression)
+        builder = ProducerBatchBuilder(size, compression=self.compression)
         batch = ProducerBatch(tp, builder, now, memory)
         if not batch.try_append(timestamp_ms, key, value, headers, callback, now):
             raise AssertionError("the first record of a batch always fits")

@@ -19,6 +19,7 @@ then the bootstrap servers, so any reachable server of the list will do.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -87,20 +88,38 @@ class Cluster:
     topic_errors: Mapping[str, ErrorCode] = field(default_factory=dict)
     topic_ids: Mapping[str, Any] = field(default_factory=dict)
 
+    @functools.cached_property
+    def _by_topic(self) -> dict[str, tuple[list[PartitionInfo], list[int]]]:
+        """topic -> (its partitions in order, the ones with a known leader), built once per snapshot.
+
+        send() asks for a topic's partitions on every record; a scan of every partition each time
+        was most of the producer's per-record cost.
+        """
+        grouped: dict[str, list[PartitionInfo]] = {}
+        for tp, info in self.partitions.items():
+            grouped.setdefault(tp.topic, []).append(info)
+        out = {}
+        for topic, infos in grouped.items():
+            infos.sort(key=lambda p: p.partition)
+            out[topic] = (infos, [p.partition for p in infos if self.leader_for(p.topic_partition)])
+        return out
+
     @property
     def topics(self) -> set[str]:
-        return {tp.topic for tp in self.partitions}
+        return set(self._by_topic)
 
     def partitions_for_topic(self, topic: str) -> list[PartitionInfo]:
-        return sorted((p for tp, p in self.partitions.items() if tp.topic == topic), key=lambda p: p.partition)
+        found = self._by_topic.get(topic)
+        return list(found[0]) if found is not None else []
 
     def num_partitions(self, topic: str) -> int | None:
-        count = sum(1 for tp in self.partitions if tp.topic == topic)
-        return count or None
+        found = self._by_topic.get(topic)
+        return len(found[0]) if found is not None else None
 
     def available_partitions(self, topic: str) -> list[int]:
         """Partitions with a leader that is a known broker, the ones a producer can send to now."""
-        return [p.partition for p in self.partitions_for_topic(topic) if self.leader_for(p.topic_partition)]
+        found = self._by_topic.get(topic)
+        return found[1] if found is not None else []
 
     def partition(self, tp: TopicPartition) -> PartitionInfo | None:
         return self.partitions.get(tp)

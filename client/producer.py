@@ -183,44 +183,57 @@ class Producer:
         """
         if self._closing:
             raise ProducerClosedError("cannot send after the producer was closed")
-        await self.start()
+        if self._cluster is None:
+            await self.start()
         fatal = self._sender.fatal_error or self._crashed
         if fatal is not None:
             raise fatal
-        record = run_on_send(self._interceptors, ProducerRecord(topic, value, key, partition, headers, timestamp_ms))
-        chosen = -1 if record.partition is None else record.partition
+        if self._interceptors:
+            record = run_on_send(
+                self._interceptors, ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            )
+            topic, value, key, partition = record.topic, record.value, record.key, record.partition
+            headers, timestamp_ms = record.headers, record.timestamp_ms
+        chosen = -1 if partition is None else partition
         sizes = (-1, -1)
         try:
-            deadline = monotonic_ms() + self.config.max_block_ms
-            cluster = await self._wait_on_metadata(record.topic, record.partition, deadline)
-            key_bytes = self._serialize(self._key_serializer, record.key, "key", record.topic)
-            value_bytes = self._serialize(self._value_serializer, record.value, "value", record.topic)
+            # The common case costs no await: the topic (and partition) is already in the metadata.
+            cluster = self._metadata.cluster
+            count = cluster.num_partitions(topic)
+            if count is None or (partition is not None and partition >= count):
+                deadline = monotonic_ms() + self.config.max_block_ms
+                cluster = await self._wait_on_metadata(topic, partition, deadline)
+                count = cluster.num_partitions(topic) or 0
+            else:
+                self._metadata.add_topic(topic)
+            key_bytes = self._serialize(self._key_serializer, key, "key", topic)
+            value_bytes = self._serialize(self._value_serializer, value, "value", topic)
             sizes = (-1 if key_bytes is None else len(key_bytes), -1 if value_bytes is None else len(value_bytes))
-            norm_headers = _headers(record.headers)
+            norm_headers = _headers(headers) if headers else ()
             self._check_size(estimate_size_upper_bound(key_bytes, value_bytes, norm_headers))
-            timestamp = record.timestamp_ms if record.timestamp_ms is not None else time.time_ns() // 1_000_000
-            count = cluster.num_partitions(record.topic) or 0
-            available = cluster.available_partitions(record.topic)
-            chosen = self._partitioner.partition(record.topic, key_bytes, count, available, record.partition)
+            timestamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
+            available = cluster.available_partitions(topic)
+            chosen = self._partitioner.partition(topic, key_bytes, count, available, partition)
             future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
             on_done = self._completion(future, callback)
-            sticky = record.partition is None and key_bytes is None and self._custom_partitioner is None
+            sticky = partition is None and key_bytes is None and self._custom_partitioner is None
             args = (timestamp, key_bytes, value_bytes, norm_headers, on_done)
-            result = self._accumulator.append(
-                TopicPartition(record.topic, chosen), *args, monotonic_ms(), abort_on_new_batch=sticky
-            )
+            now = monotonic_ms()
+            result = self._accumulator.append(TopicPartition(topic, chosen), *args, now, abort_on_new_batch=sticky)
             if result.aborted_for_new_batch:
                 # KIP-480: a new batch is about to start, so the sticky partition moves on first.
-                self._partitioner.on_new_batch(record.topic, chosen, count, available)
-                chosen = self._partitioner.partition(record.topic, key_bytes, count, available, None)
-                result = self._accumulator.append(TopicPartition(record.topic, chosen), *args, monotonic_ms())
-            while result.needs_memory:
-                granted = await self._reserve(result.needs_memory, deadline)
-                result = self._accumulator.append(
-                    TopicPartition(record.topic, chosen), *args, monotonic_ms(), memory=granted
-                )
+                self._partitioner.on_new_batch(topic, chosen, count, available)
+                chosen = self._partitioner.partition(topic, key_bytes, count, available, None)
+                result = self._accumulator.append(TopicPartition(topic, chosen), *args, now)
+            if result.needs_memory:
+                deadline = monotonic_ms() + self.config.max_block_ms
+                while result.needs_memory:
+                    granted = await self._reserve(result.needs_memory, deadline)
+                    result = self._accumulator.append(
+                        TopicPartition(topic, chosen), *args, monotonic_ms(), memory=granted
+                    )
         except KafkaError as exc:
-            md = RecordMetadata(record.topic, chosen, -1, -1, *sizes)
+            md = RecordMetadata(topic, chosen, -1, -1, *sizes)
             run_on_acknowledgement(self._interceptors, md, exc)
             raise
         self._pending.add(future)

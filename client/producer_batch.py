@@ -14,7 +14,7 @@ import enum
 import logging
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kraftpy.client.types import DeliveryCallback, RecordMetadata, TopicPartition
 from kraftpy.protocol.records.batch import RecordBatchBuilder
@@ -42,8 +42,9 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-@dataclass(slots=True)
-class _Thunk:
+class _Thunk(NamedTuple):
+    """One record's completion data (a tuple: one is built per record sent)."""
+
     callback: DeliveryCallback | None
     relative_offset: int
     timestamp: int

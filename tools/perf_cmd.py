@@ -1,0 +1,377 @@
+"""`kraftpy perf produce|consume`: throughput and latency of the real client against a cluster.
+
+Modelled on kafka-producer-perf-test / kafka-consumer-perf-test:
+
+    kraftpy perf produce --topic T --num-records N --record-size S --throughput -1 --acks all [--json]
+    kraftpy perf consume --topic T --num-records N [--json]
+
+`produce` sends N records of S random bytes (one random payload, reused, as
+Kafka's tool does) with the asyncio Producer and measures each record's
+latency from send() to its acknowledgement callback. `--throughput R` paces
+sends to R records/s (Kafka's ThroughputThrottler); -1 is unthrottled. It
+prints records/s, MB/s (10^6 bytes of record values) and latency
+avg/p50/p95/p99/max; `--json` prints {"records", "records_per_s",
+"mb_per_s", "latency_ms": {"p50", "p95", "p99", "max"}} plus "avg",
+"errors", "elapsed_s" and "processes".
+
+`--processes P` runs P producer (or consumer) processes at once, each with
+N/P records (consumers: every P-th partition and a share of N in proportion
+to the records those hold), started together;
+the figures are totals over the common wall-clock span. One Python process
+is one event loop on one core, so this is how the client side scales on a
+multi-core machine; the default is 1.
+
+`consume` assigns every partition of the topic, starts at the beginning,
+and reads until N records arrived (or --timeout-ms without a record),
+printing records/s and MB/s (keys and values).
+
+The command exits 1 when a record failed or fewer than N were consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.tools.cluster_layout import bootstrap_from
+from kraftpy.tools.options import client_options
+
+# Yield to the event loop every this many sends, so the sender task drains batches while we produce.
+YIELD_EVERY = 64
+
+
+@dataclass
+class ProduceResult:
+    records: int = 0
+    bytes: int = 0
+    errors: int = 0
+    first_error: str | None = None
+    start: float = 0.0
+    end: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """The value at `fraction` (0..1) of a sorted list, nearest rank; 0 for an empty list."""
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, math.ceil(fraction * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def parse_props(props: tuple[str, ...]) -> dict[str, Any]:
+    """`k=v` client settings (Kafka's --producer-props); values are ints or booleans when they look like one."""
+    out: dict[str, Any] = {}
+    for prop in props:
+        key, sep, value = prop.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{prop!r} is not KEY=VALUE", param_hint="--prop")
+        key = key.strip().replace(".", "_")
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            out[key] = text.lower() == "true"
+        else:
+            try:
+                out[key] = int(text)
+            except ValueError:
+                out[key] = text
+    return out
+
+
+class Throttler:
+    """Kafka's ThroughputThrottler: sleep whenever sends run ahead of `per_second`."""
+
+    def __init__(self, per_second: float, start: float) -> None:
+        self.per_second = per_second
+        self.start = start
+
+    async def maybe_wait(self, sent: int) -> None:
+        if self.per_second <= 0:
+            return
+        ahead = sent / self.per_second - (time.perf_counter() - self.start)
+        if ahead > 0.001:
+            await asyncio.sleep(ahead)
+
+
+async def produce_records(
+    servers: list[tuple[str, int]],
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    config: dict[str, Any],
+) -> ProduceResult:
+    from kraftpy.client import Producer
+
+    result = ProduceResult()
+    payload = os.urandom(record_size)
+    latencies = result.latencies_ms
+    perf_counter = time.perf_counter
+
+    def on_done(sent_at: float, _metadata: Any, error: BaseException | None) -> None:
+        if error is not None:
+            result.errors += 1
+            result.first_error = result.first_error or str(error)
+            return
+        latencies.append((perf_counter() - sent_at) * 1000)
+
+    async with Producer(servers, **config) as producer:
+        # Metadata and the producer id first, so the measurement starts with a ready producer.
+        await producer.partitions_for(topic)
+        result.start = perf_counter()
+        throttler = Throttler(throughput, result.start)
+        for i in range(num_records):
+            sent_at = perf_counter()
+            try:
+                await producer.send(topic, payload, callback=lambda md, err, t=sent_at: on_done(t, md, err))
+            except KafkaError as exc:
+                result.errors += num_records - i
+                result.first_error = result.first_error or str(exc)
+                break
+            if i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+                await throttler.maybe_wait(i + 1)
+        await producer.flush()
+        result.end = perf_counter()
+    result.records = len(latencies)
+    result.bytes = result.records * record_size
+    return result
+
+
+@dataclass
+class ConsumeResult:
+    records: int = 0
+    bytes: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    error: str | None = None
+
+
+async def consume_records(
+    servers: list[tuple[str, int]],
+    topic: str,
+    num_records: int,
+    timeout_ms: int,
+    config: dict[str, Any],
+    share: tuple[int, int] = (0, 1),
+) -> ConsumeResult:
+    from kraftpy.client import Consumer, TopicPartition
+
+    result = ConsumeResult()
+    async with Consumer(servers, auto_offset_reset="earliest", **config) as consumer:
+        partitions = sorted(await consumer.partitions_for(topic))
+        every = [TopicPartition(topic, p) for p in partitions]
+        index, count = share
+        # Each process reads its partitions (p % count == index) and a share of num_records in
+        # proportion to the records they hold, so the shares add up to num_records.
+        begins, ends = await consumer.beginning_offsets(every), await consumer.end_offsets(every)
+        held = [ends[tp] - begins[tp] for tp in every]
+        total = sum(held) or 1
+        before = sum(h for tp, h in zip(every, held, strict=True) if tp.partition % count < index)
+        mine_held = sum(h for tp, h in zip(every, held, strict=True) if tp.partition % count == index)
+        num_records = (num_records * (before + mine_held)) // total - (num_records * before) // total
+        mine = [tp for tp in every if tp.partition % count == index]
+        consumer.assign(mine)
+        consumer.seek_to_beginning(*mine)
+        for tp in mine:
+            await consumer.position(tp)
+        result.start = last = time.perf_counter()
+        while result.records < num_records:
+            records = await consumer.poll(timeout_ms=100, max_records=10_000)
+            now = time.perf_counter()
+            if records:
+                last = now
+                result.records += len(records)
+                result.bytes += sum(max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0) for r in records)
+            elif (now - last) * 1000 > timeout_ms:
+                result.error = f"no record for {timeout_ms} ms after {result.records} of {num_records}"
+                break
+        result.end = time.perf_counter()
+    return result
+
+
+# -- processes --------------------------------------------------------------------------------------------------
+
+
+def _run_in_process(kind: str, args: tuple[Any, ...], barrier: Any, queue: Any) -> None:
+    try:
+        barrier.wait(timeout=60)
+        if kind == "produce":
+            queue.put(("ok", asyncio.run(produce_records(*args))))
+        else:
+            queue.put(("ok", asyncio.run(consume_records(*args))))
+    except BaseException as exc:  # report, never hang the parent
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def run_parallel(kind: str, argsets: list[tuple[Any, ...]]) -> list[Any]:
+    """Run the workers in separate processes started at the same moment; their results in order of completion."""
+    if len(argsets) == 1:
+        return [asyncio.run(produce_records(*argsets[0]) if kind == "produce" else consume_records(*argsets[0]))]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(argsets))
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_run_in_process, args=(kind, a, barrier, queue)) for a in argsets]
+    for p in procs:
+        p.start()
+    results = []
+    for _ in procs:
+        status, value = queue.get(timeout=3600)
+        if status != "ok":
+            raise click.ClickException(f"a {kind} process failed: {value}")
+        results.append(value)
+    for p in procs:
+        p.join(timeout=30)
+    return results
+
+
+# -- reports ----------------------------------------------------------------------------------------------------
+
+
+def produce_report(results: list[ProduceResult], processes: int) -> dict[str, Any]:
+    records = sum(r.records for r in results)
+    total_bytes = sum(r.bytes for r in results)
+    elapsed = max(r.end for r in results) - min(r.start for r in results)
+    latencies = sorted(x for r in results for x in r.latencies_ms)
+    errors = sum(r.errors for r in results)
+    return {
+        "records": records,
+        "records_per_s": round(records / elapsed, 1) if elapsed > 0 else 0.0,
+        "mb_per_s": round(total_bytes / elapsed / 1e6, 2) if elapsed > 0 else 0.0,
+        "latency_ms": {
+            "p50": round(percentile(latencies, 0.50), 2),
+            "p95": round(percentile(latencies, 0.95), 2),
+            "p99": round(percentile(latencies, 0.99), 2),
+            "max": round(latencies[-1], 2) if latencies else 0.0,
+        },
+        "avg_latency_ms": round(sum(latencies) / len(latencies), 2) if latencies else 0.0,
+        "errors": errors,
+        "first_error": next((r.first_error for r in results if r.first_error), None),
+        "elapsed_s": round(elapsed, 3),
+        "processes": processes,
+    }
+
+
+def consume_report(results: list[ConsumeResult], processes: int) -> dict[str, Any]:
+    records = sum(r.records for r in results)
+    total_bytes = sum(r.bytes for r in results)
+    elapsed = max(r.end for r in results) - min(r.start for r in results)
+    return {
+        "records": records,
+        "records_per_s": round(records / elapsed, 1) if elapsed > 0 else 0.0,
+        "mb_per_s": round(total_bytes / elapsed / 1e6, 2) if elapsed > 0 else 0.0,
+        "elapsed_s": round(elapsed, 3),
+        "processes": processes,
+        "error": next((r.error for r in results if r.error), None),
+    }
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+# -- commands ---------------------------------------------------------------------------------------------------
+
+
+@click.group("perf")
+def perf() -> None:
+    """Measure produce and consume throughput and latency (like kafka-*-perf-test)."""
+
+
+@perf.command("produce")
+@click.option("--topic", required=True)
+@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@click.option("--record-size", type=click.IntRange(min=0), required=True, help="Bytes of each record's value.")
+@click.option("--throughput", type=float, default=-1, show_default=True, help="Records/s to pace at; -1: unthrottled.")
+@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=0), default=16_384, show_default=True)
+@click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
+@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other producer setting (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@client_options
+def produce(
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    acks: str,
+    batch_size: int,
+    linger_ms: int,
+    processes: int,
+    props: tuple[str, ...],
+    as_json: bool,
+    cluster_dir: Path,
+    bootstrap_servers: list[tuple[str, int]] | None,
+) -> None:
+    """Send NUM_RECORDS records of RECORD_SIZE bytes to TOPIC; print throughput and latency."""
+    try:
+        servers = bootstrap_from(cluster_dir, bootstrap_servers)
+    except KafkaError as exc:
+        raise click.ClickException(exc.message) from None
+    config: dict[str, Any] = {"acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, **parse_props(props)}
+    rate = throughput / processes if throughput > 0 else -1
+    argsets = [(servers, topic, n, record_size, rate, config) for n in _split(num_records, processes)]
+    report = produce_report(run_parallel("produce", argsets), processes)
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        lat = report["latency_ms"]
+        click.echo(
+            f"{report['records']} records sent, {report['records_per_s']:.1f} records/sec "
+            f"({report['mb_per_s']:.2f} MB/sec), {report['avg_latency_ms']:.2f} ms avg latency, "
+            f"{lat['max']:.2f} ms max latency, {lat['p50']:.2f} ms 50th, {lat['p95']:.2f} ms 95th, "
+            f"{lat['p99']:.2f} ms 99th."
+        )
+    if report["errors"]:
+        click.echo(f"perf produce: {report['errors']} record(s) failed: {report['first_error']}", err=True)
+        sys.exit(1)
+
+
+@perf.command("consume")
+@click.option("--topic", required=True)
+@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
+@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other consumer setting (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@client_options
+def consume(
+    topic: str,
+    num_records: int,
+    timeout_ms: int,
+    processes: int,
+    props: tuple[str, ...],
+    as_json: bool,
+    cluster_dir: Path,
+    bootstrap_servers: list[tuple[str, int]] | None,
+) -> None:
+    """Read NUM_RECORDS records of TOPIC from the beginning; print records/s and MB/s."""
+    try:
+        servers = bootstrap_from(cluster_dir, bootstrap_servers)
+    except KafkaError as exc:
+        raise click.ClickException(exc.message) from None
+    config = parse_props(props)
+    argsets = [(servers, topic, num_records, timeout_ms, config, (i, processes)) for i in range(processes)]
+    report = consume_report(run_parallel("consume", argsets), processes)
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{report['records']} records consumed, {report['records_per_s']:.1f} records/sec "
+            f"({report['mb_per_s']:.2f} MB/sec) in {report['elapsed_s']:.2f} s."
+        )
+    if report["error"] or report["records"] < num_records:
+        click.echo(f"perf consume: {report['error'] or 'fewer records than asked'}", err=True)
+        sys.exit(1)
