@@ -121,7 +121,8 @@ class BenchCluster:
             for key, value in (settings or {}).items():
                 for entry in layout.nodes:
                     path = layout.config_path(entry)
-                    path.write_text(path.read_text() + f"{key} = {value}\n")
+                    lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key} =")]
+                    path.write_text("\n".join([*lines, f"{key} = {value}"]) + "\n")
 
     @property
     def layout(self) -> ClusterLayout:
@@ -550,16 +551,22 @@ def main(
     with tempfile.TemporaryDirectory(prefix="kraftpy-metadata-bench-") as tmp:
         root = Path(tmp) if workdir is None else workdir
         root.mkdir(parents=True, exist_ok=True)
-        if "start" in wanted:
-            results["start"] = bench_start(trials, root)
-        if "controller-only" in wanted:
-            results["controller_only"] = asyncio.run(
+        scenarios: dict[str, Callable[[], Any]] = {
+            "start": lambda: bench_start(trials, root),
+            "controller-only": lambda: asyncio.run(
                 scenario_controller_only(root, sizes, create_topics_n, concurrency, trials)
-            )
-        if "combined" in wanted:
-            results["combined"] = asyncio.run(scenario_combined(root, sizes[0], create_topics_n, concurrency, trials))
-        if "restart" in wanted:
-            results["restart"] = asyncio.run(scenario_restart(root, restart_partitions, 100, trials))
+            ),
+            "combined": lambda: asyncio.run(scenario_combined(root, sizes[0], create_topics_n, concurrency, trials)),
+            "restart": lambda: asyncio.run(scenario_restart(root, restart_partitions, 100, trials)),
+        }
+        for name, run in scenarios.items():
+            if name not in wanted:
+                continue
+            try:
+                results[name.replace("-", "_")] = run()
+            except Exception as e:  # one failed scenario must not lose the others' figures
+                err.print_exception()
+                results[name.replace("-", "_")] = {"error": f"{type(e).__name__}: {e}"}
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
@@ -571,6 +578,10 @@ def summary_table(r: dict[str, Any]) -> Table:
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_column("notes")
+    failed = {k: v["error"] for k, v in r.items() if isinstance(v, dict) and "error" in v}
+    for key, message in failed.items():
+        table.add_row(f"{key}: failed", "-", message[:80])
+    r = {k: v for k, v in r.items() if k not in failed}
     if "start" in r:
         s = r["start"]
         table.add_row(
