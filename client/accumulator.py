@@ -152,8 +152,11 @@ class RecordAccumulator:
 
     # Readiness -------------------------------------------------------------
 
-    def _backing_off(self, batch: ProducerBatch, now: int) -> bool:
-        return batch.attempts > 0 and batch.waited_time_ms(now) < batch.retry_backoff_ms
+    def _backing_off(self, batch: ProducerBatch, now: int, leader_epoch: int | None = None) -> bool:
+        """A retry waits out its backoff, unless the partition got a new leader since (Kafka's KIP-951)."""
+        if batch.attempts == 0 or batch.leader_changed(leader_epoch):
+            return False
+        return batch.waited_time_ms(now) < batch.retry_backoff_ms
 
     def ready(self, cluster: Cluster, now: int) -> ReadyCheckResult:
         result = ReadyCheckResult()
@@ -169,7 +172,7 @@ class RecordAccumulator:
                 continue
             batch = dq[0]
             waited = batch.waited_time_ms(now)
-            backing_off = self._backing_off(batch, now)
+            backing_off = self._backing_off(batch, now, cluster.leader_and_epoch(tp).epoch)
             time_to_wait = batch.retry_backoff_ms if backing_off else self.linger_ms
             full = len(dq) > 1 or batch.is_full
             expired = waited >= time_to_wait
@@ -206,7 +209,8 @@ class RecordAccumulator:
                 continue
             dq = self._batches[tp]
             first = dq[0]
-            if self._backing_off(first, now):
+            epoch = cluster.leader_and_epoch(tp).epoch
+            if self._backing_off(first, now, epoch):
                 continue
             if size + first.estimated_size > max_size and ready:
                 # One batch above max_size (possible with compression) still goes, alone.
@@ -220,6 +224,7 @@ class RecordAccumulator:
                     self.idempotence.stamp(batch)
                 self.idempotence.on_drained(batch)
             batch.close()
+            batch.leader_epoch = epoch
             size += batch.estimated_size
             ready.append(batch)
             batch.drained(now)

@@ -199,6 +199,11 @@ def parse_metadata_response(body: Mapping[str, Any]) -> Cluster:
     )
 
 
+# After a request to a broker failed without an answer, metadata is refreshed (at the refresh backoff) for
+# this long while that broker still leads something, so a leader change is seen soon after the controller makes it.
+UNREACHABLE_LEADER_WATCH_MS = 30_000
+
+
 class Metadata:
     """The current Cluster plus the rules for refreshing it. Time is passed in as `now` (ms)."""
 
@@ -314,9 +319,21 @@ class Metadata:
         # Even after a success, refreshes are spaced by the base backoff so that a
         # leaderless partition does not make us ask in a tight loop.
         self._backoff_ms = self._backoff.initial_ms
-        # Topics still missing or partitions still leaderless: look again after the backoff.
-        self._need_update = any(not self.cluster.leader_for(tp) for tp in partitions)
+        # Topics still missing, partitions still leaderless, or led by a broker we just failed to reach
+        # (it may have died; the controller will move its leaderships within a session timeout): look
+        # again after the backoff, so a new leader is known within one backoff of its election.
+        self._need_update = any(not self.cluster.leader_for(tp) for tp in partitions) or self._leader_unreachable(now)
         return self.cluster
+
+    def _leader_unreachable(self, now: int) -> bool:
+        if not self._failed_at:
+            return False
+        horizon = now - UNREACHABLE_LEADER_WATCH_MS
+        failed = {a for a, at in self._failed_at.items() if at >= horizon}
+        if not failed:
+            return False
+        leaders = {info.leader_id for info in self.cluster.partitions.values() if info.has_leader}
+        return any(b.address in failed for node_id, b in self.cluster.brokers.items() if node_id in leaders)
 
     def failed_update(self, now: int) -> None:
         """Every candidate failed: back off exponentially before the next attempt."""

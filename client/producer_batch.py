@@ -73,6 +73,9 @@ class ProducerBatch:
         self.closed_for_appends = False
         self._thunks: list[_Thunk] = []
         self._built: bytes | None = None
+        # The leader epoch of the partition when the batch was last drained (KIP-951: a retry to a new
+        # leader does not wait out the backoff meant for the old one).
+        self.leader_epoch: int | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
@@ -168,6 +171,10 @@ class ProducerBatch:
         self._built = bytes(buf)
 
     # Timing ----------------------------------------------------------------
+
+    def leader_changed(self, epoch: int | None) -> bool:
+        """Whether the partition has a newer leader epoch than when this batch was last drained."""
+        return epoch is not None and self.leader_epoch is not None and epoch > self.leader_epoch
 
     @property
     def in_retry(self) -> bool:

@@ -274,7 +274,10 @@ class Sender:
         request = self._in_flight.pop(request_id, None)
         if request is None:
             return
-        # A lost connection means the leader may have moved (Kafka's NetworkClient does the same).
+        # A lost connection means the leader may have moved (Kafka's NetworkClient does the same); keep
+        # looking while that broker is unreachable (Metadata.update watches failed leaders).
+        if error.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT):
+            self.metadata.node_failed(request.address, now)
         self.metadata.request_update()
         for batch in request.batches.values():
             self._complete_batch(batch, error.code, error.message, -1, -1, -1, now)

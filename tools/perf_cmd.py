@@ -35,6 +35,7 @@ import json
 import math
 import multiprocessing
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -375,3 +376,121 @@ def consume(
     if report["error"] or report["records"] < num_records:
         click.echo(f"perf consume: {report['error'] or 'fewer records than asked'}", err=True)
         sys.exit(1)
+
+
+# -- failover ---------------------------------------------------------------------------------------------------
+
+
+async def _leader_and_isr(
+    rpc: Any, servers: list[tuple[str, int]], topic: str, partition: int
+) -> tuple[int, list[int]]:
+    """(leader id, ISR) of a partition from the first server that answers /kafka/metadata."""
+    for address in servers:
+        try:
+            answer = await rpc.call(address, "/kafka/metadata", {"topics": [topic]}, timeout_ms=1000)
+        except KafkaError:
+            continue
+        for t in answer.get("topics", []):
+            for p in t.get("partitions", []):
+                if p.get("partition") == partition:
+                    return p.get("leader_id", -1), list(p.get("isr_nodes") or [])
+    return -1, []
+
+
+async def failover_trials(
+    cluster_dir: Path, topic: str, partition: int, trials: int, config: dict[str, Any]
+) -> list[float]:
+    """Seconds from SIGKILL of the partition leader's node to the first acknowledged write sent after it."""
+    import signal
+    import subprocess
+
+    from kraftpy.client import Producer
+    from kraftpy.protocol.rpc import RpcClient
+    from kraftpy.tools.cluster_layout import ClusterLayout, signal_node
+
+    layout = ClusterLayout.load(cluster_dir)
+    servers = [(n.host, n.port) for n in layout.nodes]
+    acks: list[tuple[float, float]] = []  # (sent, acknowledged) of every acknowledged record
+    results: list[float] = []
+    rpc = RpcClient(request_timeout_ms=2000)
+    stop = asyncio.Event()
+    async with Producer(servers, acks="all", linger_ms=0, request_timeout_ms=3_000, **config) as producer:
+        await producer.partitions_for(topic)
+
+        async def keep_writing() -> None:
+            while not stop.is_set():
+                sent = time.perf_counter()
+
+                def done(_md: Any, error: BaseException | None, sent: float = sent) -> None:
+                    if error is None:
+                        acks.append((sent, time.perf_counter()))
+
+                await producer.send(topic, b"failover-probe", partition=partition, callback=done)
+                await asyncio.sleep(0.002)
+
+        writer = asyncio.create_task(keep_writing())
+        try:
+            for trial in range(trials):
+                leader, _ = await _leader_and_isr(rpc, servers, topic, partition)
+                entry = next(n for n in layout.nodes if n.node_id == leader)
+                pid = layout.read_pid(entry)
+                if pid is None:
+                    raise click.ClickException(f"node {leader} (leader of {topic}-{partition}) is not running")
+                killed = time.perf_counter()
+                signal_node(pid, signal.SIGKILL)
+                deadline = killed + 60
+                while not any(sent >= killed for sent, _ in acks[-200:]):
+                    if time.perf_counter() > deadline:
+                        raise click.ClickException(f"trial {trial}: no write acknowledged within 60 s of the kill")
+                    await asyncio.sleep(0.005)
+                first = min(acked for sent, acked in acks[-200:] if sent >= killed)
+                results.append(first - killed)
+                # Restart the node and wait until it is back in the ISR, so every trial starts healthy.
+                await asyncio.to_thread(
+                    subprocess.run,
+                    [sys.executable, "-m", "kraftpy.tools.cli", "cluster", "start", "--dir", str(cluster_dir)],
+                    capture_output=True,
+                    check=True,
+                    timeout=120,
+                )
+                for _ in range(600):  # bounded: 60 s
+                    _, isr = await _leader_and_isr(rpc, servers, topic, partition)
+                    if leader in isr:
+                        break
+                    await asyncio.sleep(0.1)
+        finally:
+            stop.set()
+            await writer
+            await rpc.close()
+    return results
+
+
+@perf.command("failover")
+@click.option("--topic", required=True)
+@click.option("--partition", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--trials", type=click.IntRange(min=1, max=100), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--dir",
+    "cluster_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory of a cluster started by `kraftpy cluster start` (its nodes are killed and restarted).",
+)
+def failover(topic: str, partition: int, trials: int, as_json: bool, cluster_dir: Path) -> None:
+    """SIGKILL the partition leader's node TRIALS times; time to the first acknowledged write after each kill."""
+    results = asyncio.run(failover_trials(cluster_dir, topic, partition, trials, {}))
+    ordered = sorted(results)
+    report = {
+        "trials": [round(r, 3) for r in results],
+        "median_s": round(statistics.median(ordered), 3),
+        "min_s": round(ordered[0], 3),
+        "max_s": round(ordered[-1], 3),
+    }
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{trials} failovers of {topic}-{partition}: median {report['median_s']:.3f} s "
+            f"(min {report['min_s']:.3f}, max {report['max_s']:.3f}); trials {report['trials']}"
+        )
