@@ -350,10 +350,8 @@ async def scenario_controller_only(
         observer = Observer(cluster, root / "observer-1")
         await observer.start()
         await wait_unfenced(observer, [101, 102, 103])
-        with err.status("create: controller-only quorum"):
-            out["create"] = await bench_create(cluster, observer, "ctl", create_topics_n, concurrency)
         total = observer.metadata.image.topics.partition_count()
-        for size in sizes:
+        for size in sizes:  # failover first, at exactly these sizes; creation runs on the filled cluster after
             runs = []
             with err.status(f"failover: {size} partitions on the controller-only quorum"):
                 if size > total:
@@ -376,6 +374,9 @@ async def scenario_controller_only(
                 "min_s": min(runs),
                 "max_s": max(runs),
             }
+        with err.status("create: controller-only quorum"):
+            out["create"] = await bench_create(cluster, observer, "ctl", create_topics_n, concurrency)
+        out["create"]["partitions_before"] = total
     finally:
         if observer is not None:
             await observer.stop()
@@ -391,8 +392,6 @@ async def scenario_combined(root: Path, failover_partitions: int, create_topics_
         cluster.start()
         observer = Observer(cluster, root / "observer-2")
         await observer.start()
-        with err.status("create: combined cluster"):
-            out["create"] = await bench_create(cluster, observer, "full", create_topics_n, concurrency)
         runs = []
         with err.status(f"failover: {failover_partitions} partitions on the combined cluster"):
             have = observer.metadata.image.topics.partition_count()
@@ -415,8 +414,12 @@ async def scenario_combined(root: Path, failover_partitions: int, create_topics_
                     await asyncio.sleep(0.05)
                 await asyncio.to_thread(cluster.start)
                 await wait_unfenced(observer, [victim])
+        partitions = observer.metadata.image.topics.partition_count()
+        with err.status("create: combined cluster"):
+            out["create"] = await bench_create(cluster, observer, "full", create_topics_n, concurrency)
+        out["create"]["partitions_before"] = partitions
         out["failover"] = {
-            "partitions": observer.metadata.image.topics.partition_count(),
+            "partitions": partitions,
             "trials": trials,
             "median_s": median(runs),
             "min_s": min(runs),
