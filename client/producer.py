@@ -39,7 +39,7 @@ from kraftpy.client.interceptors import run_on_acknowledgement, run_on_send
 from kraftpy.client.metadata import Cluster, Metadata
 from kraftpy.client.partitioner import Partitioner
 from kraftpy.client.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH, ProduceRequest, Sender
-from kraftpy.client.serde import SerializationError, Serializer, serializer_for
+from kraftpy.client.serde import SerializationError, Serializer, _bytes_ser, serializer_for
 from kraftpy.client.types import DeliveryCallback, ProducerRecord, RecordMetadata, TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.record import normalize_headers
@@ -75,6 +75,10 @@ class Producer:
         self._custom_partitioner = cfg.partitioner
         self._partitioner = Partitioner(cfg.partitioner)
         self._interceptors = list(cfg.interceptors)
+        # Read on every send(): plain attributes, not config lookups.
+        self._max_request_size = cfg.max_request_size
+        self._bytes_values = self._value_serializer is _bytes_ser
+        self._bytes_keys = self._key_serializer is _bytes_ser
         self._metadata = Metadata(
             self._bootstrap,
             metadata_max_age_ms=cfg.metadata_max_age_ms,
@@ -206,11 +210,20 @@ class Producer:
                 count = cluster.num_partitions(topic) or 0
             else:
                 self._metadata.add_topic(topic)
-            key_bytes = self._serialize(self._key_serializer, key, "key", topic)
-            value_bytes = self._serialize(self._value_serializer, value, "value", topic)
+            # bytes with the default serializer pass as they are (the common case: no call at all).
+            if key is None or (self._bytes_keys and type(key) is bytes):
+                key_bytes = key
+            else:
+                key_bytes = self._serialize(self._key_serializer, key, "key", topic)
+            if self._bytes_values and type(value) is bytes:
+                value_bytes = value
+            else:
+                value_bytes = self._serialize(self._value_serializer, value, "value", topic)
             sizes = (-1 if key_bytes is None else len(key_bytes), -1 if value_bytes is None else len(value_bytes))
             norm_headers = _headers(headers) if headers else ()
-            self._check_size(estimate_size_upper_bound(key_bytes, value_bytes, norm_headers))
+            size = estimate_size_upper_bound(key_bytes, value_bytes, norm_headers)
+            if size > self._max_request_size or size > self._pool.total_memory:
+                self._check_size(size)
             timestamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
             available = cluster.available_partitions(topic)
             chosen = self._partitioner.partition(topic, key_bytes, count, available, partition)
@@ -337,7 +350,8 @@ class Producer:
         interceptors = self._interceptors
 
         def on_done(metadata: RecordMetadata, error: BaseException | None) -> None:
-            run_on_acknowledgement(interceptors, metadata, error)
+            if interceptors:
+                run_on_acknowledgement(interceptors, metadata, error)
             if callback is not None:
                 try:
                     callback(metadata, error)

@@ -221,18 +221,17 @@ class ProducerBatch:
                 log.debug("%r was written after it had %s", self, self.final_state.value)
             return False
         self.final_state = state
-        for thunk in self._thunks:
+        topic, partition = self.tp
+        append_time = log_append_time_ms if log_append_time_ms >= 0 else None
+        for callback, relative_offset, timestamp, key_size, value_size in self._thunks:
             if error is None:
-                offset = -1 if base_offset < 0 else base_offset + thunk.relative_offset
-                timestamp = log_append_time_ms if log_append_time_ms >= 0 else thunk.timestamp
+                offset = -1 if base_offset < 0 else base_offset + relative_offset
+                when = timestamp if append_time is None else append_time
             else:
-                offset, timestamp = -1, -1
-            metadata = RecordMetadata(
-                self.tp.topic, self.tp.partition, offset, timestamp, thunk.key_size, thunk.value_size
-            )
-            if thunk.callback is not None:
+                offset, when = -1, -1
+            if callback is not None:
                 try:
-                    thunk.callback(metadata, error)
+                    callback(RecordMetadata(topic, partition, offset, when, key_size, value_size), error)
                 except Exception:
                     log.exception("delivery callback for a record of %s raised", self.tp)
         return True

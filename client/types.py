@@ -44,13 +44,14 @@ class ProducerRecord:
     timestamp_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where an acknowledged record landed.
 
     offset is -1 when it is unknown: with acks=0, for a duplicate the broker
     could not map back to its offset, or when the record failed. timestamp is
     the broker's log-append time when the topic uses it, else the create time.
+    (A NamedTuple: one is built per record acknowledged, and a frozen dataclass
+    costs several times as much to build.)
     """
 
     topic: str

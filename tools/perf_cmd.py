@@ -205,7 +205,18 @@ async def consume_records(
 # -- processes --------------------------------------------------------------------------------------------------
 
 
+def use_uvloop() -> None:
+    """The nodes run on uvloop (tools/server_cmd.py); so does the client here, so it adds as little as it can."""
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # optional: asyncio's own loop works, only slower
+        pass
+
+
 def _run_in_process(kind: str, args: tuple[Any, ...], barrier: Any, queue: Any) -> None:
+    use_uvloop()
     try:
         barrier.wait(timeout=60)
         if kind == "produce":
@@ -219,6 +230,7 @@ def _run_in_process(kind: str, args: tuple[Any, ...], barrier: Any, queue: Any) 
 def run_parallel(kind: str, argsets: list[tuple[Any, ...]]) -> list[Any]:
     """Run the workers in separate processes started at the same moment; their results in order of completion."""
     if len(argsets) == 1:
+        use_uvloop()
         return [asyncio.run(produce_records(*argsets[0]) if kind == "produce" else consume_records(*argsets[0]))]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(argsets))
@@ -479,6 +491,7 @@ async def failover_trials(
 )
 def failover(topic: str, partition: int, trials: int, as_json: bool, cluster_dir: Path) -> None:
     """SIGKILL the partition leader's node TRIALS times; time to the first acknowledged write after each kill."""
+    use_uvloop()
     results = asyncio.run(failover_trials(cluster_dir, topic, partition, trials, {}))
     ordered = sorted(results)
     report = {
