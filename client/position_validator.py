@@ -74,8 +74,9 @@ class PositionValidator:
                 topics.setdefault(tp.topic, []).append(
                     {
                         "partition": tp.partition,
-                        "current_leader_epoch": position.current_leader.epoch,
-                        "leader_epoch": position.offset_epoch,
+                        # The broker wants integers (-1: unknown), never null.
+                        "current_leader_epoch": _epoch(position.current_leader.epoch),
+                        "leader_epoch": _epoch(position.offset_epoch),
                     }
                 )
             request.body = {"topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
@@ -123,3 +124,7 @@ class PositionValidator:
     def take_truncations(self) -> list[LogTruncation]:
         found, self.truncations = self.truncations, []
         return found
+
+
+def _epoch(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch

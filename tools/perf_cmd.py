@@ -507,3 +507,7 @@ def failover(topic: str, partition: int, trials: int, as_json: bool, cluster_dir
             f"{trials} failovers of {topic}-{partition}: median {report['median_s']:.3f} s "
             f"(min {report['min_s']:.3f}, max {report['max_s']:.3f}); trials {report['trials']}"
         )
+
+
+if __name__ == "__main__":  # `python -m kraftpy.tools.perf_cmd produce ...` works before the CLI registers it
+    perf()
