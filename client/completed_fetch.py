@@ -1,7 +1,7 @@
 """One partition's share of a fetch answer, turned into ConsumerRecords a poll at a time.
 
 The bytes are Kafka v2 batches exactly as stored. They are decoded lazily, one
-batch at a time (decode_batch checks each CRC unless check_crcs is off), and:
+batch at a time (batch_decoder.py; each CRC is checked unless check_crcs is off), and:
 
 - a batch may start below the fetch offset (the broker serves whole batches,
   and a compressed batch is one unit), so records below `next_fetch_offset`
@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kraftpy.client.batch_decoder import FastBatch, decode_for_consumer
 from kraftpy.client.errors import CorruptFetchError, RecordDeserializationError
 from kraftpy.client.types import ConsumerRecord, TopicPartition
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from kraftpy.protocol.records.batch import DecodedBatch, decode_batch
+from kraftpy.protocol.records.batch import DecodedBatch
 from kraftpy.protocol.records.header import LOG_OVERHEAD, peek_size
 
 Deserializer = Callable[[bytes | None], Any]
@@ -64,7 +65,7 @@ class CompletedFetch:
         self._buf = records
         self._check_crcs = check_crcs
         self._pos = 0
-        self._batch: DecodedBatch | None = None
+        self._batch: DecodedBatch | FastBatch | None = None
         self._index = 0
         self._decoded_any = False
         self._error: KafkaError | None = None
@@ -178,7 +179,7 @@ class CompletedFetch:
                 self.drain()
                 return False
             try:
-                batch = decode_batch(self._buf, self._pos, check_crc=self._check_crcs)
+                batch = decode_for_consumer(self._buf, self._pos, check_crc=self._check_crcs)
             except CorruptRecordError as exc:
                 self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc)
                 raise self._error from exc

@@ -74,9 +74,11 @@ class RecordMetadata(NamedTuple):
 DeliveryCallback = Callable[[RecordMetadata, BaseException | None], None]
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
-    """A record as the consumer returns it, keys and values already deserialized."""
+class ConsumerRecord(NamedTuple):
+    """A record as the consumer returns it, keys and values already deserialized.
+
+    (A NamedTuple: one is built per record consumed.)
+    """
 
     topic: str
     partition: int
