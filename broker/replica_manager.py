@@ -202,8 +202,10 @@ class ReplicaManager:
                 p.core.set_ineligible_replicas(ineligible)
             self.fetchers.wake_all()
         self._applied = new_image
-        if new_image.broker(self.broker_id) is not None:
-            # Our own registration is in the image, so it is caught up past every topic we could host.
+        registration = new_image.broker(self.broker_id)
+        if registration is not None and registration.broker_epoch == epoch >= 0:
+            # The image holds this incarnation's own registration, so it is newer than anything this
+            # broker could have hosted before it started: what it does not assign here is a stray.
             self.logs.mark_strays({partition_dir_name(*key) for key in self.partitions})
 
     def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:

@@ -107,3 +107,15 @@ async def test_config_changes_reach_the_logs_and_deleted_topics_leave_every_brok
         cluster.create_topic("gone", partitions=1)  # the same name again: a new, empty log
         leader = cluster.leader("gone")
         assert cluster.hosted(leader, "gone").log.log_end_offset == 0
+
+
+async def test_a_replica_of_a_topic_deleted_while_its_broker_was_down_is_set_aside_as_stray(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("old", assignments=[(1, 2, 3)])
+        await cluster.stop_broker(3)
+        cluster.delete_topic("old")
+        cluster.create_topic("new", assignments=[(1, 2, 3)])
+        await cluster.start_broker(3)
+        names = sorted(p.name for p in (cluster.brokers[3].data_dir / "partitions").iterdir())
+        assert names[0] == "new-0"
+        assert names[1].startswith("old-0.") and names[1].endswith("-stray")  # renamed, never deleted
