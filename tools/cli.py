@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "configs": ("kraftpy.tools.configs_cmd:configs", "Describe, set and delete topic and broker configs."),
     "consume": ("kraftpy.tools.consume_cmd:consume", "Print records of a topic."),
     "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
+    "perf": ("kraftpy.tools.perf_cmd:perf", "Measure produce/consume throughput, latency and failover."),
     "produce": ("kraftpy.tools.produce_cmd:produce", "Send lines from stdin to a topic."),
     "quorum": ("kraftpy.tools.quorum_cmd:quorum", "Inspect the metadata quorum."),
     "server": ("kraftpy.tools.server_cmd:server", "Run one node (broker, controller, or both)."),
