@@ -15,6 +15,7 @@ only the bytes after the last index entry.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -209,6 +210,7 @@ class LogSegment:
             self.next_offset = self.base_offset
             self.first_batch_timestamp = None
             for span in walk_headers(self.fd, 0, upto):
+                self._check_offsets(span, self.next_offset)
                 self._note_batch(span.base_offset, span.last_offset, span.position, span.size, span.max_timestamp)
                 self.last_epoch = span.leader_epoch
             self._state_known = True
@@ -216,6 +218,8 @@ class LogSegment:
         spans = list(walk_headers(self.fd, last.position, upto))
         if spans[0].base_offset != last.offset:
             raise CorruptSegmentError(f"index entry {last} points at base offset {spans[0].base_offset}", last.position)
+        for previous, span in itertools.pairwise(spans):
+            self._check_offsets(span, previous.last_offset + 1)
         self.next_offset = spans[-1].last_offset + 1
         self.last_epoch = spans[-1].leader_epoch
         times.truncate_to_offset(self.next_offset)
@@ -233,6 +237,16 @@ class LogSegment:
         self._bytes_since_index = upto - last.position
         self.first_batch_timestamp = self._first_batch_max_timestamp(upto)
         self._state_known = True
+
+    def _check_offsets(self, span: BatchSpan, next_offset: int) -> None:
+        """baseOffset lies outside the batch CRC: offsets that go back, or that no index
+        entry of this segment can hold, mean a damaged header, never a batch to trust."""
+        if span.base_offset < next_offset or not 0 <= span.last_offset - self.base_offset < 2**31:
+            raise CorruptSegmentError(
+                f"batch offsets {span.base_offset}..{span.last_offset} do not follow {next_offset - 1} "
+                f"in a segment based at {self.base_offset}",
+                span.position,
+            )
 
     def _first_batch_max_timestamp(self, upto: int) -> int | None:
         if upto == 0:
@@ -362,10 +376,25 @@ class LogSegment:
 
     # -- lookups (under the log's lock) -------------------------------------------------
 
+    def _walk_from_index(self, start: int, limit: int) -> Iterator[BatchSpan]:
+        """Walk batch headers from an index position.
+
+        Opening checks only the last index entry (as Kafka's sanity check does), so a
+        damaged entry in the middle can point inside a batch. When the header there is
+        not sane, walk from the segment start instead: position 0 is always a boundary.
+        """
+        if start:
+            try:
+                next(walk_headers(self._handle.fd, start, limit), None)
+            except CorruptSegmentError:
+                log.warning("index of %s points inside a batch at %d; scanning from the start", self.log_path, start)
+                start = 0
+        yield from walk_headers(self._handle.fd, start, limit)
+
     def find_batch(self, offset: int, limit: int) -> BatchSpan | None:
         """The first batch in [0, limit) whose last offset >= `offset`."""
         start = self.offset_index.lookup(offset).position
-        for span in walk_headers(self._handle.fd, start, limit):
+        for span in self._walk_from_index(start, limit):
             if span.last_offset >= offset:
                 return span
         return None
@@ -409,7 +438,7 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         from_offset = max(min_offset, entry.offset if entry is not None else self.base_offset)
         start = self.offset_index.lookup(from_offset).position
-        for span in walk_headers(self._handle.fd, start, limit):
+        for span in self._walk_from_index(start, limit):
             if span.max_timestamp >= timestamp and span.last_offset >= min_offset:
                 return span
         return None
