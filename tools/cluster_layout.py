@@ -77,7 +77,8 @@ class ClusterLayout:
             nodes = tuple(
                 NodeEntry(int(n["node_id"]), str(n["host"]), int(n["port"]), tuple(n["roles"])) for n in body["nodes"]
             )
-            return cls(directory, str(body["cluster_id"]), nodes)
+            # Absolute, as at creation: a node's pid is checked against the config path on its command line.
+            return cls(directory.resolve(), str(body["cluster_id"]), nodes)
         except FileNotFoundError:
             raise KafkaError(
                 f"no cluster in {directory} (no {CLUSTER_FILE}); start one with "

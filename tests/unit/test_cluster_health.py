@@ -59,3 +59,16 @@ def test_answer_for_another_cluster_counts_as_no_answer() -> None:
     statuses = {1: answer(1, 1), 2: answer(2, 1), 3: {**answer(3, 1), "cluster_id": "other"}}
     health = evaluate_health(LAYOUT, {1: 1, 2: 2, 3: 3}, statuses)
     assert "node 3 answers for cluster other" in health.problems
+
+
+def test_a_layout_loaded_from_a_relative_dir_names_the_same_absolute_paths(tmp_path, monkeypatch) -> None:
+    # `cluster start` spawns nodes with absolute config paths; `stop`/`status` with the default
+    # relative ./.kraftpy must find the same paths, or running nodes look dead (pid check by cmdline).
+    from kraftpy.tools.cluster_layout import ClusterLayout
+
+    created = new_layout(tmp_path / ".kraftpy", 3, "127.0.0.1", 9092)
+    created.save()
+    monkeypatch.chdir(tmp_path)
+    loaded = ClusterLayout.load(Path(".kraftpy"))
+    assert loaded.config_path(loaded.nodes[0]) == created.config_path(created.nodes[0])
+    assert loaded.config_path(loaded.nodes[0]).is_absolute()
