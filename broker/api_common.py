@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from kraftpy.broker.replication.leader import check_leader_epoch
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import field, invalid
 
@@ -80,3 +81,17 @@ def group_by_topic(answers: Iterable[tuple[str, int, dict[str, Any]]]) -> list[d
     for name, partition, answer in answers:
         topics.setdefault(name, []).append({"partition": partition, **answer})
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def leading_partition(rm: Any, topic: str, partition: int, current_epoch: int) -> Any:
+    """The hosted partition this broker leads at the client's epoch, or the KafkaError a client acts on
+    (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, ...)."""
+    hosted = rm.lookup(topic, partition)
+    core = hosted.core
+    if core.leader is None:
+        error, _ = core.list_offsets_latest(current_epoch)
+        raise KafkaError(f"broker {rm.broker_id} does not lead {topic}-{partition}", error)
+    epoch_error = check_leader_epoch(current_epoch, core.leader_epoch)
+    if epoch_error != ErrorCode.NONE:
+        raise KafkaError(f"request epoch {current_epoch}, leader epoch {core.leader_epoch}", epoch_error)
+    return hosted

@@ -15,8 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import INT32_MAX, INT64_MAX, at, error_fields, group_by_topic, read_partitions
-from kraftpy.broker.replication.leader import check_leader_epoch
+from kraftpy.broker.api_common import (
+    INT32_MAX,
+    INT64_MAX,
+    at,
+    error_fields,
+    group_by_topic,
+    leading_partition,
+    read_partitions,
+)
 from kraftpy.broker.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import field
@@ -42,14 +49,8 @@ class ListOffsetsHandler:
 
     def _one(self, topic: str, partition: int, current_epoch: int, timestamp: int) -> dict[str, Any]:
         try:
-            hosted = self.rm.lookup(topic, partition)
+            hosted = leading_partition(self.rm, topic, partition, current_epoch)
             core = hosted.core
-            if core.leader is None:
-                error, _ = core.list_offsets_latest(current_epoch)
-                raise KafkaError(f"broker {self.rm.broker_id} does not lead {topic}-{partition}", error)
-            epoch_error = check_leader_epoch(current_epoch, core.leader_epoch)
-            if epoch_error != ErrorCode.NONE:
-                raise KafkaError(f"request epoch {current_epoch}, leader epoch {core.leader_epoch}", epoch_error)
             plog = hosted.log
             cache = plog.leader_epoch_cache
             if timestamp == LATEST_TIMESTAMP:

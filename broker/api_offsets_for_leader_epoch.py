@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, read_partitions
-from kraftpy.broker.replication.leader import check_leader_epoch
+from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, leading_partition, read_partitions
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import field
 
@@ -39,14 +38,7 @@ class OffsetsForLeaderEpochHandler:
 
     def _one(self, topic: str, partition: int, current_epoch: int, leader_epoch: int) -> dict[str, Any]:
         try:
-            hosted = self.rm.lookup(topic, partition)
-            core = hosted.core
-            if core.leader is None:
-                error, _ = core.list_offsets_latest(current_epoch)
-                raise KafkaError(f"broker {self.rm.broker_id} does not lead {topic}-{partition}", error)
-            epoch_error = check_leader_epoch(current_epoch, core.leader_epoch)
-            if epoch_error != ErrorCode.NONE:
-                raise KafkaError(f"request epoch {current_epoch}, leader epoch {core.leader_epoch}", epoch_error)
+            hosted = leading_partition(self.rm, topic, partition, current_epoch)
             epoch, end = hosted.log.end_offset_for_epoch(leader_epoch)
             return {"error_code": 0, "leader_epoch": epoch, "end_offset": end}
         except KafkaError as exc:
