@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kraftpy.client.assignors import DEFAULT_ASSIGNORS, PartitionAssignor, make_assignors
 from kraftpy.client.errors import ConfigError
 from kraftpy.protocol.records.compression import CompressionType
 
@@ -100,6 +101,17 @@ def _optional_callable(key: str, value: Any) -> Any:
     raise ConfigError(key, f"must be a callable or None, got {value!r}")
 
 
+def _assignors(key: str, value: Any) -> tuple[Any, ...]:
+    items = (value,) if isinstance(value, str | PartitionAssignor) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(key, f"must be a list of assignor names or PartitionAssignor objects, got {value!r}")
+    try:
+        make_assignors(items)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+    return tuple(items)
+
+
 def _interceptors(key: str, value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
@@ -138,7 +150,19 @@ PRODUCER_OPTIONS: dict[str, Option] = {
 
 CONSUMER_OPTIONS: dict[str, Option] = {
     **_COMMON,
-    "group_id": Option(None, _optional_str, "Reserved for consumer groups (a later release)."),
+    "group_id": Option(None, _optional_str, "The consumer group; needed for subscribe() and committed offsets."),
+    "group_instance_id": Option(None, _optional_str, "A static member's id (KIP-345): restarts without a rebalance."),
+    "session_timeout_ms": Option(45_000, _int(1, INT32_MAX), "No heartbeat for this long: the member is removed."),
+    "heartbeat_interval_ms": Option(3_000, _int(1, INT32_MAX), "How often the member heartbeats to the coordinator."),
+    "max_poll_interval_ms": Option(
+        300_000, _int(1, INT32_MAX), "Most time between two poll()s before leaving the group; the rebalance timeout."
+    ),
+    "enable_auto_commit": Option(True, _bool, "Commit positions every auto_commit_interval_ms (needs group_id)."),
+    "auto_commit_interval_ms": Option(5_000, _int(1, INT32_MAX), "How often positions are auto-committed."),
+    "partition_assignment_strategy": Option(
+        DEFAULT_ASSIGNORS, _assignors, "Assignor names (or PartitionAssignor objects), by preference."
+    ),
+    "exclude_internal_topics": Option(True, _bool, "A subscribed pattern never matches internal topics."),
     "fetch_min_bytes": Option(1, _int(0, INT32_MAX), "Bytes the broker waits for before answering a fetch."),
     "fetch_max_wait_ms": Option(500, _int(0, INT32_MAX), "How long the broker may hold a fetch for min bytes."),
     "fetch_max_bytes": Option(52_428_800, _int(0, INT32_MAX), "Upper bound of one fetch answer's bytes."),
@@ -219,9 +243,26 @@ def producer_config(given: Mapping[str, Any]) -> ProducerConfig:
 
 
 def consumer_config(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a consumer's settings, with Kafka's cross-key rules for groups."""
     values = resolve(CONSUMER_OPTIONS, given, "consumer")
-    if values["group_id"] is not None:
-        raise ConfigError("group_id", "consumer groups are not supported yet; use assign() without group_id")
+    if values["group_id"] == "":
+        raise ConfigError("group_id", "must be a non-empty string, or None for a consumer without a group")
+    if values["group_instance_id"] is not None:
+        if values["group_instance_id"] == "":
+            raise ConfigError("group_instance_id", "must be a non-empty string or None")
+        if values["group_id"] is None:
+            raise ConfigError("group_instance_id", "needs a group_id")
+    if values["heartbeat_interval_ms"] >= values["session_timeout_ms"]:
+        raise ConfigError(
+            "heartbeat_interval_ms",
+            f"must be lower than session_timeout_ms ({values['session_timeout_ms']}), "
+            f"got {values['heartbeat_interval_ms']}",
+        )
+    if values["group_id"] is None:
+        # Kafka: auto-commit needs a group; on by default only when there is one, an explicit True is an error.
+        if given.get("enable_auto_commit") is True:
+            raise ConfigError("enable_auto_commit", "needs a group_id (there is nowhere to commit without a group)")
+        values["enable_auto_commit"] = False
     if values["retry_backoff_max_ms"] < values["retry_backoff_ms"]:
         values["retry_backoff_max_ms"] = values["retry_backoff_ms"]
     return values

@@ -90,8 +90,13 @@ def test_bad_consumer_and_admin_values_name_the_key() -> None:
         consumer_config({"auto_offset_reset": "smallest"})
     with pytest.raises(ConfigError, match="max_poll_records"):
         consumer_config({"max_poll_records": 0})
-    with pytest.raises(ConfigError, match="group_id"):
-        consumer_config({"group_id": "g"})
+    with pytest.raises(ConfigError, match="heartbeat_interval_ms: must be lower than session_timeout_ms"):
+        consumer_config({"group_id": "g", "session_timeout_ms": 6000, "heartbeat_interval_ms": 6000})
+    with pytest.raises(ConfigError, match="enable_auto_commit: needs a group_id"):
+        consumer_config({"enable_auto_commit": True})
+    with pytest.raises(ConfigError, match="partition_assignment_strategy: unknown partition assignor 'rr'"):
+        consumer_config({"group_id": "g", "partition_assignment_strategy": ["rr"]})
+    assert consumer_config({})["enable_auto_commit"] is False  # Kafka: no group, no auto-commit
     with pytest.raises(ConfigError, match="is not an admin client config"):
         admin_config({"linger_ms": 1})
 
