@@ -53,34 +53,32 @@ def _expect(kind: str, ok: bool, value: Any) -> None:
         raise MetadataRecordError(f"expected {kind}, got {type(value).__name__} {value!r:.60}")
 
 
-def _dec_int(v: Any) -> int:
-    _expect("an integer", type(v) is int, v)
-    return v
+def _typed(kind: str, cls: type, *, nullable: bool = False) -> Callable[[Any], Any]:
+    """A decoder accepting exactly `cls` (`type(v) is cls`, so a bool is not an int), or also null."""
+    if nullable:
+        kind = f"{kind} or null"
+
+        def decode_nullable(v: Any) -> Any:
+            if v is not None and type(v) is not cls:
+                _expect(kind, False, v)
+            return v
+
+        return decode_nullable
+
+    def decode(v: Any) -> Any:
+        if type(v) is not cls:
+            _expect(kind, False, v)
+        return v
+
+    return decode
 
 
-def _dec_opt_int(v: Any) -> int | None:
-    _expect("an integer or null", v is None or type(v) is int, v)
-    return v
-
-
-def _dec_bool(v: Any) -> bool:
-    _expect("a boolean", type(v) is bool, v)
-    return v
-
-
-def _dec_opt_bool(v: Any) -> bool | None:
-    _expect("a boolean or null", v is None or type(v) is bool, v)
-    return v
-
-
-def _dec_str(v: Any) -> str:
-    _expect("a text string", type(v) is str, v)
-    return v
-
-
-def _dec_opt_str(v: Any) -> str | None:
-    _expect("a text string or null", v is None or type(v) is str, v)
-    return v
+_dec_int = _typed("an integer", int)
+_dec_opt_int = _typed("an integer", int, nullable=True)
+_dec_bool = _typed("a boolean", bool)
+_dec_opt_bool = _typed("a boolean", bool, nullable=True)
+_dec_str = _typed("a text string", str)
+_dec_opt_str = _typed("a text string", str, nullable=True)
 
 
 @lru_cache(maxsize=4096)
