@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options
-from kraftpy.tools.topics_cmd import echo_json, parse_key_values, run_admin, servers_for, timeout_option
+from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.topics_cmd import echo_json, parse_key_values, run_admin, timeout_option
 
 
 def resource_options(func: Any) -> Any:

@@ -14,6 +14,9 @@ from typing import Any, TypeVar
 
 import click
 
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.tools.cluster_layout import bootstrap_from
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_DIR = ".kraftpy"
@@ -68,3 +71,11 @@ def client_options(func: F) -> F:
         help="Directory of a cluster started by `kraftpy cluster start`.",
     )(func)
     return func
+
+
+def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
+    """The servers a client command contacts (see `bootstrap_from`); a bad --dir is a CLI error, exit 1."""
+    try:
+        return bootstrap_from(cluster_dir, bootstrap_servers)
+    except KafkaError as exc:
+        raise click.ClickException(exc.message) from None

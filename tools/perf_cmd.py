@@ -51,8 +51,7 @@ from typing import Any
 import click
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.cluster_layout import bootstrap_from
-from kraftpy.tools.options import client_options
+from kraftpy.tools.options import client_options, servers_for
 
 # Yield to the event loop every this many sends, so the sender task drains batches while we produce.
 YIELD_EVERY = 64
@@ -342,10 +341,7 @@ def produce(
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
     """Send NUM_RECORDS records of RECORD_SIZE bytes to TOPIC; print throughput and latency."""
-    try:
-        servers = bootstrap_from(cluster_dir, bootstrap_servers)
-    except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+    servers = servers_for(cluster_dir, bootstrap_servers)
     config: dict[str, Any] = {"acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, **parse_props(props)}
     rate = throughput / processes if throughput > 0 else -1
     argsets = [(servers, topic, n, record_size, rate, config) for n in _split(num_records, processes)]
@@ -384,10 +380,7 @@ def consume(
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
     """Read NUM_RECORDS records of TOPIC from the beginning; print records/s and MB/s."""
-    try:
-        servers = bootstrap_from(cluster_dir, bootstrap_servers)
-    except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+    servers = servers_for(cluster_dir, bootstrap_servers)
     config = parse_props(props)
     argsets = [(servers, topic, num_records, timeout_ms, config, (i, processes)) for i in range(processes)]
     report = consume_report(run_parallel("consume", argsets), processes)

@@ -20,8 +20,7 @@ from typing import BinaryIO
 import click
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.cluster_layout import bootstrap_from
-from kraftpy.tools.options import client_options
+from kraftpy.tools.options import client_options, servers_for
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -129,10 +128,7 @@ def produce(
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
     """Send each line of stdin to TOPIC; exit 0 only when every line was acknowledged."""
-    try:
-        servers = bootstrap_from(cluster_dir, bootstrap_servers)
-    except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+    servers = servers_for(cluster_dir, bootstrap_servers)
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
     config: dict[str, object] = {

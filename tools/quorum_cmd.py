@@ -15,8 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kraftpy.tools.options import client_options
-from kraftpy.tools.topics_cmd import echo_json, run_admin, servers_for, timeout_option
+from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.topics_cmd import echo_json, run_admin, timeout_option
 
 
 def quorum_json(info: Any) -> dict[str, Any]:

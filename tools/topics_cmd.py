@@ -24,8 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.tools.cluster_layout import bootstrap_from
-from kraftpy.tools.options import client_options
+from kraftpy.tools.options import client_options, servers_for
 
 T = TypeVar("T")
 err_console = Console(stderr=True)
@@ -46,13 +45,6 @@ def timeout_option(func: Any) -> Any:
 def fail(error: KafkaError) -> click.ClickException:
     """Errors to stderr as `Error: NAME: message`, exit 1."""
     return click.ClickException(str(error))
-
-
-def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
-    try:
-        return bootstrap_from(cluster_dir, bootstrap_servers)
-    except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
 
 
 def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]]) -> T:
