@@ -5,7 +5,9 @@ it may lag the controller by a metadata fetch). Brokers are the unfenced
 ones (Kafka lists live brokers only), each at its first listener. A topic
 that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION; a partition
 without a leader LEADER_NOT_AVAILABLE (its leader_id is -1). `controller_id`
-is the active controller when this node knows it, else -1.
+is the active controller when this node knows it, else -1. `is_internal`
+marks Kafka's internal topics (`__consumer_offsets`), which consumers leave
+out of pattern subscriptions.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api_common import MAX_TOPIC_NAME, MAX_TOPICS_PER_REQUEST, error_fields
+from kraftpy.broker.offsets_topic import is_internal
 from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.validate import field, invalid
@@ -37,6 +40,7 @@ def topic_answer(image: MetadataImage, name: str) -> dict[str, Any]:
         return {
             "name": name,
             "topic_id": None,
+            "is_internal": False,
             **error_fields(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist"),
             "partitions": [],
         }
@@ -53,7 +57,13 @@ def topic_answer(image: MetadataImage, name: str) -> dict[str, Any]:
                 **error_fields(error, f"{name}-{index} has no leader"),
             }
         )
-    return {"name": name, "topic_id": str(topic.topic_id), "error_code": 0, "partitions": partitions}
+    return {
+        "name": name,
+        "topic_id": str(topic.topic_id),
+        "is_internal": is_internal(name),
+        "error_code": 0,
+        "partitions": partitions,
+    }
 
 
 class MetadataHandler:

@@ -98,7 +98,6 @@ class ProduceHandler:
 
     async def _produce(self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]]) -> dict[str, Any]:
         rm = self.rm
-        loop = asyncio.get_running_loop()
         now = monotonic_ms()
         answers: dict[tuple[str, int], dict[str, Any]] = {}
         waits: dict[Any, tuple[tuple[str, int], HostedPartition, asyncio.Future[CompleteProduce]]] = {}
@@ -110,23 +109,35 @@ class ProduceHandler:
             except KafkaError as exc:
                 answers[key] = self._error(topic, partition, exc)
                 continue
-            rid = next(_request_ids)
-            future: asyncio.Future[CompleteProduce] = loop.create_future()
-            rm.produce_waiters[rid] = future
+            rid, future = self.begin_append(hosted, header, records, acks, timeout_ms, now)
             waits[rid] = (key, hosted, future)
-            try:
-                actions = hosted.core.handle_produce(ProduceRequest(rid, header, acks, timeout_ms), now)
-                hosted.perform(actions, {rid: records})
-            except PartitionOfflineError as exc:
-                rm.complete_produce(CompleteProduce(rid, ErrorCode.KAFKA_STORAGE_ERROR, message=exc.message))
         if waits:
-            await self._await(waits, now + timeout_ms)
+            await self.await_appends(waits, now + timeout_ms)
         for rid, (key, hosted, future) in waits.items():
             rm.produce_waiters.pop(rid, None)
             answers[key] = self._answer(key, hosted, future.result())
         return {"topics": group_by_topic((t, p, answers[(t, p)]) for t, p, _ in entries)}
 
-    async def _await(self, waits: dict[Any, Any], deadline_ms: int) -> None:
+    def begin_append(
+        self, hosted: HostedPartition, header: BatchHeader, records: bytes, acks: int, timeout_ms: int, now: int
+    ) -> tuple[int, asyncio.Future[CompleteProduce]]:
+        """Hand one checked batch to the partition's core and append it now; the future completes per acks.
+
+        Synchronous up to the append, so batches given in order are appended in order (the group
+        coordinator's writes to __consumer_offsets rely on it).
+        """
+        rid = next(_request_ids)
+        future: asyncio.Future[CompleteProduce] = asyncio.get_running_loop().create_future()
+        self.rm.produce_waiters[rid] = future
+        try:
+            actions = hosted.core.handle_produce(ProduceRequest(rid, header, acks, timeout_ms), now)
+            hosted.perform(actions, {rid: records})
+        except PartitionOfflineError as exc:
+            self.rm.complete_produce(CompleteProduce(rid, ErrorCode.KAFKA_STORAGE_ERROR, message=exc.message))
+        return rid, future
+
+    async def await_appends(self, waits: dict[Any, Any], deadline_ms: int) -> None:
+        """Wait for begun appends ({rid: (key, hosted, future)}) until they complete or their deadline passes."""
         pending = [f for _, _, f in waits.values() if not f.done()]
         # The partition cores expire waits at the deadline; we wake then and tick them, a few times at most
         # (the cores' clock and the loop's may round differently by a millisecond).

@@ -14,6 +14,9 @@ What it owns:
   from `local_replica_changes`), stopped and deleted with its topic;
 - the request handlers of the data plane (api_*.py): metadata, produce,
   fetch, list_offsets, offsets_for_leader_epoch, init_producer_id;
+- the group coordinator's shell (group_shell.py): find_coordinator and the
+  group routes, told after every applied image which `__consumer_offsets`
+  partitions this broker leads;
 - the ReplicaFetcherManager (followers fetch from their leaders), the
   AlterPartitionManager (ISR changes to the controller), the
   ProducerIdManager (id blocks from the controller), the LogManager
@@ -44,6 +47,8 @@ from kraftpy.broker.api_produce import ProduceHandler
 from kraftpy.broker.clock import monotonic_ms, wall_ms
 from kraftpy.broker.controller_channel import ControllerChannel
 from kraftpy.broker.fetcher_manager import ReplicaFetcherManager
+from kraftpy.broker.group_settings import GroupShellSettings
+from kraftpy.broker.group_shell import GroupCoordinatorShell
 from kraftpy.broker.log_manager import LogManager
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
 from kraftpy.broker.producer_id_manager import ProducerIdManager
@@ -77,6 +82,7 @@ class ReplicaManager:
         broker_epoch_provider: Callable[[], int],
         controller_address_provider: Callable[[], Address | None],
         settings: ReplicaManagerSettings | None = None,
+        group_settings: GroupShellSettings | None = None,
     ) -> None:
         self.node = node
         self.config = node.config
@@ -90,6 +96,7 @@ class ReplicaManager:
         channel = ControllerChannel(
             node.rpc, controller_address_provider, request_timeout_ms=self.settings.controller_request_timeout_ms
         )
+        self.controller_channel = channel
         self.alter_partitions = AlterPartitionManager(channel, self.broker_id, broker_epoch_provider)
         self.producer_ids = ProducerIdManager(channel, self.broker_id, broker_epoch_provider)
         self.fetchers = ReplicaFetcherManager(
@@ -97,13 +104,17 @@ class ReplicaManager:
         )
         self.logs = LogManager(node.config.data_dir, self.settings, lambda: list(self.partitions.values()))
         self.fetch_handler = FetchHandler(self)
+        produce = ProduceHandler(self)
+        group_settings = group_settings or GroupShellSettings.from_node_config(node.config)
+        self.groups = GroupCoordinatorShell(self, produce, group_settings)
         self._handlers: dict[str, Handler] = {
             "/kafka/metadata": MetadataHandler(self),
-            "/kafka/produce": ProduceHandler(self),
+            "/kafka/produce": produce,
             "/kafka/fetch": self.fetch_handler,
             "/kafka/list_offsets": ListOffsetsHandler(self),
             "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
             "/kafka/init_producer_id": InitProducerIdHandler(self),
+            **self.groups.routes(),
         }
         self._applied: MetadataImage | None = None
         self._tick_task: asyncio.Task[None] | None = None
@@ -126,12 +137,14 @@ class ReplicaManager:
         image = self.image()
         if self._applied is None and image is not None and image.offset >= 0:
             self.apply_metadata(MetadataImage.EMPTY, image)
+        await self.groups.start()
 
     async def stop(self, graceful: bool = True) -> None:
         """Stop fetching, fail what waits, snapshot producer state, close every log (flushed, checkpointed)."""
         if self._stopped:
             return
         self._stopped = True
+        await self.groups.stop()  # before the partitions stop: waiting members hear NOT_COORDINATOR
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,6 +186,7 @@ class ReplicaManager:
             "alter_partition_pending": self.alter_partitions.pending,
             "waiting_fetches": self.fetch_handler.waiting,
             "waiting_produces": len(self.produce_waiters),
+            "groups": self.groups.status(),
         }
 
     # -- metadata ----------------------------------------------------------------------------------------------
@@ -207,6 +221,7 @@ class ReplicaManager:
             # The image holds this incarnation's own registration, so it is newer than anything this
             # broker could have hosted before it started: what it does not assign here is a stray.
             self.logs.mark_strays({partition_dir_name(*key) for key in self.partitions})
+        self.groups.on_metadata()
 
     def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
         key = (local.topic_name, local.partition)

@@ -11,6 +11,7 @@ and errors in answers raised again as KafkaError on the caller's side.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +31,15 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 
 Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
 Address = tuple[str, int]
+
+# The peer address of the request a handler is serving (handlers take only the body; the group
+# coordinator records each member's host, as Kafka's clientHost).
+_request_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar("kraftpy_request_peer", default=None)
+
+
+def request_peer() -> str | None:
+    """The remote address of the request being handled, when known (called from inside a handler)."""
+    return _request_peer.get()
 
 
 def encode(obj: Any) -> bytes:
@@ -60,11 +70,14 @@ def error_response(err: KafkaError) -> web.Response:
 
 def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def route(request: web.Request) -> web.Response:
+        token = _request_peer.set(request.remote)
         try:
             body = decode_map(await request.read())
             result = await handler(body)
         except KafkaError as err:
             return error_response(err)
+        finally:
+            _request_peer.reset(token)
         out = dict(result or {})
         out.setdefault("error_code", 0)
         return _response(out)

@@ -84,9 +84,18 @@ class NodeConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     auto_create_topics_enable: bool = False
+    # Consumer groups (Kafka's group.* and offsets.* broker settings; docs/operations.md)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_commit_timeout_ms: int = 5000
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
     group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2_147_483_647
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -201,6 +210,12 @@ def _check(c: NodeConfig) -> None:
         raise config_error("controller_quorum_election_timeout_ms and _fetch_timeout_ms must be >= 10")
     if c.broker_heartbeat_interval_ms >= c.broker_session_timeout_ms:
         raise config_error("broker_heartbeat_interval_ms must be below broker_session_timeout_ms")
+    from kraftpy.broker.group_settings import GroupShellSettings  # the groups' own rules, in one place
+
+    try:
+        GroupShellSettings.from_node_config(c)
+    except ValueError as exc:
+        raise config_error(f"group coordinator settings: {exc}") from None
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,0 +1,207 @@
+"""Loads and unloads `__consumer_offsets` partitions in the group coordinator as leadership moves.
+
+Kafka's GroupMetadataManager on elections, driven by the replica manager's metadata (`reconcile()`
+after every applied image, and once at start):
+
+- this broker leads partition p at leader epoch e and has not loaded (p, e): `begin_loading(p)` (its
+  groups answer COORDINATOR_LOAD_IN_PROGRESS), wait until the high watermark reaches the log end offset
+  as of becoming leader (so nothing a previous leader committed is missed), read the log from its start
+  to the high watermark in a worker thread, decode, `complete_loading`;
+- it no longer leads p, leads it at another epoch (maybe after someone else led it), the partition is
+  deleted, or the broker stops: `unload(p)`, then load again if it leads at a new epoch.
+
+A load that fails on I/O is retried while the leadership lasts; a record that does not decode
+(GroupRecordError) leaves the partition loading, loudly: guessing would lose offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.groups import GroupCoordinator, GroupRecordError
+from kraftpy.broker.groups.actions import Action
+from kraftpy.broker.groups.records import Record
+from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
+from kraftpy.broker.storage.errors import OffsetOutOfRangeError
+from kraftpy.protocol.records import decode_batches
+
+if TYPE_CHECKING:
+    from kraftpy.broker.partition_host import HostedPartition
+    from kraftpy.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+# How often a waiting load looks at the high watermark even without a wake-up, and a failed load retries.
+POLL_S = 0.5
+
+
+def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
+    """(key, value) of every record of `plog` in [log start, end_offset), in log order (blocking: run in a thread).
+
+    Control batches are skipped; a record without a key cannot be one of ours (GroupRecordError).
+    """
+    records: list[Record] = []
+    offset = plog.log_start_offset
+    while offset < end_offset:
+        try:
+            data = plog.read(offset, buffer_bytes, max_offset=end_offset)
+        except OffsetOutOfRangeError:
+            if plog.log_start_offset <= offset:
+                raise
+            offset = plog.log_start_offset  # retention moved the start meanwhile: what is gone is gone
+            continue
+        if not data:
+            break
+        for batch in decode_batches(data):
+            offset = batch.last_offset + 1
+            if batch.is_control:
+                continue
+            for record in batch.records:
+                if record.key is None:
+                    raise GroupRecordError(f"{OFFSETS_TOPIC} holds a record without a key at offset {record.offset}")
+                records.append((record.key, record.value))
+    return records
+
+
+class OffsetsLoader:
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        coordinator: GroupCoordinator,
+        perform: Callable[[list[Action]], None],
+        now_ms: Callable[[], int],
+        *,
+        buffer_bytes: int,
+    ) -> None:
+        self.rm = rm
+        self.coordinator = coordinator
+        self.perform = perform
+        self.now_ms = now_ms
+        self.buffer_bytes = buffer_bytes
+        self.owned: dict[int, int] = {}  # partition -> the leader epoch it is loaded (or loading) at
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._warned_extra = False
+        self.loads_completed = 0
+
+    def epoch(self, partition: int) -> int | None:
+        return self.owned.get(partition)
+
+    @property
+    def loading(self) -> int:
+        return sum(1 for t in self._tasks.values() if not t.done())
+
+    def _leading(self) -> dict[int, tuple[int, HostedPartition]]:
+        limit = self.coordinator.config.offsets_topic_num_partitions
+        out: dict[int, tuple[int, HostedPartition]] = {}
+        for (topic, partition), hosted in self.rm.partitions.items():
+            if topic != OFFSETS_TOPIC or hosted.offline is not None or hosted.stopped or not hosted.is_leader:
+                continue
+            if partition >= limit:
+                if not self._warned_extra:
+                    self._warned_extra = True
+                    log.error(
+                        "%s has more partitions than offsets_topic_num_partitions (%d); partitions from %d on "
+                        "coordinate no groups: the setting must match the topic",
+                        OFFSETS_TOPIC,
+                        limit,
+                        limit,
+                    )
+                continue
+            out[partition] = (hosted.core.leader_epoch, hosted)
+        return out
+
+    def reconcile(self) -> None:
+        """Load what this broker newly leads, unload what it no longer leads (at the same epoch)."""
+        leading = self._leading()
+        for partition, epoch in list(self.owned.items()):
+            now_leading = leading.get(partition)
+            if now_leading is None or now_leading[0] != epoch:
+                self._unload(partition)
+        for partition, (epoch, hosted) in leading.items():
+            if partition not in self.owned:
+                self._load(partition, epoch, hosted)
+
+    def reload(self, partition: int) -> None:
+        """Forget the partition's state and load it again from the log (after a write of unknown fate)."""
+        if partition in self.owned:
+            log.warning("reloading %s-%d: a write's fate is unknown", OFFSETS_TOPIC, partition)
+            self._unload(partition)
+        self.reconcile()
+
+    def unload_all(self) -> None:
+        for partition in list(self.owned):
+            self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        self.owned.pop(partition, None)
+        task = self._tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        log.info("unloading the groups of %s-%d", OFFSETS_TOPIC, partition)
+        self.perform(self.coordinator.unload(partition, self.now_ms()))
+
+    def _load(self, partition: int, epoch: int, hosted: HostedPartition) -> None:
+        self.owned[partition] = epoch
+        self.coordinator.begin_loading(partition)
+        self._tasks[partition] = asyncio.get_running_loop().create_task(
+            self._run_load(partition, epoch, hosted), name=f"kraftpy-load-offsets-{partition}"
+        )
+
+    def _still_owned(self, partition: int, epoch: int, hosted: HostedPartition) -> bool:
+        return (
+            self.owned.get(partition) == epoch
+            and hosted.offline is None
+            and not hosted.stopped
+            and hosted.is_leader
+            and hosted.core.leader_epoch == epoch
+        )
+
+    async def _run_load(self, partition: int, epoch: int, hosted: HostedPartition) -> None:
+        target = hosted.log.log_end_offset  # as of becoming leader
+        log.info("loading %s-%d at leader epoch %d (up to offset %d)", OFFSETS_TOPIC, partition, epoch, target)
+        while self._still_owned(partition, epoch, hosted):
+            high_watermark = hosted.log.high_watermark
+            if high_watermark < target:
+                await self._wait_for_change(hosted)
+                continue
+            try:
+                records = await asyncio.to_thread(read_records, hosted.log, high_watermark, self.buffer_bytes)
+            except GroupRecordError as exc:
+                log.error("%s-%d cannot be loaded and stays loading: %s", OFFSETS_TOPIC, partition, exc)
+                return
+            except Exception as exc:  # I/O, a log closed under us: try again while we still lead
+                log.warning("reading %s-%d failed (%s); retrying", OFFSETS_TOPIC, partition, exc)
+                await asyncio.sleep(POLL_S)
+                continue
+            if not self._still_owned(partition, epoch, hosted):
+                return
+            try:
+                actions = self.coordinator.complete_loading(partition, records, self.now_ms())
+            except GroupRecordError as exc:
+                log.error("%s-%d cannot be loaded and stays loading: %s", OFFSETS_TOPIC, partition, exc)
+                return
+            self.loads_completed += 1
+            log.info("loaded %s-%d: %d records", OFFSETS_TOPIC, partition, len(records))
+            self.perform(actions)
+            return
+
+    async def _wait_for_change(self, hosted: HostedPartition) -> None:
+        event = asyncio.Event()
+        hosted.watchers.add(event)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await event.wait()
+        finally:
+            hosted.watchers.discard(event)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        self.unload_all()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
