@@ -1,4 +1,4 @@
-"""The asyncio consumer: Kafka's KafkaConsumer with manual assignment, over the sans-I/O cores.
+"""The asyncio consumer: Kafka's KafkaConsumer (manual assignment or a consumer group), over the sans-I/O cores.
 
 SubscriptionState holds positions; Fetcher builds fetches and turns answers
 into records; OffsetFetcher completes resets (auto_offset_reset,
@@ -9,6 +9,12 @@ feeds the answers back, and implements poll():
     validate / reset positions -> collect buffered records -> if any: send the
     next fetches (pipelining) and return them -> else send fetches and wait
     for an answer or the timeout.
+
+With a group_id, GroupShell (group_shell.py) runs the group membership:
+subscribe() joins the group, poll() drives rebalances and runs the rebalance
+listener, partitions without a position start from the group's committed
+offset (auto_offset_reset only when there is none), commit()/commit_async()/
+committed() use the coordinator, close() commits (auto-commit) and leaves.
 
 Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
 OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
@@ -34,6 +40,9 @@ from kraftpy.client.errors import (
     is_retriable,
 )
 from kraftpy.client.fetcher import FETCH_PATH, Fetcher, FetchRequest
+from kraftpy.client.group_commits import CommitCallback, GroupOperation, OffsetAndMetadata
+from kraftpy.client.group_errors import InvalidGroupIdError
+from kraftpy.client.group_shell import GroupShell
 from kraftpy.client.interceptors import run_on_consume
 from kraftpy.client.metadata import Metadata
 from kraftpy.client.offset_fetcher import (
@@ -49,17 +58,32 @@ from kraftpy.client.offset_fetcher import (
 )
 from kraftpy.client.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH, PositionValidator, ValidationRequest
 from kraftpy.client.serde import Deserializer, deserializer_for
-from kraftpy.client.subscription import LogTruncation, OffsetResetStrategy, SubscriptionState
+from kraftpy.client.subscription import FetchPosition, FetchState, LogTruncation, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition, as_topic_partition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 TPLike = TopicPartition | tuple[str, int]
+DEFAULT_CLOSE_TIMEOUT_MS = 30_000  # Kafka's KafkaConsumer.close() bound
+# A poll() waiting for records wakes for the group's own work (a join retry, an auto-commit), but never
+# sooner than this after its last look, so a deadline already due cannot make it spin.
+GROUP_WAKE_FLOOR_MS = 5
 
 
 def _malformed(exc: Exception) -> KafkaError:
     return KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE)
+
+
+def _offsets(
+    offsets: Mapping[TPLike, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    if offsets is None:
+        return None
+    out = {}
+    for tp, value in offsets.items():
+        out[as_topic_partition(tp)] = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+    return out
 
 
 def _deserializer(key: str, spec: Any) -> Deserializer:
@@ -110,6 +134,12 @@ class Consumer:
             retry_backoff_ms=cfg["retry_backoff_ms"],
         )
         self._truncations: dict[TopicPartition, LogTruncation] = {}
+        self._group: GroupShell | None = None
+        if cfg["group_id"] is not None:
+            self._group = GroupShell(
+                cfg, self._subscriptions, self._metadata, on_removed=self._partitions_removed, on_activity=self._poke
+            )
+        self._committed_lookup: GroupOperation | None = None
         self._cluster: ClusterClient | None = None
         self._activity: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -126,6 +156,8 @@ class Consumer:
         self._cluster = ClusterClient(self._metadata, request_timeout_ms=self.config["request_timeout_ms"])
         self._cluster.add_listener(self._activity.set)
         self._cluster.start()
+        if self._group is not None:
+            self._group.start(self._cluster)
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -134,9 +166,20 @@ class Consumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def close(self) -> None:
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Stop; with a group: commit (auto-commit), revoke through the listener, leave (dynamic members).
+
+        The group part is bounded by `timeout_ms` (30000, as Kafka's close()).
+        """
         if self._closed:
             return
+        if self._group is not None and self._cluster is not None:
+            try:
+                await self._group.leave("close", DEFAULT_CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+            except Exception:
+                log.exception("leaving the group on close failed")
+            finally:
+                await self._group.stop()
         self._closed = True
         for task in list(self._tasks):
             task.cancel()
@@ -157,11 +200,71 @@ class Consumer:
         self._metadata.set_topics(self._subscriptions.topics())
         self._wake_metadata()
 
-    def unsubscribe(self) -> None:
-        self.assign([])
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: Any = None, listener: Any = None) -> None:
+        """Join the group for these topics, or every topic matching `pattern` (re.fullmatch; internal topics
+        excluded). `listener`: a ConsumerRebalanceListener. The assignment arrives with a later poll()."""
+        group = self._require_group()
+        chosen = self._subscriptions.subscribe(topics, pattern=pattern, listener=listener)
+        if pattern is not None:
+            group.subscribe(None, chosen, listener is not None)
+        else:
+            group.subscribe(frozenset(chosen), None, listener is not None)  # type: ignore[arg-type]
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: the ones it matches now)."""
+        if self._group is None or not self._subscriptions.is_subscribed:
+            return set()
+        return self._group.subscription()
+
+    async def unsubscribe(self) -> None:
+        """Give up the partitions (subscription: the listener's on_partitions_revoked, then LeaveGroup)."""
+        if self._group is not None and self._subscriptions.is_subscribed and self._cluster is not None:
+            await self._group.leave("unsubscribe", self.config["default_api_timeout_ms"])
+        self._partitions_removed(self._subscriptions.assigned_partitions())
+        self._subscriptions.unsubscribe()
+        self._metadata.set_topics(())
 
     def assignment(self) -> set[TopicPartition]:
         return self._subscriptions.assigned_partitions()
+
+    def _require_group(self) -> GroupShell:
+        if self._group is None:
+            raise InvalidGroupIdError()
+        return self._group
+
+    def _partitions_removed(self, removed: set[TopicPartition]) -> None:
+        self._fetcher.clear_buffered(removed)
+        for tp in removed:
+            self._truncations.pop(tp, None)
+
+    def _poke(self) -> None:
+        if self._activity is not None:
+            self._activity.set()
+
+    # Committed offsets (with a group_id) ------------------------------------
+
+    async def commit(
+        self, offsets: Mapping[TPLike, OffsetAndMetadata | int] | None = None, timeout_ms: int | None = None
+    ) -> None:
+        """Commit `offsets` (None: the position of every assigned partition); retries until it succeeds or
+        `timeout_ms` (default_api_timeout_ms) passes. CommitFailedError: the group rebalanced without us."""
+        group = self._require_group()
+        await self.start()
+        await group.commit(_offsets(offsets), timeout_ms)
+
+    def commit_async(
+        self, offsets: Mapping[TPLike, OffsetAndMetadata | int] | None = None, callback: CommitCallback | None = None
+    ) -> None:
+        """Commit once, without waiting; `callback(offsets, error)` runs from a later poll()."""
+        self._require_group().commit_async(_offsets(offsets), callback)
+
+    async def committed(
+        self, partitions: Iterable[TPLike], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None: nothing committed for that partition)."""
+        group = self._require_group()
+        await self.start()
+        return await group.committed([as_topic_partition(tp) for tp in partitions], timeout_ms)
 
     def seek(self, tp: TPLike, offset: int) -> None:
         """Fetch `tp` from `offset` on the next poll."""
@@ -229,28 +332,32 @@ class Consumer:
 
     async def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions, waiting up to `timeout_ms` when none are buffered."""
-        if not self._subscriptions.assigned_partitions():
-            raise IllegalStateError("the consumer has no assigned partitions; call assign() first")
+        if not self._subscriptions.assigned_partitions() and not self._subscriptions.is_subscribed:
+            raise IllegalStateError("the consumer is not subscribed to any topics or assigned any partitions")
         await self.start()
         assert self._activity is not None
         deadline = monotonic_ms() + timeout_ms
         while True:
             self._activity.clear()
+            if self._group is not None:
+                await self._group.app_poll()  # rebalance, listener calls, auto-commit, commit callbacks
             self._update_fetch_positions()
             records = self._fetcher.collect_fetch(max_records)
             self._send_fetches()  # with records in hand, the next answer is fetched while the app works
             if records:
                 return run_on_consume(self._interceptors, records)
-            if not await self._wait(deadline):
+            if not await self._wait(deadline, self._group.poll_deadline_ms() if self._group is not None else None):
                 return []
 
-    async def _wait(self, deadline: float) -> bool:
-        """Wait for an answer to arrive; False once `deadline` passed."""
+    async def _wait(self, deadline: float, wake_at: float | None = None) -> bool:
+        """Wait for an answer to arrive (or `wake_at`, when the group has poll() work); False once `deadline`
+        passed."""
         assert self._activity is not None
-        remaining = deadline - monotonic_ms()
-        if remaining <= 0:
+        now = monotonic_ms()
+        if deadline - now <= 0:
             return False
-        await wait_event(self._activity, remaining)
+        until = deadline if wake_at is None else min(deadline, max(wake_at, now + GROUP_WAKE_FLOOR_MS))
+        await wait_event(self._activity, until - now)
         return True
 
     def _update_fetch_positions(self) -> None:
@@ -263,12 +370,48 @@ class Consumer:
             raise error
         for request in self._validator.prepare_requests(now):
             self._spawn(self._validate(request))
-        stuck = self._subscriptions.reset_initializing_positions()
+        if self._group is None:
+            stuck = self._subscriptions.reset_initializing_positions()
+        else:
+            stuck = self._init_from_committed()
         if stuck:
             raise NoOffsetForPartitionError(stuck)
         for request in self._offsets.prepare_reset_requests(now):
             self._spawn(self._reset(request))
         self._wake_metadata()
+
+    def _init_from_committed(self) -> list[TopicPartition]:
+        """Partitions without a position start at the group's committed offset (validated like any position
+        with an epoch); only those without one get auto_offset_reset. Returns those that cannot (policy none)."""
+        assert self._group is not None
+        stuck: list[TopicPartition] = []
+        lookup = self._committed_lookup
+        if lookup is not None and lookup.done:
+            self._committed_lookup = None
+            if lookup.error is not None:
+                if not is_retriable(lookup.error.code):
+                    raise lookup.error
+                log.info("looking up committed offsets failed (%s); trying again", lookup.error)
+            else:
+                without = []
+                for tp, committed in lookup.result.items():
+                    if not self._subscriptions.is_assigned(tp):
+                        continue
+                    if self._subscriptions.state(tp).fetch_state is not FetchState.INITIALIZING:
+                        continue  # the application seeked meanwhile
+                    if committed is None:
+                        without.append(tp)
+                    else:
+                        position = FetchPosition(
+                            committed.offset, committed.leader_epoch, self._metadata.current_leader(tp)
+                        )
+                        log.info("%s starts at its committed offset %d", tp, committed.offset)
+                        self._subscriptions.seek_unvalidated(tp, position)
+                stuck = self._subscriptions.reset_initializing_positions(without)
+        waiting = self._subscriptions.initializing_partitions()
+        if waiting and self._committed_lookup is None:
+            self._committed_lookup = self._group.start_committed_lookup(waiting)
+        return stuck
 
     def _raise_truncations(self, found: list[LogTruncation]) -> None:
         for truncation in found:

@@ -270,6 +270,9 @@ class Fetcher:
         if not self.subscriptions.is_assigned(tp) or not self.subscriptions.has_valid_position(tp):
             cf.drain()  # unassigned, or awaiting a reset or validation: the data is stale
             return []
+        if self.subscriptions.state(tp).pending_revocation:
+            cf.drain()  # being revoked: its commit covers only what was returned before (Kafka's isFetchable)
+            return []
         position = self.subscriptions.position(tp)
         assert position is not None
         if cf.next_fetch_offset != position.offset:

@@ -42,3 +42,14 @@ class FencedInstanceIdError(KafkaError):
 
 class GroupProtocolError(KafkaError):
     """A fatal group error (inconsistent protocol, invalid session timeout, group full, ...) for the application."""
+
+
+class InvalidGroupIdError(KafkaError):
+    """A group API (subscribe, commit, committed) was used by a consumer configured without a group_id."""
+
+    code = ErrorCode.INVALID_GROUP_ID
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            message or "To use the group management or offset commit APIs, you must provide a valid group_id"
+        )

@@ -322,6 +322,11 @@ class GroupMembership:
         return min(deadlines, default=None)
 
     @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error that stopped this member for good (fenced, inconsistent protocol, ...), if any."""
+        return self._fatal
+
+    @property
     def member_id(self) -> str:
         return self.generation.member_id
 

@@ -10,18 +10,27 @@ Per assigned partition there is a fetch state and a position:
     FETCHING          the position is good; fetch from it
 
 A position is (offset, the leader epoch of the record before it, the leader
-and epoch it was validated against). The subscription type is kept so that
-group subscriptions (a later issue) can slot in next to manual assignment.
+and epoch it was validated against).
+
+A consumer either assigns partitions itself (assign_from_user) or subscribes
+with a group (subscribe: topics or a pattern), never both, as Kafka. With a
+subscription, the group's membership core (GroupMembership) decides the
+assignment through the AssignmentStore methods below: assign_from_subscribed,
+all_consumed, mark_pending_revocation. Which topics a pattern matches is the
+core's business (group_subscription.py); this class keeps the subscription's
+kind and its rebalance listener.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from kraftpy.client.errors import IllegalStateError
+from kraftpy.client.group_commits import OffsetAndMetadata
 from kraftpy.client.metadata import LeaderAndEpoch
 from kraftpy.client.types import TopicPartition
 
@@ -54,12 +63,13 @@ class OffsetResetStrategy(enum.Enum):
 
 class SubscriptionType(enum.Enum):
     NONE = "none"
-    AUTO_TOPICS = "auto_topics"  # subscribe(topics) with a group (later issue)
+    AUTO_TOPICS = "auto_topics"  # subscribe(topics) with a group
     AUTO_PATTERN = "auto_pattern"
     USER_ASSIGNED = "user_assigned"
 
 
 NO_LEADER = LeaderAndEpoch(None, None)
+EXCLUSIVE = "Subscription to topics, partitions and pattern are mutually exclusive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +101,15 @@ class TopicPartitionState:
     paused: bool = False
     reset_strategy: OffsetResetStrategy | None = None
     next_retry_ms: float | None = None
+    pending_revocation: bool = False  # about to be revoked in a rebalance: no more fetches, no more records
 
     def is_fetchable(self) -> bool:
-        return not self.paused and self.fetch_state is FetchState.FETCHING and self.position is not None
+        return (
+            not self.paused
+            and not self.pending_revocation
+            and self.fetch_state is FetchState.FETCHING
+            and self.position is not None
+        )
 
     def transition(self, state: FetchState, position: FetchPosition | None = None) -> None:
         self.fetch_state = state
@@ -108,6 +124,7 @@ class SubscriptionState:
     def __init__(self, default_reset: OffsetResetStrategy | str = OffsetResetStrategy.LATEST) -> None:
         self.default_reset = OffsetResetStrategy(default_reset)
         self.subscription_type = SubscriptionType.NONE
+        self.rebalance_listener: object | None = None
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
 
     # Assignment ------------------------------------------------------------
@@ -115,14 +132,82 @@ class SubscriptionState:
     def assign_from_user(self, partitions: Iterable[TopicPartition]) -> None:
         """Manual assignment; partitions kept from the previous assignment keep their position."""
         if self.subscription_type not in (SubscriptionType.NONE, SubscriptionType.USER_ASSIGNED):
-            raise IllegalStateError("assign() cannot be mixed with subscribe()")
+            raise IllegalStateError(EXCLUSIVE)
         wanted = list(dict.fromkeys(partitions))
         self._assignment = {tp: self._assignment.get(tp) or TopicPartitionState() for tp in wanted}
         self.subscription_type = SubscriptionType.USER_ASSIGNED if wanted else SubscriptionType.NONE
 
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: object | None = None,
+    ) -> frozenset[str] | re.Pattern[str]:
+        """Subscribe to topics or to a pattern (exactly one); returns the checked topics or compiled pattern.
+
+        Replaces an earlier subscription; IllegalStateError after assign() (Kafka's rule).
+        """
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes either topics or pattern=")
+        if self.subscription_type is SubscriptionType.USER_ASSIGNED:
+            raise IllegalStateError(EXCLUSIVE)
+        if pattern is not None:
+            try:
+                chosen: frozenset[str] | re.Pattern[str] = re.compile(pattern) if isinstance(pattern, str) else pattern
+            except re.error as exc:
+                raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
+            kind = SubscriptionType.AUTO_PATTERN
+        else:
+            if isinstance(topics, str):
+                raise ValueError("subscribe() takes a list of topics, not one string")
+            assert topics is not None
+            chosen = frozenset(topics)
+            if any(not isinstance(t, str) or not t.strip() for t in chosen):
+                raise ValueError(f"topic names must be non-empty strings, got {sorted(map(repr, chosen))}")
+            kind = SubscriptionType.AUTO_TOPICS
+            if not chosen:
+                raise ValueError("subscribe() needs at least one topic; call unsubscribe() to stop consuming")
+        self.subscription_type = kind
+        self.rebalance_listener = listener
+        return chosen
+
+    @property
+    def is_subscribed(self) -> bool:
+        """Group-managed (subscribe) rather than manually assigned."""
+        return self.subscription_type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
+
     def unsubscribe(self) -> None:
         self._assignment = {}
         self.subscription_type = SubscriptionType.NONE
+        self.rebalance_listener = None
+
+    # The group's AssignmentStore (group_membership_types.py) ----------------
+
+    def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> None:
+        """The group's assignment; partitions kept keep their state, new ones start without a position."""
+        if not self.is_subscribed:
+            raise IllegalStateError("assign_from_subscribed() needs a subscription")
+        wanted = sorted(set(partitions))
+        self._assignment = {tp: self._assignment.get(tp) or TopicPartitionState() for tp in wanted}
+
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What a commit of everything commits: each position the application has, with its record's epoch."""
+        return {
+            tp: OffsetAndMetadata(s.position.offset, "", s.position.offset_epoch)
+            for tp, s in self._assignment.items()
+            if s.fetch_state is FetchState.FETCHING and s.position is not None
+        }
+
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            state = self._assignment.get(tp)
+            if state is not None:
+                state.pending_revocation = True
+
+    def is_fetchable(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.is_fetchable()
 
     def assigned_partitions(self) -> set[TopicPartition]:
         return set(self._assignment)
@@ -217,10 +302,14 @@ class SubscriptionState:
     def initializing_partitions(self) -> list[TopicPartition]:
         return [tp for tp, s in self._assignment.items() if s.fetch_state is FetchState.INITIALIZING]
 
-    def reset_initializing_positions(self) -> list[TopicPartition]:
-        """Partitions without a position get the default reset; returns those that cannot (policy none)."""
+    def reset_initializing_positions(self, partitions: Iterable[TopicPartition] | None = None) -> list[TopicPartition]:
+        """Partitions without a position (all, or those of `partitions`) get the default reset; returns those
+        that cannot (policy none)."""
         stuck = []
+        chosen = None if partitions is None else set(partitions)
         for tp in self.initializing_partitions():
+            if chosen is not None and tp not in chosen:
+                continue
             if self.has_default_reset_policy():
                 self.request_offset_reset(tp)
             else:

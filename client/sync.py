@@ -4,16 +4,24 @@ Each runs its asyncio client on a private loop thread (LoopThread) and
 blocks the caller for the result, so scripts and threads without an event
 loop get Kafka's familiar blocking API. SyncProducer.send returns a
 concurrent.futures.Future, like KafkaProducer.send returns a Java Future.
+
+A SyncConsumer's rebalance listener runs on a worker thread while the loop
+waits for it (the caller stays blocked in poll()/close()/unsubscribe()), so
+the listener may call the SyncConsumer itself, as Kafka's listeners call
+their consumer. Commit callbacks run on the loop thread: they must not call
+the SyncConsumer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from kraftpy.client.admin import AdminClient
 from kraftpy.client.consumer import Consumer
+from kraftpy.client.group_commits import CommitCallback, OffsetAndMetadata
 from kraftpy.client.loop_thread import LoopThread
 from kraftpy.client.producer import Producer
 from kraftpy.client.types import ConsumerRecord, DeliveryCallback, OffsetAndTimestamp, RecordMetadata, TopicPartition
@@ -137,12 +145,60 @@ class SyncConsumer(_Wrapped):
     def partitions_for(self, topic: str) -> list[int]:
         return self._call(self._consumer.partitions_for(topic))
 
-    def close(self) -> None:
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: Any = None, listener: Any = None) -> None:
+        wrapped = None if listener is None else _ThreadedListener(listener)
+        self._on_loop(lambda: self._consumer.subscribe(topics, pattern=pattern, listener=wrapped))
+
+    def subscription(self) -> set[str]:
+        return self._on_loop(self._consumer.subscription)
+
+    def unsubscribe(self) -> None:
+        self._call(self._consumer.unsubscribe())
+
+    def commit(self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None) -> None:
+        self._call(self._consumer.commit(offsets))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        self._on_loop(self._consumer.commit_async, offsets, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._call(self._consumer.committed(partitions, timeout_ms))
+
+    def close(self, timeout_ms: int | None = None) -> None:
         if self._thread.running:
             try:
-                self._call(self._consumer.close())
+                self._call(self._consumer.close(timeout_ms))
             finally:
                 self._thread.stop()
+
+
+class _ThreadedListener:
+    """Runs a SyncConsumer's listener off the loop thread, so that it may call the SyncConsumer."""
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+
+    async def _run(self, method: str, partitions: Collection[TopicPartition]) -> None:
+        fn = getattr(self.listener, method, None)
+        if fn is None and method == "on_partitions_lost":
+            fn = getattr(self.listener, "on_partitions_revoked", None)  # Kafka's default onPartitionsLost
+        if fn is not None:
+            await asyncio.to_thread(fn, partitions)
+
+    async def on_partitions_revoked(self, partitions: Collection[TopicPartition]) -> None:
+        await self._run("on_partitions_revoked", partitions)
+
+    async def on_partitions_assigned(self, partitions: Collection[TopicPartition]) -> None:
+        await self._run("on_partitions_assigned", partitions)
+
+    async def on_partitions_lost(self, partitions: Collection[TopicPartition]) -> None:
+        await self._run("on_partitions_lost", partitions)
 
 
 class SyncAdminClient(_Wrapped):
