@@ -1,8 +1,12 @@
-"""The asyncio AdminClient: topics, partitions, configs, leader elections, cluster and quorum.
+"""The asyncio AdminClient: topics, partitions, configs, leader elections, cluster, quorum and consumer groups.
 
 Controller calls (`/controller/...`) go to the active controller and follow
 NOT_CONTROLLER's leader hint; retriable failures are retried with backoff
-until default_api_timeout_ms. Topic listings and descriptions come from
+until default_api_timeout_ms. Group calls go to the group's coordinator,
+found with FindCoordinator; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and
+lost connections look it up again, COORDINATOR_LOAD_IN_PROGRESS waits, both
+with backoff until default_api_timeout_ms. ListGroups asks every broker and
+merges their answers, as Kafka. Topic listings and descriptions come from
 broker metadata. Batched calls return one result per item (an error does not
 hide the others); `raise_for(what, results)` turns failures
 into one exception when that is what the caller wants.
@@ -24,7 +28,9 @@ from kraftpy.client.admin_types import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
     CreateTopicResult,
+    ListConsumerGroupsResult,
     NewTopic,
     OperationResult,
     PartitionDescription,
@@ -33,7 +39,9 @@ from kraftpy.client.admin_types import (
 )
 from kraftpy.client.cluster_client import ClusterClient, monotonic_ms
 from kraftpy.client.config import admin_config, parse_bootstrap_servers
-from kraftpy.client.errors import KafkaTimeoutError, is_retriable
+from kraftpy.client.errors import KafkaTimeoutError, error_from, is_retriable
+from kraftpy.client.group_commits import OffsetAndMetadata, commit_body, fetch_body, parse_fetch
+from kraftpy.client.group_protocol import Node, find_coordinator_body, parse_find_coordinator
 from kraftpy.client.metadata import Cluster, Metadata
 from kraftpy.client.types import TopicPartition, as_topic_partition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -85,13 +93,16 @@ class AdminClient:
     def _timeout(self, timeout_ms: float | None) -> float:
         return self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
 
+    def _backoff(self) -> Backoff:
+        return Backoff(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"], rng=random.Random())
+
     async def _controller_call(self, path: str, body: Mapping[str, Any], timeout_ms: float | None) -> dict[str, Any]:
         """Call the active controller, following leader hints and retrying until the timeout."""
         await self.start()
         assert self._cluster is not None
         timeout = self._timeout(timeout_ms)
         deadline = monotonic_ms() + timeout
-        backoff = Backoff(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"], rng=random.Random())
+        backoff = self._backoff()
         if self._metadata.update_version == 0:
             # Give metadata a moment to name the controller, no more: controller-only nodes serve no
             # metadata, and any node answers NOT_CONTROLLER with the active controller's address.
@@ -239,6 +250,194 @@ class AdminClient:
     async def describe_quorum(self, timeout_ms: float | None = None) -> QuorumInfo:
         answer = await self._controller_call(proto.CONTROLLER + "describe_quorum", {}, timeout_ms)
         return proto.parse_describe_quorum(answer)
+
+    # Consumer groups -------------------------------------------------------
+
+    async def _find_coordinator(self, group_id: str, remaining_ms: float) -> Node:
+        assert self._cluster is not None
+        answer = await self._cluster.call_any(
+            proto.GROUP_ADMIN_PATHS["find_coordinator"],
+            find_coordinator_body(group_id),
+            timeout_ms=int(min(remaining_ms, self.config["request_timeout_ms"])),
+        )
+        code, message, node = parse_find_coordinator(answer)
+        if node is None:
+            raise error_from(code, message)
+        return node
+
+    async def _group_call(
+        self, group_id: str, api: str, body: Mapping[str, Any], deadline: float, timeout: float
+    ) -> tuple[dict[str, Any], int]:
+        """Send `api` to the coordinator of `group_id`; the answer and the coordinator's node id.
+
+        Coordinator errors (in the answer, or a lost connection) are retried with backoff until `deadline`;
+        any other answer, errors included, is the caller's to read.
+        """
+        await self.start()
+        assert self._cluster is not None
+        backoff = self._backoff()
+        coordinator: Node | None = None
+        last: KafkaError | None = None
+        while True:
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"{api} for group {group_id!r} did not complete within {timeout} ms (last error: {last})"
+                )
+            try:
+                if coordinator is None:
+                    coordinator = await self._find_coordinator(group_id, remaining)
+                answer = await self._cluster.call(
+                    coordinator.address,
+                    proto.GROUP_ADMIN_PATHS[api],
+                    body,
+                    timeout_ms=int(min(max(1.0, deadline - monotonic_ms()), self.config["request_timeout_ms"])),
+                    raise_errors=False,
+                )
+                error = proto.coordinator_error(answer) or proto.top_level_error(answer)
+                if error is not None:
+                    raise error
+                return answer, coordinator.node_id
+            except KafkaError as exc:
+                last = exc
+                if exc.code in proto.FIND_AGAIN:
+                    coordinator = None
+                elif exc.code not in proto.WAIT:
+                    raise
+                log.debug("%s for group %r: %s; retrying", api, group_id, exc)
+            await asyncio.sleep(min(backoff.next_ms(), max(0.0, deadline - monotonic_ms())) / 1000)
+
+    def _deadline(self, timeout_ms: float | None) -> tuple[float, float]:
+        timeout = self._timeout(timeout_ms)
+        return monotonic_ms() + timeout, timeout
+
+    async def list_consumer_groups(
+        self, states: Iterable[str] | None = None, timeout_ms: float | None = None
+    ) -> ListConsumerGroupsResult:
+        """Every broker's consumer groups (optionally only those in `states`, e.g. ["Stable"]), merged.
+
+        A broker that cannot answer within the timeout is reported in `errors`; `.all()` raises then.
+        """
+        deadline, timeout = self._deadline(timeout_ms)
+        cluster = await self._cluster_snapshot(timeout)
+        assert self._cluster is not None
+        body = proto.list_groups_request(states)
+
+        async def ask(address: tuple[str, int]) -> list[Any]:
+            backoff = self._backoff()
+            last: KafkaError | None = None
+            while True:
+                assert self._cluster is not None
+                remaining = deadline - monotonic_ms()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"list_groups did not complete within {timeout} ms (last error: {last})")
+                try:
+                    answer = await self._cluster.call(
+                        address,
+                        proto.GROUP_ADMIN_PATHS["list_groups"],
+                        body,
+                        timeout_ms=int(min(remaining, self.config["request_timeout_ms"])),
+                        raise_errors=False,
+                    )
+                    error = proto.top_level_error(answer)
+                    if error is None:
+                        return proto.parse_list_groups(answer)
+                    raise error
+                except KafkaError as exc:
+                    if not is_retriable(exc.code):
+                        raise
+                    last = exc
+                await asyncio.sleep(min(backoff.next_ms(), max(0.0, deadline - monotonic_ms())) / 1000)
+
+        brokers = sorted(cluster.brokers.values(), key=lambda b: b.node_id)
+        answers = await asyncio.gather(*(ask(b.address) for b in brokers), return_exceptions=True)
+        valid, errors = [], {}
+        for broker, answer in zip(brokers, answers, strict=True):
+            if isinstance(answer, KafkaError):
+                errors[broker.node_id] = answer
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                valid.append(answer)
+        return ListConsumerGroupsResult(proto.merge_group_listings(valid), errors)
+
+    async def describe_consumer_groups(
+        self, group_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+        """Each group's state, assignor and members with their decoded assignments, from its coordinator.
+
+        A group that does not exist is described with state "Dead" (Kafka's answer); a group whose
+        coordinator cannot be reached in time gets its KafkaError.
+        """
+        deadline, timeout = self._deadline(timeout_ms)
+
+        async def one(group_id: str) -> ConsumerGroupDescription | KafkaError:
+            try:
+                answer, node = await self._group_call(
+                    group_id, "describe_groups", {"groups": [group_id]}, deadline, timeout
+                )
+            except KafkaError as exc:
+                return exc
+            return proto.parse_describe_group(answer, group_id, node)
+
+        ids = list(dict.fromkeys(group_ids))
+        return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids)), strict=True))
+
+    async def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets: of `partitions` (None where there is none), or every committed one."""
+        deadline, timeout = self._deadline(timeout_ms)
+        wanted = () if partitions is None else tuple(sorted({as_topic_partition(tp) for tp in partitions}))
+        body = {"group_id": group_id, "topics": None} if partitions is None else fetch_body(group_id, wanted)
+        answer, _ = await self._group_call(group_id, "offset_fetch", body, deadline, timeout)
+        code, message, offsets = parse_fetch(answer, wanted)
+        if code is not ErrorCode.NONE:
+            raise error_from(code, message)
+        return offsets
+
+    async def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int],
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OperationResult]:
+        """Commit `offsets` for a group with no active members (generation -1, no member id, as Kafka).
+
+        The coordinator refuses a group with members: UNKNOWN_MEMBER_ID for every partition.
+        """
+        deadline, timeout = self._deadline(timeout_ms)
+        wanted = {
+            as_topic_partition(tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+            for tp, om in offsets.items()
+        }
+        body = commit_body(group_id, -1, "", None, wanted)
+        answer, _ = await self._group_call(group_id, "offset_commit", body, deadline, timeout)
+        return proto.parse_offset_commit_results(answer)
+
+    async def delete_consumer_groups(
+        self, group_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, OperationResult]:
+        """Delete groups with their offsets: only Empty ones (NON_EMPTY_GROUP), existing ones (GROUP_ID_NOT_FOUND)."""
+        deadline, timeout = self._deadline(timeout_ms)
+
+        async def one(group_id: str) -> OperationResult:
+            try:
+                answer, _ = await self._group_call(
+                    group_id, "delete_groups", proto.delete_groups_request([group_id]), deadline, timeout
+                )
+            except KafkaError as exc:
+                return OperationResult(group_id, exc)
+            result = proto.parse_delete_groups(answer).get(group_id)
+            if result is None:
+                return OperationResult(group_id, KafkaError("no result in the answer", ErrorCode.CORRUPT_MESSAGE))
+            return result
+
+        ids = list(dict.fromkeys(group_ids))
+        return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids)), strict=True))
 
 
 __all__ = ["AdminClient", "AdminOperationError", "raise_for"]

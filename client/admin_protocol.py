@@ -1,6 +1,9 @@
 """Admin requests and answers (sans-I/O): bodies per docs/protocol.md, parsed results, the controller's address.
 
-Admin calls go to the active controller. ControllerLocator picks the target:
+Topic and config calls go to the active controller; consumer-group calls go to
+the group's coordinator (`coordinator_error` tells which answers mean "find
+the coordinator again" or "wait"), except ListGroups, which every broker
+answers for the groups it coordinates. ControllerLocator picks the target:
 the last leader hint (NOT_CONTROLLER answers carry details.leader_address),
 else the controller named by metadata (controller_id, when it is also a
 broker), else any known server, which answers NOT_CONTROLLER with a hint.
@@ -15,18 +18,40 @@ from kraftpy.client.admin_types import (
     AlterConfigOp,
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
     CreateTopicResult,
+    MemberDescription,
     NewTopic,
     OperationResult,
     QuorumInfo,
     ReplicaState,
 )
+from kraftpy.client.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from kraftpy.client.errors import error_from
+from kraftpy.client.group_protocol import PATHS as GROUP_PATHS
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 CONTROLLER = "/controller/"
+GROUP_ADMIN_PATHS = {
+    **GROUP_PATHS,
+    "list_groups": "/kafka/list_groups",
+    "describe_groups": "/kafka/describe_groups",
+    "delete_groups": "/kafka/delete_groups",
+}
+# The coordinator moved or is not there yet: look it up again (Kafka's markCoordinatorUnknown).
+FIND_AGAIN = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+# Worth another try at the same coordinator after a backoff.
+WAIT = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 
 
 def _items(body: Mapping[str, Any], *keys: str) -> list[Mapping[str, Any]]:
@@ -184,6 +209,113 @@ def parse_describe_quorum(body: Mapping[str, Any]) -> QuorumInfo:
         voters=tuple(_replica(v) for v in _items(body, "voters")),
         observers=tuple(_replica(v) for v in _items(body, "observers")),
     )
+
+
+# Consumer groups -----------------------------------------------------------
+
+
+def coordinator_error(body: Mapping[str, Any]) -> KafkaError | None:
+    """The first coordinator-level error of a one-group answer (top level, per group or per partition), if any."""
+    entries: list[Mapping[str, Any]] = [body, *_items(body, "groups", "results")]
+    for topic in _items(body, "topics"):
+        entries += [p for p in topic.get("partitions") or [] if isinstance(p, Mapping)]
+    for entry in entries:
+        error = _error(entry)
+        if error is not None and error.code in FIND_AGAIN | WAIT:
+            return error
+    return None
+
+
+def top_level_error(body: Mapping[str, Any]) -> KafkaError | None:
+    return _error(body)
+
+
+def list_groups_request(states: Iterable[str] | None) -> dict[str, Any]:
+    return {} if states is None else {"states_filter": list(states)}
+
+
+def parse_list_groups(body: Mapping[str, Any]) -> list[ConsumerGroupListing]:
+    """Consumer groups only: protocol type "consumer", or "" for groups that only hold offsets (as Kafka)."""
+    out = []
+    for item in _items(body, "groups"):
+        protocol_type = str(item.get("protocol_type") or "")
+        if protocol_type not in (PROTOCOL_TYPE, ""):
+            continue
+        out.append(ConsumerGroupListing(str(item.get("group_id")), str(item.get("group_state") or ""), protocol_type))
+    return out
+
+
+def merge_group_listings(per_broker: Iterable[Iterable[ConsumerGroupListing]]) -> tuple[ConsumerGroupListing, ...]:
+    """One entry per group id, sorted (a group whose coordinator just moved may be named by two brokers)."""
+    merged: dict[str, ConsumerGroupListing] = {}
+    for listings in per_broker:
+        for listing in listings:
+            merged.setdefault(listing.group_id, listing)
+    return tuple(merged[g] for g in sorted(merged))
+
+
+def _member(item: Mapping[str, Any], consumer: bool) -> MemberDescription:
+    raw = item.get("member_assignment") or b""
+    assignment = decode_assignment(raw).partitions if consumer and isinstance(raw, bytes) else ()
+    instance = item.get("group_instance_id")
+    return MemberDescription(
+        member_id=str(item.get("member_id") or ""),
+        group_instance_id=instance if isinstance(instance, str) else None,
+        client_id=str(item.get("client_id") or ""),
+        host=str(item.get("client_host") or ""),
+        assignment=tuple(sorted(assignment)),
+    )
+
+
+def parse_describe_group(
+    body: Mapping[str, Any], group_id: str, coordinator: int | None = None
+) -> ConsumerGroupDescription | KafkaError:
+    """One group of a DescribeGroups answer; its error, or a member assignment that does not decode, as KafkaError."""
+    item = next((g for g in _items(body, "groups") if g.get("group_id") == group_id), None)
+    if item is None:
+        return KafkaError(f"the answer does not describe group {group_id!r}", ErrorCode.CORRUPT_MESSAGE)
+    error = _error(item)
+    if error is not None:
+        return error
+    protocol_type = str(item.get("protocol_type") or "")
+    if protocol_type not in (PROTOCOL_TYPE, ""):
+        return KafkaError(f"group {group_id!r} is not a consumer group (protocol type {protocol_type!r})")
+    try:
+        members = tuple(_member(m, protocol_type == PROTOCOL_TYPE) for m in _items(item, "members"))
+    except ConsumerProtocolError as exc:
+        return KafkaError(f"group {group_id!r} has a member assignment that does not decode: {exc.message}", exc.code)
+    return ConsumerGroupDescription(
+        group_id=group_id,
+        state=str(item.get("group_state") or ""),
+        protocol_type=protocol_type,
+        partition_assignor=str(item.get("protocol_data") or ""),
+        members=members,
+        coordinator=coordinator,
+    )
+
+
+def delete_groups_request(group_ids: Iterable[str]) -> dict[str, Any]:
+    return {"groups_names": list(group_ids)}
+
+
+def parse_delete_groups(body: Mapping[str, Any]) -> dict[str, OperationResult]:
+    return {
+        str(item.get("group_id")): OperationResult(str(item.get("group_id")), _error(item))
+        for item in _items(body, "results")
+    }
+
+
+def parse_offset_commit_results(body: Mapping[str, Any]) -> dict[TopicPartition, OperationResult]:
+    """OffsetCommit: each partition's outcome (a top-level error applies to all of them)."""
+    top = _error(body)
+    out = {}
+    for topic in _items(body, "topics"):
+        for part in topic.get("partitions") or []:
+            if not isinstance(part, Mapping) or type(part.get("partition_index")) is not int:
+                raise KafkaError("malformed offset_commit answer: partition entry", ErrorCode.CORRUPT_MESSAGE)
+            tp = TopicPartition(str(topic.get("name")), part["partition_index"])
+            out[tp] = OperationResult(str(tp), top or _error(part))
+    return out
 
 
 # Finding the active controller ----------------------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import KafkaError
 
 
@@ -128,3 +129,63 @@ class AdminOperationError(KafkaError):
         detail = "; ".join(f"{key}: {err}" for key, err in errors.items())
         super().__init__(f"{what} failed for {len(errors)} item(s): {detail}", first.code)
         self.errors = dict(errors)
+
+
+# Consumer groups -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumerGroupListing:
+    """One group as ListGroups shows it; `state` is Kafka's state name ("Stable", "Empty", ...)."""
+
+    group_id: str
+    state: str
+    protocol_type: str = "consumer"
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        """A group used only for committed offsets (no member ever joined it): no protocol type."""
+        return not self.protocol_type
+
+
+@dataclass(frozen=True)
+class ListConsumerGroupsResult:
+    """The groups of every broker that answered, and the error of each that did not (Kafka's valid()/errors())."""
+
+    valid: tuple[ConsumerGroupListing, ...]
+    errors: Mapping[int, KafkaError] = field(default_factory=dict)  # broker node id -> why it did not answer
+
+    def all(self) -> tuple[ConsumerGroupListing, ...]:
+        """Every group, or AdminOperationError when a broker could not be asked (the list would be partial)."""
+        if self.errors:
+            raise AdminOperationError("list_consumer_groups", {f"broker {n}": e for n, e in self.errors.items()})
+        return self.valid
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]  # decoded from the consumer protocol; () unless the group is Stable
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """DescribeGroups for one group. A group that does not exist comes back with state "Dead" and no members."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    partition_assignor: str  # the protocol chosen ("range", ...); "" unless the group is Stable
+    members: tuple[MemberDescription, ...]
+    coordinator: int | None = None  # the coordinator's node id
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        return not self.protocol_type
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("kraftpy.tools.cluster_cmd:cluster", "Start, inspect and stop a local cluster."),
     "configs": ("kraftpy.tools.configs_cmd:configs", "Describe, set and delete topic and broker configs."),
     "consume": ("kraftpy.tools.consume_cmd:consume", "Print records of a topic."),
+    "groups": ("kraftpy.tools.groups_cmd:groups", "List, describe, reset offsets of and delete consumer groups."),
     "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
     "perf": ("kraftpy.tools.perf_cmd:perf", "Measure produce/consume throughput, latency and failover."),
     "produce": ("kraftpy.tools.produce_cmd:produce", "Send lines from stdin to a topic."),

@@ -1,4 +1,13 @@
-"""`kraftpy consume TOPIC`: print records, like kafka-console-consumer (manual assignment, no group).
+"""`kraftpy consume TOPIC`: print records, like kafka-console-consumer (manual assignment, or a group).
+
+Without `--group` the consumer assigns itself partitions and commits nothing.
+With `--group G` it subscribes as a member of group G (Consumer(group_id=G)):
+it shares the topic's partitions with the group's other members, starts
+where the group's committed offsets say (else at the end, or the beginning
+with `--from-beginning`), and commits what it printed (auto-commit, and once
+more on exit), so `kraftpy groups describe G` shows its progress. It never
+takes more records from a poll than it will print, so nothing is committed
+unseen.
 
 Without `--partition` every partition of the topic is read. The start is the
 end of each partition (Kafka's default), or the beginning with
@@ -23,10 +32,10 @@ from typing import Any, TextIO
 import click
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.cluster_layout import bootstrap_from
-from kraftpy.tools.options import client_options
+from kraftpy.tools.options import client_options, servers_for
 
 POLL_CHUNK_MS = 1_000
+CONSOLE_CLIENT_ID = "kraftpy-console-consumer"
 
 
 def _text(data: bytes | None) -> str | None:
@@ -81,6 +90,10 @@ class Stop:
         self.timeout_ms = timeout_ms
         self.count = 0
 
+    def remaining(self) -> int | None:
+        """The most records the next poll may return (None: no limit)."""
+        return None if self.max_messages is None else max(0, self.max_messages - self.count)
+
     def take(self, available: int) -> int:
         """How many of `available` records to print."""
         if self.max_messages is None:
@@ -101,10 +114,30 @@ class Stop:
         return self.timeout_ms is not None and idle_ms >= self.timeout_ms
 
 
+async def assign_and_seek(
+    consumer: Any, topic: str, partition: int | None, offset: str | int | None, from_beginning: bool
+) -> None:
+    """Without a group: take every partition of `topic` (or the one asked for) and seek where asked."""
+    from kraftpy.client.types import TopicPartition
+
+    if partition is None:
+        partitions = [TopicPartition(topic, p) for p in await consumer.partitions_for(topic)]
+    else:
+        partitions = [TopicPartition(topic, partition)]
+    consumer.assign(partitions)
+    if isinstance(offset, int):
+        consumer.seek(partitions[0], offset)
+    elif offset == "earliest" or from_beginning:
+        consumer.seek_to_beginning()
+    elif offset == "latest":
+        consumer.seek_to_end()
+
+
 async def consume_records(
     servers: list[tuple[str, int]],
     topic: str,
     *,
+    group: str | None = None,
     partition: int | None,
     offset: str | int | None,
     from_beginning: bool,
@@ -117,27 +150,24 @@ async def consume_records(
     """Print records until `stop` says so; returns how many were printed."""
     from kraftpy.client.cluster_client import monotonic_ms
     from kraftpy.client.consumer import Consumer
-    from kraftpy.client.types import TopicPartition
 
-    consumer = Consumer(servers, auto_offset_reset="earliest" if from_beginning else "latest")
+    reset = "earliest" if from_beginning else "latest"
+    if group is not None:
+        consumer = Consumer(servers, group_id=group, auto_offset_reset=reset, client_id=CONSOLE_CLIENT_ID)
+    else:
+        consumer = Consumer(servers, auto_offset_reset=reset)
+    done = False
     try:
-        if partition is None:
-            partitions = [TopicPartition(topic, p) for p in await consumer.partitions_for(topic)]
+        if group is not None:
+            consumer.subscribe([topic])  # the group's committed offsets decide where to start, else `reset`
         else:
-            partitions = [TopicPartition(topic, partition)]
-        consumer.assign(partitions)
-        if isinstance(offset, int):
-            consumer.seek(partitions[0], offset)
-        elif offset == "earliest" or from_beginning:
-            consumer.seek_to_beginning()
-        elif offset == "latest":
-            consumer.seek_to_end()
+            await assign_and_seek(consumer, topic, partition, offset, from_beginning)
         last_record = monotonic_ms()
         while not stop.done:
             idle = monotonic_ms() - last_record
             if stop.timed_out(idle):
                 break
-            records = await consumer.poll(stop.poll_ms(idle))
+            records = await consumer.poll(stop.poll_ms(idle), max_records=stop.remaining())
             if records:
                 last_record = monotonic_ms()
             for record in records[: stop.take(len(records))]:
@@ -145,14 +175,22 @@ async def consume_records(
                 out.write("\n")
                 stop.count += 1
             out.flush()
+        done = True
     finally:
+        if done and group is not None:
+            await consumer.commit()  # what was printed, now, rather than at the next auto-commit
         await consumer.close()
     return stop.count
 
 
 @click.command("consume")
 @click.argument("topic")
-@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset instead of the end.")
+@click.option("--group", help="Consume as a member of this consumer group, committing what is printed.")
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Start at the earliest offset instead of the end (with --group: where the group has no offset).",
+)
 @click.option("--partition", type=click.IntRange(min=0), help="Read only this partition.")
 @click.option("--offset", type=OffsetParam(), help="Where to start in --partition: earliest, latest or N.")
 @click.option("--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
@@ -163,6 +201,7 @@ async def consume_records(
 @client_options
 def consume(
     topic: str,
+    group: str | None,
     from_beginning: bool,
     partition: int | None,
     offset: str | int | None,
@@ -179,10 +218,11 @@ def consume(
         raise click.UsageError("--offset needs --partition (as in Kafka's console consumer)")
     if offset is not None and from_beginning:
         raise click.UsageError("--offset and --from-beginning cannot be combined")
-    try:
-        servers = bootstrap_from(cluster_dir, bootstrap_servers)
-    except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+    if group is not None and partition is not None:
+        raise click.UsageError("--group and --partition cannot be combined: the group assigns the partitions")
+    if group is not None and not group.strip():
+        raise click.BadParameter("must not be empty", param_hint="--group")
+    servers = servers_for(cluster_dir, bootstrap_servers)
     stop = Stop(max_messages, timeout_ms)
     code = 0
     try:
@@ -190,6 +230,7 @@ def consume(
             consume_records(
                 servers,
                 topic,
+                group=group,
                 partition=partition,
                 offset=offset,
                 from_beginning=from_beginning,
