@@ -1,7 +1,8 @@
 """Loads and unloads `__consumer_offsets` partitions in the group coordinator as leadership moves.
 
-Kafka's GroupMetadataManager on elections, driven by the replica manager's metadata (`reconcile()`
-after every applied image, and once at start):
+Kafka's GroupMetadataManager on elections, driven by the replica manager (`reconcile()` after every
+applied image and every change of an offsets partition, once at start, and every second as a safety
+net; it looks at `offsets_topic_num_partitions` partitions, so it is cheap):
 
 - this broker leads partition p at leader epoch e and has not loaded (p, e): `begin_loading(p)` (its
   groups answer COORDINATOR_LOAD_IN_PROGRESS), wait until the high watermark reaches the log end offset
@@ -84,7 +85,6 @@ class OffsetsLoader:
         self.buffer_bytes = buffer_bytes
         self.owned: dict[int, int] = {}  # partition -> the leader epoch it is loaded (or loading) at
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._warned_extra = False
         self.loads_completed = 0
 
     def epoch(self, partition: int) -> int | None:
@@ -95,21 +95,11 @@ class OffsetsLoader:
         return sum(1 for t in self._tasks.values() if not t.done())
 
     def _leading(self) -> dict[int, tuple[int, HostedPartition]]:
-        limit = self.coordinator.config.offsets_topic_num_partitions
         out: dict[int, tuple[int, HostedPartition]] = {}
-        for (topic, partition), hosted in self.rm.partitions.items():
-            if topic != OFFSETS_TOPIC or hosted.offline is not None or hosted.stopped or not hosted.is_leader:
-                continue
-            if partition >= limit:
-                if not self._warned_extra:
-                    self._warned_extra = True
-                    log.error(
-                        "%s has more partitions than offsets_topic_num_partitions (%d); partitions from %d on "
-                        "coordinate no groups: the setting must match the topic",
-                        OFFSETS_TOPIC,
-                        limit,
-                        limit,
-                    )
+        hosted_partitions = self.rm.partitions
+        for partition in range(self.coordinator.config.offsets_topic_num_partitions):
+            hosted = hosted_partitions.get((OFFSETS_TOPIC, partition))
+            if hosted is None or hosted.offline is not None or hosted.stopped or not hosted.is_leader:
                 continue
             out[partition] = (hosted.core.leader_epoch, hosted)
         return out

@@ -13,7 +13,8 @@ One per broker, built by the replica manager (docs/groups.md, "How the code is b
   (group_appender.py), whose completions come back through `append_completed`;
 - loading: the OffsetsLoader (group_loader.py) follows this broker's leaderships of
   `__consumer_offsets` after every metadata image (`on_metadata`);
-- timers: one task calls `tick(now)` at `next_deadline_ms()`, re-armed after every batch of actions.
+- timers: one task calls `tick(now)` at `next_deadline_ms()`, re-armed after every batch of actions
+  (and re-checks leaderships every second, in case a change reached the replica manager unannounced).
 
 The coordinator's clock is the wall clock (ms): commit timestamps and offset expiry are stored in
 the log and read by whichever broker loads the partition next, as in Kafka.
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Longest sleep of the timer task, so a missed re-arm costs at most this long.
+# Longest sleep of the timer task, so a missed re-arm costs at most this long; also how often the
+# loader re-checks this broker's leaderships of __consumer_offsets.
 MAX_TIMER_SLEEP_MS = 1_000
 # A request still unanswered this long after the longest wait the coordinator may impose on it is
 # answered REQUEST_TIMED_OUT (a backstop: the coordinator answers every request it accepted).
@@ -202,9 +204,16 @@ class GroupCoordinatorShell:
     # -- timers ------------------------------------------------------------------------------------------------
 
     async def _timer_loop(self) -> None:
+        next_reconcile = wall_ms() + MAX_TIMER_SLEEP_MS
         while True:
             deadline = self.coordinator.next_deadline_ms()
             now = wall_ms()
+            if now >= next_reconcile:  # a safety net: leadership changes also call on_metadata directly
+                next_reconcile = now + MAX_TIMER_SLEEP_MS
+                try:
+                    self.loader.reconcile()
+                except Exception:
+                    log.exception("following __consumer_offsets leadership failed")
             if deadline is not None and deadline <= now:
                 try:
                     self.perform(self.coordinator.tick(now))

@@ -50,6 +50,7 @@ from kraftpy.broker.fetcher_manager import ReplicaFetcherManager
 from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.broker.group_shell import GroupCoordinatorShell
 from kraftpy.broker.log_manager import LogManager
+from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
 from kraftpy.broker.producer_id_manager import ProducerIdManager
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
@@ -253,6 +254,8 @@ class ReplicaManager:
         else:
             self.fetchers.unfollow(hosted)
         hosted.notify()
+        if key[0] == OFFSETS_TOPIC:
+            self.groups.on_metadata()  # its leadership may have changed here (also after a log opened late)
 
     def _create_partition(self, local: LocalPartition, image: MetadataImage) -> HostedPartition:
         name = local.topic_name
