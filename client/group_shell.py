@@ -155,7 +155,7 @@ class GroupShell:
         self._sync_metadata_topics()
         if self._cluster is not None:
             self._cluster.request_update()  # a pattern is matched against fresh metadata
-        self._dispatch()
+        self._dispatch(poke=False)
 
     def subscription(self) -> set[str]:
         return set(self.core.subscription.topics)
@@ -169,7 +169,7 @@ class GroupShell:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, callback: CommitCallback | None
     ) -> None:
         self.core.commit_async(offsets, monotonic_ms(), callback)
-        self._dispatch()
+        self._dispatch(poke=False)
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None
@@ -182,7 +182,7 @@ class GroupShell:
     def start_committed_lookup(self, partitions: Iterable[TopicPartition]) -> GroupOperation:
         """A lookup the consumer checks from later polls (before resetting positions), not awaited."""
         op = self.core.committed(partitions, monotonic_ms(), self.default_api_timeout_ms)
-        self._dispatch()
+        self._dispatch(poke=False)
         return op
 
     async def leave(self, kind: str, timeout_ms: int) -> None:
@@ -205,8 +205,11 @@ class GroupShell:
 
     # --- running the core's actions -----------------------------------------------------------
 
-    def _dispatch(self) -> None:
-        """Carry out what the core asked: requests now; listener calls and callbacks wait for the app's side."""
+    def _dispatch(self, *, poke: bool = True) -> None:
+        """Carry out what the core asked: requests now; listener calls and callbacks wait for the app's side.
+
+        `poke`: wake a poll() waiting for records, since the core moved on by itself (an answer, a tick,
+        metadata); calls made from poll() itself do not, or poll() would never wait."""
         if self._cluster is None:
             return  # not started: the core keeps its actions until start()
         for action in self.core.drain():
@@ -218,10 +221,11 @@ class GroupShell:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         self._wake.set()
-        self._on_activity()
+        if poke:
+            self._on_activity()
 
     async def _run_app_actions(self, *, raise_errors: bool = True) -> None:
-        self._dispatch()
+        self._dispatch(poke=False)
         while self._app_actions:
             action = self._app_actions.popleft()
             if isinstance(action, InvokeListener):
@@ -234,7 +238,7 @@ class GroupShell:
                         await outcome
                 except Exception:
                     log.exception("a commit callback raised")
-            self._dispatch()
+            self._dispatch(poke=False)
         if raise_errors:
             error = self.core.take_error()
             if error is not None:
@@ -259,6 +263,7 @@ class GroupShell:
     async def _send(self, request: SendRequest) -> None:
         cluster = self._cluster
         assert cluster is not None
+        sent = monotonic_ms()
         try:
             if request.node is None:
                 answer = await cluster.call_any(request.path, request.body, timeout_ms=request.timeout_ms)
@@ -267,8 +272,22 @@ class GroupShell:
                     request.node.address, request.path, request.body, timeout_ms=request.timeout_ms, raise_errors=False
                 )
         except KafkaError as exc:
+            log.debug(
+                "group %s: %s failed after %d ms: %s",
+                self.core.config.group_id,
+                request.api,
+                monotonic_ms() - sent,
+                exc,
+            )
             self.core.on_failure(request.request_id, exc, monotonic_ms())
         else:
+            log.debug(
+                "group %s: %s answered in %d ms: error %s",
+                self.core.config.group_id,
+                request.api,
+                monotonic_ms() - sent,
+                answer.get("error_code", 0),
+            )
             try:
                 self.core.on_response(request.request_id, answer, monotonic_ms())
             except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: as if none came
@@ -304,7 +323,7 @@ class GroupShell:
     async def _finish(self, op: GroupOperation, timeout_ms: int) -> None:
         """Wait for a commit or lookup; raise its error. The core expires it at its deadline; the slack covers
         a core that stopped (fatal error, closed) without finishing it."""
-        self._dispatch()
+        self._dispatch(poke=False)
         deadline = monotonic_ms() + timeout_ms + WAIT_SLACK_MS
         while not op.done:
             changed = self._changed

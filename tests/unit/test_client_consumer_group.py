@@ -138,3 +138,25 @@ def test_sync_consumer_has_the_group_methods(closed_port: str) -> None:
         assert consumer.subscription() == set()
         consumer.assign([T0])
         assert consumer.assignment() == {T0}
+
+
+async def test_a_waiting_poll_waits_instead_of_spinning(closed_port: str) -> None:
+    """A poll() with nothing to do must sleep until something happens; counting its passes catches a busy loop
+    (thousands of passes) without timing anything."""
+    consumer = Consumer(closed_port, group_id="g")
+    passes = 0
+    try:
+        consumer.subscribe(["t"])
+        assert consumer._group is not None
+        shell_poll = consumer._group.app_poll
+
+        async def counted() -> None:
+            nonlocal passes
+            passes += 1
+            await shell_poll()
+
+        consumer._group.app_poll = counted  # type: ignore[method-assign]
+        assert await consumer.poll(300) == []
+    finally:
+        await consumer.close(timeout_ms=100)
+    assert 1 <= passes < 100, f"poll() went round {passes} times in 300 ms"
