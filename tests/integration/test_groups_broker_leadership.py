@@ -116,3 +116,37 @@ async def test_the_coordinator_follows_offsets_partition_leadership(tmp_path: Pa
         answer = await wait_for(lambda: fetch_from(address), lambda a: a["error_code"] not in RETRIABLE)
         assert committed(answer) == 9, answer
         assert c.rm(second_leader).groups.coordinator.partition_status(partition) is None
+
+
+async def test_a_write_of_unknown_fate_reloads_the_partition_from_the_log(tmp_path: Path) -> None:
+    # Followers that stop fetching leave the ISR after 1.5 s; the coordinator's writes time out sooner.
+    async with BrokerCluster(tmp_path, replica_lag_time_max_ms=1_500) as c:
+        c.create_topic(OFFSETS, 50, 3, configs={"cleanup_policy": "compact"})
+        partition = partition_for(GROUP, 50)
+        leader = c.leader(OFFSETS, partition)
+        shell = c.rm(leader).groups
+        await wait_until(
+            lambda: shell.coordinator.partition_status(partition) is PartitionStatus.ACTIVE, what="the partition loaded"
+        )
+        # The fixture writes the node configs itself; this is offsets_commit_timeout_ms.
+        shell.appender.timeout_ms = 300
+        for follower in c.partition(OFFSETS, partition).replicas:
+            if follower != leader:
+                await c.rm(follower).fetchers.pause()
+        loads = shell.loader.loads_completed
+
+        address = c.brokers[leader].address
+        answer = await c.rpc.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
+        code = answer["topics"][0]["partitions"][0]["error_code"]
+        assert code == ErrorCode.COORDINATOR_NOT_AVAILABLE, answer  # acks=all did not come in time
+        assert shell.appender.failed == 1
+
+        # The write is in the leader's log and commits once the ISR shrinks: the coordinator reloads the
+        # partition from the log instead of guessing, and then serves what the log says.
+        answer = await wait_for(
+            lambda: c.rpc.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
+            lambda a: a["error_code"] not in RETRIABLE,
+        )
+        assert committed(answer) == 42, answer
+        assert shell.loader.loads_completed == loads + 1
+        assert c.partition(OFFSETS, partition).isr == (leader,)
