@@ -17,6 +17,12 @@
   combined cluster. The observer is a Raft observer in this process
   (RaftComponent + MetadataComponent), so the moment is read from the
   committed log, not from polling.
+* **hosting**: on a combined cluster, `--hosting-topics` topics of 10
+  partitions (RF 3) created one at a time; topics/s until every replica is
+  hosted on its broker (each node's `/admin/status` counts its partitions and
+  leaders), and the event-loop stall meanwhile: every node answers a
+  `/admin/status` probe every 20 ms, and the slowest answer bounds how long
+  its loop was blocked (the same probe idle gives the baseline).
 * **restart**: a controller-only quorum holding 100,000 partitions (1,000 topics
   x 100, RF 3) with `metadata_snapshot_max_new_record_bytes` = 2 MiB, so each
   controller has snapshots and a log tail after the last one. SIGKILL a
@@ -27,6 +33,7 @@
     python benchmarks/metadata_bench.py                   # everything, summary table
     python benchmarks/metadata_bench.py --json            # the same figures as one JSON object
     python benchmarks/metadata_bench.py --only start,controller-only --trials 2
+    python benchmarks/metadata_bench.py --only hosting --hosting-topics 10
 
 docs/perf-metadata.md has the results on the reference machine.
 """
@@ -34,6 +41,7 @@ docs/perf-metadata.md has the results on the reference machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -494,6 +502,99 @@ async def scenario_restart(root: Path, partitions: int, per_topic: int, trials: 
         cluster.stop()
 
 
+class LoopProbe:
+    """Answers of `/admin/status` from every node every 20 ms: a stalled event loop shows as a slow answer."""
+
+    def __init__(self, addresses: list[tuple[str, int]]) -> None:
+        self.addresses = addresses
+        self.latencies: dict[tuple[str, int], list[float]] = {a: [] for a in addresses}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def _probe(self, address: tuple[str, int]) -> None:
+        client = RpcClient(request_timeout_ms=10_000)
+        try:
+            while True:
+                t0 = time.perf_counter()
+                with contextlib.suppress(KafkaError):
+                    await client.call(address, "/admin/status", {})
+                self.latencies[address].append(time.perf_counter() - t0)
+                await asyncio.sleep(0.02)
+        finally:
+            await client.close()
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._probe(a)) for a in self.addresses]
+
+    async def stop(self) -> dict[str, float]:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        every = sorted(x for values in self.latencies.values() for x in values)
+        worst = {f"{h}:{p}": max(v, default=0.0) for (h, p), v in self.latencies.items()}
+        return {
+            "probes": len(every),
+            "max_ms": 1000 * max(every, default=0.0),
+            "p99_ms": 1000 * every[int(0.99 * (len(every) - 1))] if every else 0.0,
+            "worst_node_max_ms": {k: 1000 * v for k, v in worst.items()},
+        }
+
+
+async def hosted_counts(addresses: list[tuple[str, int]]) -> tuple[int, int]:
+    """(replicas hosted, leaders) summed over the nodes' `/admin/status`."""
+    replicas = leaders = 0
+    for address in addresses:
+        status = await status_of(address)
+        r = ((status or {}).get("broker") or {}).get("replicas") or {}
+        replicas += int(r.get("partitions", 0))
+        leaders += int(r.get("leaders", 0))
+    return replicas, leaders
+
+
+async def scenario_hosting(root: Path, topics: int, per_topic: int = 10) -> dict[str, Any]:
+    """Create topics one at a time on a combined cluster; time until every replica is hosted, probe the loops."""
+    cluster = BenchCluster(root / "hosting")
+    try:
+        cluster.start()
+        addresses = list(cluster.voters().values())
+        client = ControllerClient(cluster.voters())
+        try:
+            await create_topics(client, "warm-host", 1, per_topic, 1)
+            want = (per_topic * 3, per_topic)
+            async with asyncio.timeout(120):
+                while await hosted_counts(addresses) != want:
+                    await asyncio.sleep(0.05)
+            idle = LoopProbe(addresses)
+            idle.start()
+            await asyncio.sleep(2)
+            baseline = await idle.stop()
+            busy = LoopProbe(addresses)
+            busy.start()
+            with err.status(f"hosting: {topics} topics of {per_topic} partitions"):
+                t0 = time.perf_counter()
+                created_s = await create_topics(client, "host", topics, per_topic, 1)
+                want = ((topics + 1) * per_topic * 3, (topics + 1) * per_topic)
+                async with asyncio.timeout(STEP_TIMEOUT_S):
+                    while await hosted_counts(addresses) != want:
+                        await asyncio.sleep(0.02)
+                hosted_s = time.perf_counter() - t0
+            stalls = await busy.stop()
+        finally:
+            await client.close()
+    finally:
+        cluster.stop()
+    return {
+        "topics": topics,
+        "partitions_each": per_topic,
+        "replicas": topics * per_topic * 3,
+        "refused_for_fenced_brokers": client.refused,
+        "created_topics_per_s": topics / created_s,
+        "hosted_s": hosted_s,
+        "hosted_topics_per_s": topics / hosted_s,
+        "probe_idle": baseline,
+        "probe_during": stalls,
+    }
+
+
 # --- the lightweight broker process -----------------------------------------------------------------------
 
 
@@ -526,12 +627,13 @@ async def run_sim_broker(broker_id: int, voters: dict[int, tuple[str, int]], clu
 
 @click.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
-@click.option("--only", default="start,controller-only,combined,restart", show_default=True)
+@click.option("--only", default="start,controller-only,combined,hosting,restart", show_default=True)
 @click.option("--trials", type=click.IntRange(1, 50), default=3, show_default=True)
 @click.option("--topics", "create_topics_n", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True)
 @click.option("--restart-partitions", type=click.IntRange(1000, 1_000_000), default=100_000, show_default=True)
 @click.option("--failover-sizes", default="1000,10000", show_default=True, help="Partition counts for failover.")
+@click.option("--hosting-topics", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), help="Keep clusters and logs here.")
 @click.pass_context
 def main(
@@ -543,6 +645,7 @@ def main(
     concurrency: int,
     restart_partitions: int,
     failover_sizes: str,
+    hosting_topics: int,
     workdir: Path | None,
 ) -> None:
     """Metadata and controller benchmark (see the module docstring)."""
@@ -560,6 +663,7 @@ def main(
                 scenario_controller_only(root, sizes, create_topics_n, concurrency, trials)
             ),
             "combined": lambda: asyncio.run(scenario_combined(root, sizes[0], create_topics_n, concurrency, trials)),
+            "hosting": lambda: asyncio.run(scenario_hosting(root, hosting_topics)),
             "restart": lambda: asyncio.run(scenario_restart(root, restart_partitions, 100, trials)),
         }
         for name, run in scenarios.items():
@@ -618,6 +722,18 @@ def summary_table(r: dict[str, Any]) -> Table:
             f"broker SIGKILL -> new leaders, {f['partitions']} partitions",
             f"{f['median_s']:.2f} s",
             f"combined cluster, median of {f['trials']}",
+        )
+    if "hosting" in r:
+        h = r["hosting"]
+        table.add_row(
+            f"topic creation until every replica is hosted, {h['topics']} topics",
+            f"{h['hosted_topics_per_s']:.1f} topics/s",
+            f"combined cluster, 1 in flight; committed at {h['created_topics_per_s']:.1f} topics/s",
+        )
+        table.add_row(
+            "event-loop stall while hosting (slowest /admin/status probe)",
+            f"{h['probe_during']['max_ms']:.0f} ms",
+            f"p99 {h['probe_during']['p99_ms']:.0f} ms; idle max {h['probe_idle']['max_ms']:.0f} ms",
         )
     if "restart" in r:
         s = r["restart"]

@@ -9,6 +9,15 @@ as a partition) and removed in a worker thread. Directories the metadata
 image does not assign to this broker are renamed `...-stray`, never deleted
 (Kafka 3.7's stray-log handling: an operator decides).
 
+Opening a log (directory checks, recovery, about six fsyncs for a new
+partition) blocks too, so it runs in the same threads: `open_later` queues a
+request and returns a future; one opener task hands everything queued so far
+to a worker thread as one batch, and the batch ends with ONE fsync of the
+`partitions/` directory for all the directories it created (their names are
+durable before any of their logs is handed out). A new directory's own files
+are fsynced each, with one fsync of the directory at the end
+(files.deferred_directory_sync): see `_open_one`.
+
 Background work, all of it off the event loop in a small thread pool
 (fsync, unlink and compaction block):
 - every log_flush_check_interval_ms: fsync what flush_messages / flush_ms ask
@@ -31,21 +40,24 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kraftpy.broker.clock import wall_ms
 from kraftpy.broker.partition_host import HostedPartition
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.storage import LogConfig, LogStorageError, PartitionLog
 from kraftpy.broker.storage.cleaner import LogCleaner
+from kraftpy.broker.storage.files import atomic_write, deferred_directory_sync, fsync_dir
 from kraftpy.broker.storage.layout import parse_partition_dir_name, partition_dir_name
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 PARTITIONS_DIR = "partitions"
 PARTITION_METADATA = "partition.metadata"
@@ -70,13 +82,24 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
 
 
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
-    path = directory / PARTITION_METADATA
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(f"version: 0\ntopic_id: {topic_id}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n".encode("ascii"))
+
+
+@dataclass
+class OpenRequest(Generic[R]):
+    """A log to open in a worker thread; `then(log)` runs in the same thread after it (e.g. producer state)."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    config: LogConfig
+    then: Callable[[PartitionLog], R] | None = None
+
+
+@dataclass
+class OpenedLog(Generic[R]):
+    log: PartitionLog
+    prepared: R | None
 
 
 class LogManager:
@@ -97,26 +120,113 @@ class LogManager:
         self._deletions: set[asyncio.Task[None]] = set()
         self._strays_checked = False
         self.retention_runs = 0
+        self._open_queue: list[tuple[OpenRequest[Any], asyncio.Future[OpenedLog[Any]]]] = []
+        self._opener: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.open_batches = 0  # batches opened (each one fsync of the partitions directory at most)
+
+    # The class that opens logs; a test substitutes an instrumented subclass of the real one.
+    log_class: type[PartitionLog] = PartitionLog
 
     # -- opening, deleting -----------------------------------------------------------------------------------
 
     def open_log(self, topic: str, topic_id: uuid.UUID, partition: int, config: LogConfig) -> PartitionLog:
-        """Open (or create) the log of a partition this broker hosts; a leftover of another topic id goes first."""
+        """Open (or create) a log here and now, durable in `partitions/` too (blocking: tools and tests)."""
+        plog, created = self._open_one(topic, topic_id, partition, config)
+        if created:
+            fsync_dir(self.root)
+        return plog
+
+    def open_later(self, request: OpenRequest[R]) -> asyncio.Future[OpenedLog[R]]:
+        """Queue `request` for the opener (worker thread); the future gets the log or the error that stopped it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[OpenedLog[R]] = loop.create_future()
+        if self._stopping:
+            future.set_exception(LogStorageError("the log manager is stopping"))
+            return future
+        self._open_queue.append((request, future))
+        if self._opener is None or self._opener.done():
+            self._opener = loop.create_task(self._open_queued(), name="kraftpy-log-open")
+        return future
+
+    async def _open_queued(self) -> None:
+        # One batch at a time, in one thread: the other worker stays free for flushes and checkpoints,
+        # and what queues up while a batch runs becomes the next batch (one partitions/ fsync for all).
+        while self._open_queue and not self._stopping:
+            batch, self._open_queue = self._open_queue, []
+            results: list[OpenedLog[Any] | BaseException]
+            try:
+                results = await self.run(self._open_batch, [request for request, _ in batch])
+            except Exception as exc:  # the pool is gone (shutdown): every waiter must still get an answer
+                results = [exc] * len(batch)
+            self.open_batches += 1
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():  # given up by its owner
+                    if isinstance(result, OpenedLog):
+                        result.log.discard()
+                elif isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    def _open_batch(self, requests: list[OpenRequest[Any]]) -> list[OpenedLog[Any] | BaseException]:
+        """In a worker thread: open every request's log; one fsync of partitions/ covers the new directories."""
+        results: list[OpenedLog[Any] | BaseException] = []
+        any_created = False
+        for r in requests:
+            try:
+                plog, created = self._open_one(r.topic, r.topic_id, r.partition, r.config)
+                any_created |= created
+                results.append(OpenedLog(plog, r.then(plog) if r.then is not None else None))
+            except Exception as exc:
+                results.append(exc)
+        if any_created:
+            try:
+                # A new directory's name is durable only once its parent is fsynced; without this a
+                # crash could lose a partition whose segments were flushed (recovery point moved).
+                fsync_dir(self.root)
+            except OSError as exc:
+                error = LogStorageError(f"fsync of {self.root} failed: {exc}")
+                for i, result in enumerate(results):
+                    if isinstance(result, OpenedLog):
+                        result.log.discard()
+                        results[i] = error
+        return results
+
+    def _open_one(
+        self, topic: str, topic_id: uuid.UUID, partition: int, config: LogConfig
+    ) -> tuple[PartitionLog, bool]:
+        """Open (or create) a partition's log; a leftover of another topic id goes first. (log, directory created)
+
+        Blocking: runs in a worker thread (or in tools and tests). The caller fsyncs `partitions/` when a
+        directory was created.
+        """
         directory = self.root / partition_dir_name(topic, partition)
         if directory.exists():
             stored = read_partition_metadata(directory)
             if stored is not None and stored != topic_id:
                 log.warning("%s belongs to topic id %s, not %s: deleting it", directory.name, stored, topic_id)
                 self._schedule_removal(self._rename(directory, stored, DELETE_SUFFIX))
+        created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
-        if read_partition_metadata(directory) != topic_id:
-            write_partition_metadata(directory, topic_id)
-        plog = PartitionLog.open(directory, config)
+        if created:
+            # Nothing depends on this directory until it is handed out, so its files' directory
+            # fsyncs (partition.metadata, the leader-epoch and three offset checkpoints, the first
+            # segment's names) collapse into one at the end of the block. What stays per file is the
+            # fsync of its contents before its rename: a checkpoint torn by a crash would stop the
+            # next open, while a missing one falls back to the log start (all zero here).
+            with deferred_directory_sync(directory):
+                write_partition_metadata(directory, topic_id)
+                plog = self.log_class.open(directory, config)
+        else:
+            if read_partition_metadata(directory) != topic_id:
+                write_partition_metadata(directory, topic_id)
+            plog = self.log_class.open(directory, config)
         # Appends run on the event loop: flush policies are applied by the flush loop, in a thread.
         plog.flush_inline = False
         if config.compact and self.settings.log_cleaner_enable:
             self._cleaner.add(plog)
-        return plog
+        return plog, created
 
     def update_config(self, plog: PartitionLog, config: LogConfig) -> None:
         if plog.config == config:
@@ -192,7 +302,17 @@ class LogManager:
             ),
         ]
 
-    async def stop(self) -> None:
+    async def stop(self, open_wait_ms: int = 30_000) -> None:
+        """Stop the background jobs; queued opens fail, the batch being opened is waited for (bounded)."""
+        self._stopping = True
+        for _, future in self._open_queue:
+            future.set_exception(LogStorageError("the log manager stopped before opening this log"))
+        self._open_queue = []
+        if self._opener is not None and not self._opener.done():
+            # A thread cannot be cancelled: a log it opens after this gives up stays open until exit.
+            done, _ = await asyncio.wait({self._opener}, timeout=open_wait_ms / 1000)
+            if not done:
+                log.warning("a batch of logs was still opening after %d ms; not waiting longer", open_wait_ms)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -203,16 +323,20 @@ class LogManager:
         if self._deletions:
             await asyncio.gather(*self._deletions, return_exceptions=True)
 
-    async def close_logs(self, partitions: list[HostedPartition]) -> None:
-        """Flush and close every log (checkpoints included), in the worker threads."""
+    async def close_logs(self, partitions: list[HostedPartition], unclaimed: Sequence[PartitionLog] = ()) -> None:
+        """Flush and close every log (checkpoints included), in the worker threads.
 
-        def close(p: HostedPartition) -> None:
+        `unclaimed`: logs opened for partitions that were never hosted (the broker stopped first).
+        """
+
+        def close(plog: PartitionLog) -> None:
             try:
-                p.log.close()
+                plog.close()
             except LogStorageError as exc:
-                log.error("closing %s failed: %s", p.name, exc)
+                log.error("closing %s failed: %s", plog.directory.name, exc)
 
-        await asyncio.gather(*(self.run(close, p) for p in partitions))
+        logs = [p.log for p in partitions] + list(unclaimed)
+        await asyncio.gather(*(self.run(close, plog) for plog in logs))
         self._executor.shutdown(wait=False)
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:

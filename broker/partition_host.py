@@ -47,6 +47,7 @@ from kraftpy.broker.replication import (
     EpochEndOffset,
     LogState,
     Partition,
+    ProducerStateManager,
     RebuildProducerState,
     ReplicationConfig,
     Role,
@@ -75,7 +76,26 @@ class PartitionOfflineError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
+def producer_state(
+    plog: PartitionLog, config: ReplicationConfig, end_offset: int | None = None
+) -> ProducerStateManager:
+    """The producer state below `end_offset` (default: the log end): newest snapshot + replay of batch headers.
+
+    Reads files: for a log just opened the replica manager runs it in the log manager's thread.
+    """
+    producers = producer_snapshots.rebuild_producer_state(
+        plog,
+        plog.log_end_offset if end_offset is None else end_offset,
+        batches_to_retain=config.producer_batches_to_retain,
+        producer_id_expiration_ms=config.producer_id_expiration_ms,
+    )
+    producers.evict_unretained(plog.log_start_offset)
+    return producers
+
+
 class HostedPartition:
+    """A partition this broker replicates; `producers` is its producer state when already rebuilt (in a thread)."""
+
     def __init__(
         self,
         topic: str,
@@ -87,6 +107,7 @@ class HostedPartition:
         *,
         replica_id: int,
         broker_epoch: int,
+        producers: ProducerStateManager | None = None,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -97,13 +118,8 @@ class HostedPartition:
         self.stopped = False
         self.watchers: set[asyncio.Event] = set()
         self._active_base = plog.active_segment_base_offset
-        producers = producer_snapshots.rebuild_producer_state(
-            plog,
-            plog.log_end_offset,
-            batches_to_retain=config.producer_batches_to_retain,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
-        )
-        producers.evict_unretained(plog.log_start_offset)
+        if producers is None:
+            producers = producer_state(plog, config)
         self.core = Partition(replica_id, config, producers, broker_epoch=broker_epoch)
         self._dispatch: Mapping[type, Callable[[object, Mapping[object, bytes] | None], None]] = {
             AppendAsLeader: self._append_as_leader,  # type: ignore[dict-item]
@@ -270,15 +286,7 @@ class HostedPartition:
         self.notify()
 
     def _rebuild_producer_state(self, action: RebuildProducerState, _records: object) -> None:
-        config = self.core.config
-        producers = producer_snapshots.rebuild_producer_state(
-            self.log,
-            action.end_offset,
-            batches_to_retain=config.producer_batches_to_retain,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
-        )
-        producers.evict_unretained(self.log.log_start_offset)
-        self.core.load_producer_state(producers)
+        self.core.load_producer_state(producer_state(self.log, self.core.config, action.end_offset))
         self._active_base = self.log.active_segment_base_offset
 
     # -- retention hooks -----------------------------------------------------------------------------------------

@@ -26,7 +26,13 @@ What it owns:
   expire ISR members and waits and retry AlterPartition.
 
 Everything runs on one asyncio loop; the cores are never touched from
-another thread. Blocking storage work goes to the LogManager's threads.
+another thread. Blocking storage work goes to the LogManager's threads,
+opening logs included: a partition newly assigned to this broker is
+*becoming hosted* (`_opening`) until its log is open, and requests for it
+meanwhile get NOT_LEADER_OR_FOLLOWER, as for any partition the metadata knows
+but this broker does not host yet (clients retry). Metadata changes that reach
+a partition while it opens (leader changes, deletion, a new topic id under
+the same name) queue on it and are applied in their order once it is open.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.broker.alter_partition_manager import AlterPartitionManager
@@ -49,15 +57,16 @@ from kraftpy.broker.controller_channel import ControllerChannel
 from kraftpy.broker.fetcher_manager import ReplicaFetcherManager
 from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.broker.group_shell import GroupCoordinatorShell
-from kraftpy.broker.log_manager import LogManager
+from kraftpy.broker.log_manager import LogManager, OpenedLog, OpenRequest
 from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
-from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
+from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey, producer_state
 from kraftpy.broker.producer_id_manager import ProducerIdManager
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.replication import (
     AlterPartitionRequest,
     CompleteProduce,
     PartitionRegistration,
+    ProducerStateManager,
     ReplicationConfig,
     Role,
 )
@@ -70,6 +79,21 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.rpc import Address, Handler
 
 log = logging.getLogger(__name__)
+
+DELETE = None  # a queued change: the partition leaves this broker
+
+
+@dataclass
+class _Opening:
+    """A partition becoming hosted: its log opens in a worker thread; `changes` wait for it, in order.
+
+    Each change is a LocalPartition (become leader/follower at that registration) or DELETE; the
+    first is the one that started the open.
+    """
+
+    topic_id: uuid.UUID
+    changes: list[LocalPartition | None]
+    future: asyncio.Future[OpenedLog[ProducerStateManager]]
 
 
 class ReplicaManager:
@@ -93,6 +117,7 @@ class ReplicaManager:
         self.controller_address_provider = controller_address_provider
         self.settings = settings or ReplicaManagerSettings.from_node_config(node.config)
         self.partitions: dict[TopicPartitionKey, HostedPartition] = {}
+        self._opening: dict[TopicPartitionKey, _Opening] = {}
         self.produce_waiters: dict[Any, asyncio.Future[CompleteProduce]] = {}
         channel = ControllerChannel(
             node.rpc, controller_address_provider, request_timeout_ms=self.settings.controller_request_timeout_ms
@@ -161,8 +186,10 @@ class ReplicaManager:
                     p.take_producer_snapshot()
                 except OSError as exc:
                     log.warning("producer snapshot of %s at close failed: %s", p.name, exc)
-        await self.logs.stop()
-        await self.logs.close_logs([p for p in hosted if p.offline is None])
+        await self.logs.stop()  # waits (bounded) for logs being opened
+        unclaimed = [o.future.result().log for o in self._opening.values() if _opened(o.future)]
+        self._opening.clear()
+        await self.logs.close_logs([p for p in hosted if p.offline is None], unclaimed)
         for p in hosted:
             if p.offline is not None and not p.log.closed:
                 p.log.discard()
@@ -178,6 +205,7 @@ class ReplicaManager:
         )
         return {
             "partitions": len(self.partitions),
+            "opening": len(self._opening),
             "leaders": sum(1 for r in roles if r is Role.LEADER),
             "followers": sum(1 for r in roles if r is Role.FOLLOWER),
             "offline": sum(1 for p in self.partitions.values() if p.offline is not None),
@@ -221,23 +249,22 @@ class ReplicaManager:
         if registration is not None and registration.broker_epoch == epoch >= 0:
             # The image holds this incarnation's own registration, so it is newer than anything this
             # broker could have hosted before it started: what it does not assign here is a stray.
-            self.logs.mark_strays({partition_dir_name(*key) for key in self.partitions})
+            self.logs.mark_strays({partition_dir_name(*key) for key in (*self.partitions, *self._opening)})
         self.groups.on_metadata()
 
     def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
         key = (local.topic_name, local.partition)
+        opening = self._opening.get(key)
+        if opening is not None:
+            opening.changes.append(local)  # applied after the open, in order
+            return
         hosted = self.partitions.get(key)
         if hosted is not None and hosted.topic_id != local.topic_id:
             self._delete_partition(key)  # the topic was deleted and created again under the same name
             hosted = None
         if hosted is None:
-            try:
-                hosted = self._create_partition(local, image)
-            except Exception:
-                # Kafka would take the log directory offline; here the partition is not hosted and
-                # requests for it are answered NOT_LEADER_OR_FOLLOWER until a restart opens it.
-                log.exception("cannot open the log of %s-%d", local.topic_name, local.partition)
-                return
+            self._begin_open(local, image)
+            return
         if hosted.offline is not None:
             return
         reg = local.registration
@@ -257,26 +284,74 @@ class ReplicaManager:
         if key[0] == OFFSETS_TOPIC:
             self.groups.on_metadata()  # its leadership may have changed here (also after a log opened late)
 
-    def _create_partition(self, local: LocalPartition, image: MetadataImage) -> HostedPartition:
-        name = local.topic_name
-        plog = self.logs.open_log(name, local.topic_id, local.partition, self._log_config(image, name))
-        hosted = HostedPartition(
+    def _begin_open(self, local: LocalPartition, image: MetadataImage) -> None:
+        """Open the partition's log (and rebuild its producer state) in the log manager's thread."""
+        name, key = local.topic_name, (local.topic_name, local.partition)
+        replication = self._replication_config(image, name)
+        request = OpenRequest(
             name,
             local.topic_id,
             local.partition,
+            self._log_config(image, name),
+            then=lambda plog: producer_state(plog, replication),
+        )
+        opening = _Opening(local.topic_id, [local], self.logs.open_later(request))
+        self._opening[key] = opening
+        opening.future.add_done_callback(lambda _: self._finish_open(key, opening))
+
+    def _finish_open(self, key: TopicPartitionKey, opening: _Opening) -> None:
+        """The log is open (or failed to open): host the partition, then apply what queued meanwhile, in order."""
+        if self._stopped or self._opening.get(key) is not opening:
+            return  # stop() closes what was opened
+        del self._opening[key]
+        image = self._applied if self._applied is not None else self.image()
+        changes = opening.changes
+        if _opened(opening.future):
+            self._host(key, opening.topic_id, opening.future.result(), image)
+        else:
+            exc = opening.future.exception() if not opening.future.cancelled() else None
+            # Kafka would take the log directory offline; here the partition is not hosted and requests
+            # for it get NOT_LEADER_OR_FOLLOWER; a later change for it tries again, as a restart does.
+            log.error("cannot open the log of %s-%d: %r", key[0], key[1], exc)
+            changes = changes[1:]
+        now = monotonic_ms()
+        for change in changes:
+            if change is DELETE:
+                self._delete_partition(key)
+            else:
+                self._apply_partition(change, image, now)
+
+    def _host(
+        self, key: TopicPartitionKey, topic_id: uuid.UUID, opened: OpenedLog[ProducerStateManager], image: MetadataImage
+    ) -> HostedPartition:
+        # Configs and usable brokers as of now, not as of when the open began.
+        name, plog = key[0], opened.log
+        try:
+            self.logs.update_config(plog, self._log_config(image, name))
+        except (KafkaError, ValueError) as exc:
+            log.error("config of %s-%d not applied: %s", name, key[1], exc)
+        hosted = HostedPartition(
+            name,
+            topic_id,
+            key[1],
             plog,
             self._replication_config(image, name),
             self,
             replica_id=self.broker_id,
             broker_epoch=self._broker_epoch,
+            producers=opened.prepared,
         )
         ineligible = frozenset(b for b, reg in image.brokers.items() if not reg.usable)
         hosted.core.set_ineligible_replicas(ineligible)
-        self.partitions[hosted.key] = hosted
+        self.partitions[key] = hosted
         log.info("broker %d hosts %s (log end offset %d)", self.broker_id, hosted.name, plog.log_end_offset)
         return hosted
 
     def _delete_partition(self, key: TopicPartitionKey) -> None:
+        opening = self._opening.get(key)
+        if opening is not None:
+            opening.changes.append(DELETE)  # applied after the open, in order
+            return
         hosted = self.partitions.pop(key, None)
         if hosted is None:
             return
@@ -325,6 +400,12 @@ class ReplicaManager:
         if hosted is not None:
             hosted.check_online()
             return hosted
+        if (topic, partition) in self._opening:
+            raise KafkaError(
+                f"broker {self.broker_id} is still opening the log of {topic}-{partition}",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                **self.leader_hint(topic, partition),
+            )
         image = self.image()
         t = image.topic(topic) if image is not None else None
         if t is None or partition >= len(t.partitions):
@@ -399,3 +480,8 @@ class ReplicaManager:
                 wall = wall_ms()
                 for hosted in self.partitions.values():
                     hosted.core.producers.remove_expired(wall)
+
+
+def _opened(future: asyncio.Future[OpenedLog[ProducerStateManager]]) -> bool:
+    """Whether the open finished with a log (retrieving its exception, if any, so none goes unreported)."""
+    return future.done() and not future.cancelled() and future.exception() is None

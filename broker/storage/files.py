@@ -4,6 +4,10 @@ Everything the engine writes goes through here, so the rules that make a crash
 safe live in one place: a checkpoint is replaced by writing a temp file,
 fsyncing it, renaming it over the old one and fsyncing the directory (POSIX
 makes the rename atomic, the directory fsync makes it durable).
+
+A new partition directory is filled with several such files at once; inside
+`deferred_directory_sync(directory)` their directory fsyncs collapse into one
+at the end of the block (each file's own fsync still runs before its rename).
 """
 
 from __future__ import annotations
@@ -21,13 +25,48 @@ from kraftpy.broker.storage.layout import TEMP_SUFFIX
 IOV_MAX = getattr(os, "IOV_MAX", None) or 1024
 
 
+_deferred = threading.local()  # .dirs: {directory: whether an fsync was asked for}, per thread
+
+
 def fsync_dir(directory: Path) -> None:
     """Make creations, renames and deletions inside `directory` durable."""
+    pending: dict[Path, bool] | None = getattr(_deferred, "dirs", None)
+    if pending is not None and directory in pending:
+        pending[directory] = True  # done once when the deferring block ends
+        return
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def deferred_directory_sync(directory: Path) -> Iterator[None]:
+    """Within the block (this thread only), fsync `directory` once at the end instead of at every fsync_dir().
+
+    For a directory nobody depends on until the block returns (a partition
+    directory being created): a crash inside the block leaves each file either
+    absent or whole (its contents were fsynced before its rename), and the
+    single fsync at the end makes every name durable before the caller hands
+    the directory out. Not for a directory whose files already hold data: there
+    the order in which renames become durable matters.
+    """
+    pending: dict[Path, bool] | None = getattr(_deferred, "dirs", None)
+    if pending is None:
+        pending = _deferred.dirs = {}
+    if directory in pending:  # nested: the outer block syncs
+        yield
+        return
+    pending[directory] = False
+    try:
+        yield
+    except BaseException:
+        del pending[directory]
+        raise
+    asked = pending.pop(directory)
+    if asked:
+        fsync_dir(directory)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

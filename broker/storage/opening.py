@@ -87,9 +87,11 @@ def _open_locked(
         if suffix == layout.LOG_SUFFIX and base is not None
     )
     interval = config.index_interval_bytes
+    created: list[LogSegment] = []  # new and empty: their names need the directory fsync, their bytes nothing
     if not bases:
         start = stored_start or 0
         segments = [LogSegment.create(directory, start, index_interval_bytes=interval, now_ms=now_ms)]
+        created = list(segments)
         changed_dir = True
     else:
         segments = [LogSegment.open(directory, b, index_interval_bytes=interval) for b in bases]
@@ -140,6 +142,7 @@ def _open_locked(
         for seg in reversed(segments):
             seg.delete()
         segments = [LogSegment.create(directory, log_start, index_interval_bytes=interval, now_ms=now_ms)]
+        created = list(segments)
         outcome.recovered = list(segments)
         log_end = log_start
         epochs.clear(flush=False)
@@ -158,6 +161,8 @@ def _open_locked(
     # What recovery validated may still sit only in the page cache (a process
     # crash, not a power cut): make it durable before calling it recovered.
     for seg in outcome.recovered:
+        if seg in created:
+            continue
         seg.write_indexes()
         seg.fsync()
     if changed_dir:

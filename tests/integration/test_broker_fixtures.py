@@ -209,6 +209,7 @@ class BrokerCluster:
         await web.SockSite(handle.runner, sock).start()
         await rm.start()
         handle.rm = rm
+        await self.settled()
         return rm
 
     async def stop_broker(self, broker_id: int) -> None:
@@ -346,7 +347,16 @@ class BrokerCluster:
         return ",".join(f"127.0.0.1:{h.port}" for h in self.brokers.values() if h.running)
 
     async def call(self, broker_id: int, path: str, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        await self.settled()
         return await self.rpc.call(self.brokers[broker_id].address, path, body, **kwargs)
+
+    async def settled(self, timeout_s: float = 10.0) -> None:
+        """Every running broker has opened the logs the published images gave it (they open in a thread)."""
+        await wait_until(
+            lambda: not any(h.rm.status()["opening"] for h in self.brokers.values() if h.rm is not None),
+            timeout_s=timeout_s,
+            what="partition logs opened",
+        )
 
     async def wait_for_isr(self, topic: str, partition: int, isr: set[int], timeout_s: float = 10.0) -> None:
         await wait_until(

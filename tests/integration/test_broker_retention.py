@@ -105,6 +105,7 @@ async def test_config_changes_reach_the_logs_and_deleted_topics_leave_every_brok
             what="deleted directories removed",
         )
         cluster.create_topic("gone", partitions=1)  # the same name again: a new, empty log
+        await cluster.settled()
         leader = cluster.leader("gone")
         assert cluster.hosted(leader, "gone").log.log_end_offset == 0
 
