@@ -42,7 +42,7 @@ from kraftpy.client.errors import (
 from kraftpy.client.fetcher import FETCH_PATH, Fetcher, FetchRequest
 from kraftpy.client.group_commits import CommitCallback, GroupOperation, OffsetAndMetadata
 from kraftpy.client.group_errors import InvalidGroupIdError
-from kraftpy.client.group_shell import GroupShell
+from kraftpy.client.group_shell import ConsumerGroupMetadata, GroupShell
 from kraftpy.client.interceptors import run_on_consume
 from kraftpy.client.metadata import Metadata
 from kraftpy.client.offset_fetcher import (
@@ -215,6 +215,10 @@ class Consumer:
         if self._group is None or not self._subscriptions.is_subscribed:
             return set()
         return self._group.subscription()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer has now (Kafka's groupMetadata())."""
+        return self._require_group().group_metadata()
 
     async def unsubscribe(self) -> None:
         """Give up the partitions (subscription: the listener's on_partitions_revoked, then LeaveGroup)."""

@@ -23,6 +23,7 @@ import collections
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.client.assignors import make_assignors
@@ -63,6 +64,16 @@ def membership_config(cfg: Mapping[str, Any]) -> GroupMembershipConfig:
         auto_commit_interval_ms=cfg["auto_commit_interval_ms"],
         exclude_internal_topics=cfg["exclude_internal_topics"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Kafka's ConsumerGroupMetadata: who this consumer is in its group right now (generation -1: none)."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 class _Store:
@@ -159,6 +170,13 @@ class GroupShell:
 
     def subscription(self) -> set[str]:
         return set(self.core.subscription.topics)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        generation = self.core.generation
+        config = self.core.config
+        return ConsumerGroupMetadata(
+            config.group_id, generation.generation_id, generation.member_id, config.group_instance_id
+        )
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, timeout_ms: int | None) -> None:
         timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms

@@ -22,6 +22,7 @@ from typing import Any
 from kraftpy.client.admin import AdminClient
 from kraftpy.client.consumer import Consumer
 from kraftpy.client.group_commits import CommitCallback, OffsetAndMetadata
+from kraftpy.client.group_shell import ConsumerGroupMetadata
 from kraftpy.client.loop_thread import LoopThread
 from kraftpy.client.producer import Producer
 from kraftpy.client.types import ConsumerRecord, DeliveryCallback, OffsetAndTimestamp, RecordMetadata, TopicPartition
@@ -151,6 +152,9 @@ class SyncConsumer(_Wrapped):
 
     def subscription(self) -> set[str]:
         return self._on_loop(self._consumer.subscription)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._on_loop(self._consumer.group_metadata)
 
     def unsubscribe(self) -> None:
         self._call(self._consumer.unsubscribe())
