@@ -134,7 +134,8 @@ def _cell(value: Any) -> str:
 
 
 def render_group(shape: Mapping[str, Any], description: Any) -> tuple[str, Table, Table | None]:
-    """A summary line, the partitions table (Kafka's columns) and the members table (None without members)."""
+    """A summary line, the partitions table (Kafka's columns but the client id) and the members table (None without
+    members)."""
     members = description.members
     owner = {(tp.topic, tp.partition): m for m in members for tp in m.assignment}
     assignor = f", assignor {description.partition_assignor}" if description.partition_assignor else ""
@@ -142,8 +143,9 @@ def render_group(shape: Mapping[str, Any], description: Any) -> tuple[str, Table
     if not members:
         header += " (no active members)"
     partitions = Table()
-    for column in ("topic", "partition", "committed offset", "log end offset", "lag", "member id", "client id"):
+    for column in ("topic", "partition", "committed offset", "log end offset", "lag"):
         partitions.add_column(column)
+    partitions.add_column("member id", overflow="fold")  # whole: people copy it; client ids are in the members table
     for row in shape["partitions"]:
         m = owner.get((row["topic"], row["partition"]))
         partitions.add_row(
@@ -153,13 +155,12 @@ def render_group(shape: Mapping[str, Any], description: Any) -> tuple[str, Table
             _cell(row["log_end_offset"]),
             _cell(row["lag"]),
             "-" if m is None else m.member_id,
-            "-" if m is None else m.client_id,
         )
     if not members:
         return header, partitions, None
     table = Table()
     for column in ("member id", "instance id", "client id", "host", "assignment"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for m in sorted(members, key=lambda m: m.member_id):
         assignment = ", ".join(str(tp) for tp in m.assignment) or "-"
         table.add_row(m.member_id, m.group_instance_id or "-", m.client_id, m.host, assignment)
