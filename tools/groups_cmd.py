@@ -27,6 +27,7 @@ from kraftpy.tools.options import client_options, servers_for
 from kraftpy.tools.topics_cmd import echo_json, err_console, run_admin, timeout_option
 
 E = ErrorCode
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")  # Kafka's names
 INACTIVE_STATES = ("Empty", "Dead")
 RESET_OPTIONS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 # What a failed group call means for the person at the terminal (the broker sends only the code).
@@ -278,17 +279,28 @@ def groups() -> None:
 
 
 @groups.command("list")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(GROUP_STATES, case_sensitive=False),
+    help="Only groups in this state (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help='{"groups": [{"group", "state"}]} for scripts.')
 @timeout_option
 @client_options
 def list_groups(
-    as_json: bool, timeout_ms: int, cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None
+    states: tuple[str, ...],
+    as_json: bool,
+    timeout_ms: int,
+    cluster_dir: Path,
+    bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
     """List consumer groups (every broker is asked for the groups it coordinates)."""
     servers = servers_for(cluster_dir, bootstrap_servers)
 
     async def action(admin: Any) -> Any:
-        return (await admin.list_consumer_groups()).all()
+        return (await admin.list_consumer_groups(states or None)).all()
 
     listings = run_admin(servers, timeout_ms, action)
     if as_json:

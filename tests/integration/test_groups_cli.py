@@ -114,6 +114,7 @@ def test_offsets_only_group_reset_dry_run_execute_describe_and_delete(cluster: L
 
     listed = cluster.ok("groups", "list", "--json").json()
     assert {"group": "audit", "state": "Empty"} in listed["groups"]
+    assert "audit" not in cluster.ok("groups", "list", "--state", "stable").stdout.split()
 
     deleted = cluster.ok("groups", "delete", "audit")
     assert "Deleted consumer group audit." in deleted.stdout
