@@ -17,8 +17,8 @@
   combined cluster. The observer is a Raft observer in this process
   (RaftComponent + MetadataComponent), so the moment is read from the
   committed log, not from polling.
-* **hosting**: on a combined cluster, `--hosting-topics` topics of 10
-  partitions (RF 3) created one at a time; topics/s until every replica is
+* **hosting**: on a combined cluster, `--hosting-topics` topics of
+  `--hosting-partitions` partitions (RF 3) created one at a time; topics/s until every replica is
   hosted on its broker (each node's `/admin/status` counts its partitions and
   leaders), and the event-loop stall meanwhile: every node answers a
   `/admin/status` probe every 20 ms, and the slowest answer bounds how long
@@ -634,6 +634,7 @@ async def run_sim_broker(broker_id: int, voters: dict[int, tuple[str, int]], clu
 @click.option("--restart-partitions", type=click.IntRange(1000, 1_000_000), default=100_000, show_default=True)
 @click.option("--failover-sizes", default="1000,10000", show_default=True, help="Partition counts for failover.")
 @click.option("--hosting-topics", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--hosting-partitions", type=click.IntRange(1, 1000), default=10, show_default=True, help="Per topic.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), help="Keep clusters and logs here.")
 @click.pass_context
 def main(
@@ -646,6 +647,7 @@ def main(
     restart_partitions: int,
     failover_sizes: str,
     hosting_topics: int,
+    hosting_partitions: int,
     workdir: Path | None,
 ) -> None:
     """Metadata and controller benchmark (see the module docstring)."""
@@ -663,7 +665,7 @@ def main(
                 scenario_controller_only(root, sizes, create_topics_n, concurrency, trials)
             ),
             "combined": lambda: asyncio.run(scenario_combined(root, sizes[0], create_topics_n, concurrency, trials)),
-            "hosting": lambda: asyncio.run(scenario_hosting(root, hosting_topics)),
+            "hosting": lambda: asyncio.run(scenario_hosting(root, hosting_topics, hosting_partitions)),
             "restart": lambda: asyncio.run(scenario_restart(root, restart_partitions, 100, trials)),
         }
         for name, run in scenarios.items():
@@ -726,9 +728,9 @@ def summary_table(r: dict[str, Any]) -> Table:
     if "hosting" in r:
         h = r["hosting"]
         table.add_row(
-            f"topic creation until every replica is hosted, {h['topics']} topics",
+            f"topic creation until every replica is hosted, {h['topics']} x {h['partitions_each']} partitions",
             f"{h['hosted_topics_per_s']:.1f} topics/s",
-            f"combined cluster, 1 in flight; committed at {h['created_topics_per_s']:.1f} topics/s",
+            f"combined cluster, RF 3, 1 in flight; committed at {h['created_topics_per_s']:.1f} topics/s",
         )
         table.add_row(
             "event-loop stall while hosting (slowest /admin/status probe)",

@@ -70,7 +70,7 @@ from kraftpy.broker.replication import (
     ReplicationConfig,
     Role,
 )
-from kraftpy.broker.storage import LogConfig
+from kraftpy.broker.storage import LogConfig, PartitionLog
 from kraftpy.broker.storage.layout import partition_dir_name
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image import MetadataImage
@@ -288,13 +288,18 @@ class ReplicaManager:
         """Open the partition's log (and rebuild its producer state) in the log manager's thread."""
         name, key = local.topic_name, (local.topic_name, local.partition)
         replication = self._replication_config(image, name)
-        request = OpenRequest(
-            name,
-            local.topic_id,
-            local.partition,
-            self._log_config(image, name),
-            then=lambda plog: producer_state(plog, replication),
-        )
+        registration = local.registration
+
+        def prepare(plog: PartitionLog) -> ProducerStateManager:
+            if registration.leader == self.broker_id:
+                # The core's first action as leader is AssignEpochStartOffset(epoch, log end); doing it here
+                # keeps its checkpoint write (two fsyncs) off the loop, and the action finds nothing to do.
+                # Should a queued change take the leadership away first, the entry is that of a leader
+                # that wrote nothing, as after any short-lived leadership.
+                plog.leader_epoch_cache.assign(registration.leader_epoch, plog.log_end_offset)
+            return producer_state(plog, replication)
+
+        request = OpenRequest(name, local.topic_id, local.partition, self._log_config(image, name), then=prepare)
         opening = _Opening(local.topic_id, [local], self.logs.open_later(request))
         self._opening[key] = opening
         opening.future.add_done_callback(lambda _: self._finish_open(key, opening))
