@@ -8,8 +8,11 @@ net; it looks at `offsets_topic_num_partitions` partitions, so it is cheap):
   groups answer COORDINATOR_LOAD_IN_PROGRESS), wait until the high watermark reaches the log end offset
   as of becoming leader (so nothing a previous leader committed is missed), read the log from its start
   to the high watermark in a worker thread, decode, `complete_loading`;
+- the metadata says it leads p but the log is still opening: `begin_loading(p)` only (requests get
+  COORDINATOR_LOAD_IN_PROGRESS, as in Kafka, not NOT_COORDINATOR); the load starts once it is open;
 - it no longer leads p, leads it at another epoch (maybe after someone else led it), the partition is
-  deleted, or the broker stops: `unload(p)`, then load again if it leads at a new epoch.
+  deleted (or its topic created again), or the broker stops: `unload(p)`, then load again if it leads
+  in a new term.
 
 A load that fails on I/O is retried while the leadership lasts; a record that does not decode
 (GroupRecordError) leaves the partition loading, loudly: guessing would lose offsets.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A partition's term of leadership here: (topic id, leader epoch).
+Term = tuple[uuid.UUID, int]
 # How often a waiting load looks at the high watermark even without a wake-up, and a failed load retries.
 POLL_S = 0.5
 
@@ -83,37 +89,58 @@ class OffsetsLoader:
         self.perform = perform
         self.now_ms = now_ms
         self.buffer_bytes = buffer_bytes
-        self.owned: dict[int, int] = {}  # partition -> the leader epoch it is loaded (or loading) at
+        # partition -> the term it is loaded (or loading) in: (topic id, leader epoch), so a topic deleted
+        # and created again, or a leadership lost and won back, is a new term and loads afresh.
+        self.owned: dict[int, Term] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self.loads_completed = 0
 
     def epoch(self, partition: int) -> int | None:
-        return self.owned.get(partition)
+        """The leader epoch this broker serves `partition` at (its writes are fenced by it), if it does."""
+        term = self.owned.get(partition)
+        return None if term is None else term[1]
 
     @property
     def loading(self) -> int:
         return sum(1 for t in self._tasks.values() if not t.done())
 
-    def _leading(self) -> dict[int, tuple[int, HostedPartition]]:
-        out: dict[int, tuple[int, HostedPartition]] = {}
+    def _leading(self) -> dict[int, tuple[Term, HostedPartition | None]]:
+        """Partition -> (its term, the hosted partition once it leads here, else None).
+
+        A partition the metadata gives this broker to lead while its log is still opening counts
+        too (without a hosted partition): its groups answer COORDINATOR_LOAD_IN_PROGRESS, as in
+        Kafka, rather than NOT_COORDINATOR, and the load starts once the log is open.
+        """
+        out: dict[int, tuple[Term, HostedPartition | None]] = {}
         hosted_partitions = self.rm.partitions
+        image = self.rm.image()
+        topic = image.topic(OFFSETS_TOPIC) if image is not None else None
         for partition in range(self.coordinator.config.offsets_topic_num_partitions):
             hosted = hosted_partitions.get((OFFSETS_TOPIC, partition))
-            if hosted is None or hosted.offline is not None or hosted.stopped or not hosted.is_leader:
-                continue
-            out[partition] = (hosted.core.leader_epoch, hosted)
+            if hosted is not None:
+                if hosted.offline is None and not hosted.stopped and hosted.is_leader:
+                    out[partition] = ((hosted.topic_id, hosted.core.leader_epoch), hosted)
+            elif topic is not None and partition < len(topic.partitions):
+                registration = topic.partitions[partition]
+                if registration.leader == self.rm.broker_id:
+                    out[partition] = ((topic.topic_id, registration.leader_epoch), None)
         return out
 
     def reconcile(self) -> None:
         """Load what this broker newly leads, unload what it no longer leads (at the same epoch)."""
         leading = self._leading()
-        for partition, epoch in list(self.owned.items()):
+        for partition, term in list(self.owned.items()):
             now_leading = leading.get(partition)
-            if now_leading is None or now_leading[0] != epoch:
+            if now_leading is None or now_leading[0] != term:
                 self._unload(partition)
-        for partition, (epoch, hosted) in leading.items():
+        for partition, (term, hosted) in leading.items():
             if partition not in self.owned:
-                self._load(partition, epoch, hosted)
+                self.owned[partition] = term
+                self.coordinator.begin_loading(partition)
+            if hosted is not None and partition not in self._tasks:
+                self._tasks[partition] = asyncio.get_running_loop().create_task(
+                    self._run_load(partition, term, hosted), name=f"kraftpy-load-offsets-{partition}"
+                )
 
     def reload(self, partition: int) -> None:
         """Forget the partition's state and load it again from the log (after a write of unknown fate)."""
@@ -134,26 +161,19 @@ class OffsetsLoader:
         log.info("unloading the groups of %s-%d", OFFSETS_TOPIC, partition)
         self.perform(self.coordinator.unload(partition, self.now_ms()))
 
-    def _load(self, partition: int, epoch: int, hosted: HostedPartition) -> None:
-        self.owned[partition] = epoch
-        self.coordinator.begin_loading(partition)
-        self._tasks[partition] = asyncio.get_running_loop().create_task(
-            self._run_load(partition, epoch, hosted), name=f"kraftpy-load-offsets-{partition}"
-        )
-
-    def _still_owned(self, partition: int, epoch: int, hosted: HostedPartition) -> bool:
+    def _still_owned(self, partition: int, term: Term, hosted: HostedPartition) -> bool:
         return (
-            self.owned.get(partition) == epoch
+            self.owned.get(partition) == term
             and hosted.offline is None
             and not hosted.stopped
             and hosted.is_leader
-            and hosted.core.leader_epoch == epoch
+            and (hosted.topic_id, hosted.core.leader_epoch) == term
         )
 
-    async def _run_load(self, partition: int, epoch: int, hosted: HostedPartition) -> None:
+    async def _run_load(self, partition: int, term: Term, hosted: HostedPartition) -> None:
         target = hosted.log.log_end_offset  # as of becoming leader
-        log.info("loading %s-%d at leader epoch %d (up to offset %d)", OFFSETS_TOPIC, partition, epoch, target)
-        while self._still_owned(partition, epoch, hosted):
+        log.info("loading %s-%d at leader epoch %d (up to offset %d)", OFFSETS_TOPIC, partition, term[1], target)
+        while self._still_owned(partition, term, hosted):
             high_watermark = hosted.log.high_watermark
             if high_watermark < target:
                 await self._wait_for_change(hosted)
@@ -167,7 +187,7 @@ class OffsetsLoader:
                 log.warning("reading %s-%d failed (%s); retrying", OFFSETS_TOPIC, partition, exc)
                 await asyncio.sleep(POLL_S)
                 continue
-            if not self._still_owned(partition, epoch, hosted):
+            if not self._still_owned(partition, term, hosted):
                 return
             try:
                 actions = self.coordinator.complete_loading(partition, records, self.now_ms())
