@@ -81,6 +81,9 @@ class OffsetsAppender:
         except KafkaError as exc:
             error = NOT_LEADER if exc.code in _EPOCH_ERRORS else exc.code
             log.debug("append %d to %s-%d refused: %s", action.append_id, OFFSETS_TOPIC, action.partition, exc)
+        except Exception:  # a bug here must still complete the append, or its group would wait forever
+            log.exception("append %d to %s-%d failed", action.append_id, OFFSETS_TOPIC, action.partition)
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
         previous = self._tails.get(action.partition)
         task = asyncio.get_running_loop().create_task(
             self._finish(action, previous, waits, error, now + self.timeout_ms), name="kraftpy-offsets-append"
