@@ -26,6 +26,12 @@ class RaftConfig:
     fetch_timeout_jitter_ms: int = 100
     # How long the leader parks a fetch that has nothing new before answering it empty.
     fetch_max_wait_ms: int = 500
+    # How long the leader holds a parked fetch whose only news is a higher high watermark
+    # (no new entries). KRaft answers at once; then every commit costs each follower a second
+    # fetch just to learn it. Held this long, the next append usually carries the high watermark
+    # along with its entries; followers and observers learn a commit at most this much later
+    # when no append follows. 0 answers at once, as KRaft.
+    fetch_high_watermark_linger_ms: int = 5
     # quorum.request.timeout.ms: an unanswered request is sent again after this long
     # (for a fetch: on top of the fetch's own max wait).
     request_timeout_ms: int = 2000
@@ -58,7 +64,13 @@ class RaftConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "append_linger_ms", "fetch_timeout_jitter_ms"):
+        for name in (
+            "election_backoff_max_ms",
+            "fetch_max_wait_ms",
+            "fetch_high_watermark_linger_ms",
+            "append_linger_ms",
+            "fetch_timeout_jitter_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.check_quorum_factor < 1.0:

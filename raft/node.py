@@ -633,9 +633,20 @@ class RaftNode:
         while leader.appends and leader.appends[0].last_offset < hw:
             pending = leader.appends.popleft()
             self._emit(AppendResolved(leader.epoch, pending.base_offset, pending.last_offset))
-        for replica in list(leader.parked):
-            self._answer_parked(replica)
+        self._hw_news_for_parked()
         self._check_reads()
+
+    def _hw_news_for_parked(self) -> None:
+        """The high watermark moved: parked fetches (which have no new entries to carry) tell it
+        within the linger, so an append that comes meanwhile carries it with its entries."""
+        leader = self._leader
+        assert leader is not None
+        linger = self.config.fetch_high_watermark_linger_ms
+        for replica, parked in list(leader.parked.items()):
+            if linger == 0:
+                self._answer_parked(replica)
+            else:
+                parked.deadline_ms = min(parked.deadline_ms, self._now + linger)
 
     def _check_reads(self) -> None:
         leader = self._leader
@@ -745,9 +756,18 @@ class RaftNode:
             leader.parked.pop(request.src, None)
             progress = leader.replica(request.src)
             hw = -1 if leader.high_watermark is None else leader.high_watermark
-            nothing_new = request.fetch_offset >= self.view.end_offset and progress.hw_sent == hw
-            if nothing_new and request.max_wait_ms > 0 and request.leader_round >= leader.round:
+            hw_news = progress.hw_sent != hw
+            linger = self.config.fetch_high_watermark_linger_ms
+            no_entries = request.fetch_offset >= self.view.end_offset
+            if (
+                no_entries
+                and not (hw_news and linger == 0)
+                and request.max_wait_ms > 0
+                and request.leader_round >= leader.round
+            ):
                 wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
+                if hw_news:
+                    wait = min(wait, linger)  # see fetch_high_watermark_linger_ms
                 leader.parked[request.src] = ParkedFetch(request, self._now + wait)
                 self._check_reads()  # a parked fetch still confirms this leadership for reads
                 return

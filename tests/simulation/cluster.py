@@ -145,7 +145,7 @@ def mixed_changes(seed: int) -> dict[str, Any]:
         proposal_timeout_ms=rng.choice([5 * t, 5000]),
         read_timeout_ms=rng.choice([5 * t, 5000]),
     )
-    return {
+    changes = {
         "raft": raft,
         "duration_ms": max(3000, 40 * t),
         "settle_ms": max(6000, 30 * t),
@@ -156,6 +156,9 @@ def mixed_changes(seed: int) -> dict[str, Any]:
         "max_delay_ms": rng.choice([3, 10]),
         "spike_max_ms": rng.choice([t, 300]),
     }
+    # drawn last, so every earlier draw (and so each seed's other settings) stays as it was
+    changes["raft"] = dataclasses.replace(raft, fetch_high_watermark_linger_ms=rng.choice([0, 5, 50]))
+    return changes
 
 
 def profile_config(profile: str, voters: int, observers: int = 1, seed: int = 0, **changes: Any) -> SimConfig:

@@ -71,7 +71,9 @@ MID_STEP_CRASHES = {"crash_mid_step_rate": 0.05}
         (CommitsByCountingOldEntries, 3, 20, {}),
         (CommitsByCountingOldEntries, 5, 20, {}),
         (FetchesFromUnflushedEnd, 3, 100, {}),
-        (FetchesFromUnflushedEnd, 5, 50, {}),
+        # a rare window (an acknowledged unflushed entry lost in a crash, then needed): 77 seeds since
+        # fetch_high_watermark_linger_ms changed the fetch pattern (33 before)
+        (FetchesFromUnflushedEnd, 5, 100, {}),
         (SendsBeforePersisting, 3, 50, MID_STEP_CRASHES),
         (SendsBeforePersisting, 5, 50, MID_STEP_CRASHES),
         (TruncatesTooFar, 3, 20, {}),

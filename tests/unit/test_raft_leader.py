@@ -64,10 +64,10 @@ def test_preferred_successors_most_caught_up_first() -> None:
     assert leader.preferred_successors() == (3, 4, 2)
 
 
-def elected(voters=(1, 2, 3), log=None):
+def elected(voters=(1, 2, 3), log=None, **config):
     """Node 1 elected leader of epoch 1 (pre-vote, then vote), leader-change entry flushed."""
     state = QuorumState(log.last_epoch) if log is not None else None
-    node, log = make_node(1, voters, log=log, state=state)
+    node, log = make_node(1, voters, log=log, state=state, **config)
     node.tick(5000)
     drain(node, log, now_ms=5000)
     epoch = node.epoch
@@ -111,8 +111,10 @@ def test_fetch_answers_diverging_epoch() -> None:
 
 def test_fetch_parks_until_new_entries_or_the_wait_ends() -> None:
     node, log, _ = elected()
-    fetch(node, 2, 1, 1, 5001)
-    (first,) = sent(drain(node, log, now_ms=5001), FetchResponse)  # commits offset 0: answered
+    fetch(node, 2, 1, 1, 5001)  # commits offset 0; its only news is the high watermark: held 5 ms
+    assert sent(drain(node, log, now_ms=5001), FetchResponse) == []
+    node.tick(5006)
+    (first,) = sent(drain(node, log, now_ms=5006), FetchResponse)
     assert first.high_watermark == 1
     fetch(node, 2, 1, 1, 5002, corr=2)
     assert sent(drain(node, log, now_ms=5002), FetchResponse) == [], "nothing new: parked"
@@ -131,6 +133,41 @@ def test_fetch_parks_until_new_entries_or_the_wait_ends() -> None:
     node.tick(5531)
     (empty,) = sent(drain(node, log, now_ms=5531), FetchResponse)
     assert empty.entries == () and empty.error is ErrorCode.NONE
+
+
+def test_a_commit_rides_on_the_next_append_within_the_linger() -> None:
+    """The fetch that commits an entry is held (fetch_high_watermark_linger_ms) rather than
+    answered only to carry the new high watermark; an append within the linger answers it with
+    the entries and the high watermark together: one fetch per follower per commit."""
+    node, log, _ = elected(append_linger_ms=0)
+    fetch(node, 2, 1, 1, 5001)
+    assert sent(drain(node, log, now_ms=5001), FetchResponse) == []
+    assert node.next_deadline_ms() == 5006  # the linger bounds how late the follower learns the commit
+    node.append([b"next"], 5002)
+    (answer,) = sent(drain(node, log, now_ms=5002), FetchResponse)
+    assert [e.data for e in answer.entries] == [b"next"] and answer.high_watermark == 1
+
+
+def test_a_parked_fetch_learns_a_commit_within_the_linger() -> None:
+    """Follower 3 is parked with nothing new; follower 2's fetch commits an entry. Follower 3
+    hears the new high watermark within the linger, not at the end of its max wait."""
+    node, log, _ = elected()
+    fetch(node, 3, 0, 0, 5001)  # behind: answered at once with the leader-change entry
+    drain(node, log, now_ms=5001)
+    fetch(node, 3, 1, 1, 5002, corr=2)  # no news for it after that: parked for the max wait
+    assert sent(drain(node, log, now_ms=5002), FetchResponse) == []
+    fetch(node, 2, 1, 1, 5003)  # commits offset 0
+    assert sent(drain(node, log, now_ms=5003), FetchResponse) == []
+    node.tick(5008)
+    answers = sent(drain(node, log, now_ms=5008), FetchResponse)
+    assert sorted((a.dst, a.high_watermark) for a in answers) == [(2, 1), (3, 1)]
+
+
+def test_no_high_watermark_linger_answers_a_commit_at_once_as_kraft() -> None:
+    node, log, _ = elected(fetch_high_watermark_linger_ms=0)
+    fetch(node, 2, 1, 1, 5001)
+    (answer,) = sent(drain(node, log, now_ms=5001), FetchResponse)
+    assert answer.high_watermark == 1
 
 
 def test_leader_without_quorum_resigns() -> None:
