@@ -115,7 +115,12 @@ class PeerClient:
             timeout_ms += request.max_wait_ms
         try:
             body = await self._rpc.call(
-                peer.address, codec.route_of(request), codec.encode(request), timeout_ms=timeout_ms, raise_errors=False
+                peer.address,
+                codec.route_of(request),
+                codec.encode(request),
+                timeout_ms=timeout_ms,
+                raise_errors=False,
+                stream=True,  # one websocket per peer: a frame costs a fraction of an HTTP request
             )
             if body.get("error_code", 0) != 0 and "type" not in body:
                 raise KafkaError.from_dict(body)  # the route refused the request
