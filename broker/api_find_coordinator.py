@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from kraftpy.broker.groups.records import partition_for
-from kraftpy.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopicCreator
+from kraftpy.broker.offsets_topic import OffsetsTopicCreator
 from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.topics import OFFSETS_TOPIC
 from kraftpy.protocol.validate import field, invalid
 
 KEY_TYPE_GROUP = 0

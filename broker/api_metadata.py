@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api_common import MAX_TOPIC_NAME, MAX_TOPICS_PER_REQUEST, error_fields
-from kraftpy.broker.offsets_topic import is_internal
 from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.topics import is_internal
 from kraftpy.protocol.validate import field, invalid
 
 if TYPE_CHECKING:

@@ -25,10 +25,10 @@ from kraftpy.broker.api_common import leading_partition
 from kraftpy.broker.api_produce import check_producer_batch
 from kraftpy.broker.clock import monotonic_ms
 from kraftpy.broker.groups import Append
-from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
 from kraftpy.broker.replication import CompleteProduce
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records import build_batch
+from kraftpy.protocol.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kraftpy.broker.api_produce import ProduceHandler

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from kraftpy.broker.groups import GroupCoordinator, GroupRecordError
 from kraftpy.broker.groups.actions import Action
 from kraftpy.broker.groups.records import Record
-from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
 from kraftpy.broker.storage.errors import OffsetOutOfRangeError
 from kraftpy.protocol.records import decode_batches
+from kraftpy.protocol.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kraftpy.broker.partition_host import HostedPartition

@@ -1,4 +1,4 @@
-"""`__consumer_offsets`: its name, how it is created on first use, and Kafka's list of internal topics.
+"""`__consumer_offsets`: how it is created on first use (its name is in kraftpy.protocol.topics).
 
 The first FindCoordinator for a group asks the active controller to create the topic (Kafka's
 AutoTopicCreationManager for internal topics): `offsets_topic_num_partitions` partitions, replication
@@ -19,17 +19,11 @@ from typing import Any
 from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-# Kafka's Topic.INTERNAL_TOPICS: clients hide them from pattern subscriptions and listings ask for them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 CREATE_TOPICS_PATH = "/controller/create_topics"
-
-
-def is_internal(topic: str) -> bool:
-    return topic in INTERNAL_TOPICS
 
 
 def creation_request(image: MetadataImage, settings: GroupShellSettings) -> dict[str, Any]:

@@ -58,7 +58,6 @@ from kraftpy.broker.fetcher_manager import ReplicaFetcherManager
 from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.broker.group_shell import GroupCoordinatorShell
 from kraftpy.broker.log_manager import LogManager, OpenedLog, OpenRequest
-from kraftpy.broker.offsets_topic import OFFSETS_TOPIC
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey, producer_state
 from kraftpy.broker.producer_id_manager import ProducerIdManager
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
@@ -77,6 +76,7 @@ from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.local_changes import LocalPartition, local_replica_changes
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.rpc import Address, Handler
+from kraftpy.protocol.topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.topics import is_internal
 from kraftpy.tools.options import client_options, servers_for
 
 T = TypeVar("T")
@@ -173,6 +174,17 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
+def refuse_internal(name: str, action: str) -> None:
+    """Kafka's TopicCommand guard: internal topics hold the cluster's own state (groups' offsets)."""
+    if is_internal(name):
+        raise fail(
+            KafkaError(
+                f"topic {name} is a Kafka internal topic: the topics tool does not {action}",
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+            )
+        )
+
+
 @topics.command("create")
 @click.argument("name")
 @click.option("--partitions", type=int, default=-1, help="Partition count [default: the cluster's num_partitions]")
@@ -281,6 +293,7 @@ def alter(
     name: str, partitions: int, timeout_ms: int, cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None
 ) -> None:
     """Add partitions to topic NAME (Kafka never removes partitions)."""
+    refuse_internal(name, "change its partition count")
     servers = servers_for(cluster_dir, bootstrap_servers)
 
     async def action(admin: Any) -> None:
@@ -298,6 +311,7 @@ def alter(
 @client_options
 def delete(name: str, timeout_ms: int, cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> None:
     """Delete topic NAME and its data."""
+    refuse_internal(name, "delete it")
     servers = servers_for(cluster_dir, bootstrap_servers)
 
     async def action(admin: Any) -> None:

@@ -14,12 +14,13 @@ from kraftpy.broker.api_find_coordinator import FindCoordinatorHandler, find_coo
 from kraftpy.broker.group_loader import read_records
 from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, GroupRecordError, partition_for
-from kraftpy.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopicCreator, creation_request, is_internal
+from kraftpy.broker.offsets_topic import OffsetsTopicCreator, creation_request
 from kraftpy.broker.storage import PartitionLog
 from kraftpy.metadata import wire
 from kraftpy.metadata.harness import ControllerHarness
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records import build_batch
+from kraftpy.protocol.topics import OFFSETS_TOPIC, is_internal
 from kraftpy.tools.node_config import build_config
 
 SETTINGS = GroupShellSettings()
