@@ -224,9 +224,7 @@ class RaftComponent:
             return {"state": "stopped", "leader_id": None, "epoch": 0}
         core = shell.core
         now = shell.now_ms
-        leader_state = getattr(core, "_leader", None)  # the core exposes no progress view yet
-        progress = getattr(leader_state, "progress", {}) if leader_state is not None else {}
-        observers = getattr(leader_state, "observers", {}) if leader_state is not None else {}
+        progress, observers = core.replica_progress()
 
         def replica(node_id: int, p: Any) -> dict[str, Any]:
             if node_id == self.node_id:

@@ -50,7 +50,7 @@ from kraftpy.raft.election import (
     log_is_up_to_date,
     successor_backoff_ms,
 )
-from kraftpy.raft.leader import LeaderState, ParkedFetch, PendingAppend, PendingRead
+from kraftpy.raft.leader import LeaderState, ParkedFetch, PendingAppend, PendingRead, ReplicaProgress
 from kraftpy.raft.log import (
     ENTRY_OVERHEAD_BYTES,
     Entry,
@@ -313,6 +313,14 @@ class RaftNode:
         if epoch is None:
             raise ValueError(f"no entry at {offset - 1}")
         return OffsetAndEpoch(offset, epoch)
+
+    def replica_progress(self) -> tuple[dict[int, ReplicaProgress], dict[int, ReplicaProgress]]:
+        """A leader's view of the other voters and of the observers (both empty when not leading):
+        copies of the maps, for status pages; the core never reads them back."""
+        leader = self._leader
+        if leader is None:
+            return {}, {}
+        return dict(leader.progress), dict(leader.observers)
 
     @property
     def leader_ready(self) -> bool:

@@ -156,7 +156,12 @@ async def test_elects_one_leader_and_commits_in_log_order_everywhere(cluster: Cl
     assert machine.leaders[-1] == (leader.node_id, leader.epoch)
     status = leader.status()
     assert status["state"] == "leader" and status["high_watermark"] == last + 1
-    assert [v["log_end_offset"] for v in status["voters"]] == [last + 1] * 3
+    # a follower may learn the commit with the last entry itself and apply it before its next
+    # fetch (the one that acknowledges that entry) reaches the leader: wait for that fetch
+    await wait_for(
+        lambda: [v["log_end_offset"] for v in leader.status()["voters"]] == [last + 1] * 3,
+        what="every voter's acknowledgement of the last entry",
+    )
 
 
 async def test_followers_refuse_appends_and_reads_with_the_leader_hint(cluster: Cluster) -> None:
