@@ -168,7 +168,7 @@ class LogManager:
                     await asyncio.sleep(0)  # the owners' callbacks run a chunk at a time; the loop polls between
                 if future.done():  # given up by its owner
                     if isinstance(result, OpenedLog):
-                        result.log.discard()
+                        self._forget(result.log)
                 elif isinstance(result, BaseException):
                     future.set_exception(result)
                 else:
@@ -179,11 +179,14 @@ class LogManager:
         results: list[OpenedLog[Any] | BaseException] = []
         any_created = False
         for r in requests:
+            plog: PartitionLog | None = None
             try:
                 plog, created = self._open_one(r.topic, r.topic_id, r.partition, r.config)
                 any_created |= created
                 results.append(OpenedLog(plog, r.then(plog) if r.then is not None else None))
             except Exception as exc:
+                if plog is not None:  # `then` failed: nobody will own this log
+                    self._forget(plog)
                 results.append(exc)
         if any_created:
             try:
@@ -194,7 +197,7 @@ class LogManager:
                 error = LogStorageError(f"fsync of {self.root} failed: {exc}")
                 for i, result in enumerate(results):
                     if isinstance(result, OpenedLog):
-                        result.log.discard()
+                        self._forget(result.log)
                         results[i] = error
         return results
 
@@ -244,10 +247,14 @@ class LogManager:
 
     def delete_log(self, plog: PartitionLog, topic_id: uuid.UUID) -> None:
         """Stop using the log now (no flush: its data is being deleted) and remove it in the background."""
-        self._cleaner.remove(plog)
-        plog.discard()
+        self._forget(plog)
         if plog.directory.exists():
             self._schedule_removal(self._rename(plog.directory, topic_id, DELETE_SUFFIX))
+
+    def _forget(self, plog: PartitionLog) -> None:
+        """Release a log without flushing it (deleted, or opened for nobody) and keep the cleaner off it."""
+        self._cleaner.remove(plog)
+        plog.discard()
 
     def _rename(self, directory: Path, topic_id: uuid.UUID | None, suffix: str) -> Path:
         tag = topic_id.hex if topic_id is not None else uuid.uuid4().hex

@@ -20,7 +20,7 @@ import pytest
 from kraftpy.broker.log_manager import LogManager, OpenRequest, read_partition_metadata
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.replication import Role
-from kraftpy.broker.storage import LogConfig, PartitionLog
+from kraftpy.broker.storage import LogConfig, LogStorageError, PartitionLog
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from tests.integration.test_broker_fixtures import BrokerCluster, error_of, wait_until
@@ -163,3 +163,23 @@ async def test_a_broker_stopping_while_a_log_opens_closes_that_log(tmp_path: Pat
         await asyncio.wait_for(stopping, GATE_TIMEOUT_S)
         rm = await cluster.start_broker(1)  # the directory lock was released: it opens again
         assert cluster.hosted(1, "held").role is Role.LEADER and rm.status()["opening"] == 0
+
+
+async def test_a_failed_open_answers_its_waiter_and_leaves_the_directory_free(tmp_path: Path) -> None:
+    logs = LogManager(tmp_path, ReplicaManagerSettings(log_cleaner_enable=False), lambda: [])
+    await logs.start()
+
+    def broken(plog: PartitionLog) -> None:
+        raise ValueError("producer state is unreadable")
+
+    topic_id = uuid.uuid4()
+    with pytest.raises(ValueError, match="unreadable"):
+        await asyncio.wait_for(logs.open_later(OpenRequest("t", topic_id, 0, LogConfig(), then=broken)), 10)
+    again = await asyncio.wait_for(logs.open_later(OpenRequest("t", topic_id, 0, LogConfig())), 10)
+    assert again.log.log_end_offset == 0  # the failed attempt released the directory lock
+    await logs.stop()
+    late = logs.open_later(OpenRequest("t", topic_id, 1, LogConfig()))
+    with pytest.raises(LogStorageError):
+        await late
+    await logs.close_logs([], [again.log])
+    assert again.log.closed
