@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.raft.log import Entry, FetchVerdict, OffsetAndEpoch, truncation_offset, validate_fetch
+from kraftpy.raft.log_view import LogView
 from kraftpy.raft.memory_log import LogError, MemoryLog
 from tests.unit.test_raft_support import make_log
 
@@ -22,6 +23,26 @@ def test_end_offset_for_epoch() -> None:
     assert log.end_offset_for(9) == (6, 5)
     assert log.end_offset_for(0) == (-1, -1)
     assert MemoryLog().end_offset_for(3) == (-1, -1)
+
+
+@given(
+    st.lists(st.integers(1, 4), max_size=6).map(sorted),
+    st.lists(st.integers(0, 3), max_size=8),
+    st.integers(0, 8),
+)
+def test_end_offset_for_over_staged_entries_is_as_once_applied(applied, staged_steps, epoch) -> None:
+    """The core's view answers OffsetsForLeaderEpoch over entries it staged in this step (not yet
+    written by the shell) exactly as the log answers once they are written."""
+    log = make_log(*applied)
+    view = LogView(log)
+    last = applied[-1] if applied else 1
+    staged = []
+    for step in staged_steps:  # epochs that only go up, as in any log
+        last += step
+        staged.append(Entry(log.end_offset + len(staged), last, b"x"))
+    view.append(staged)
+    expected = make_log(*applied, *(e.epoch for e in staged))
+    assert view.end_offset_for(epoch) == expected.end_offset_for(epoch)
 
 
 def test_validate_fetch_valid_positions() -> None:
