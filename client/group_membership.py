@@ -823,13 +823,12 @@ class GroupMembership:
             log.warning("group %s: unexpected heartbeat answer %s: %s", self.config.group_id, code.name, message)
 
     def _maybe_leave_group(self, reason: str) -> int | None:
-        """LeaveGroup for a dynamic member in a generation; static members stay (their session decides)."""
-        if (
-            self.config.group_instance_id is None
-            and self.coordinator is not None
-            and self.state is not MemberState.UNJOINED
-            and self.generation.member_id
-        ):
+        """LeaveGroup for a dynamic member the coordinator knows; static members stay (their session decides).
+
+        Also between two joins of a rebalance (UNJOINED with a member id, e.g. after SyncGroup answered
+        REBALANCE_IN_PROGRESS): the coordinator still counts the member, and without a LeaveGroup the next
+        rebalance would wait for it until its session expired."""
+        if self.config.group_instance_id is None and self.coordinator is not None and self.generation.member_id:
             member = {"member_id": self.generation.member_id, "group_instance_id": None, "reason": reason}
             return self._send("leave_group", {"group_id": self.config.group_id, "members": [member]})
         return None

@@ -136,40 +136,78 @@ def owners(members: list[Member]) -> dict[TopicPartition, str]:
     return {tp: m.name for m in members for tp in m.consumer.assignment()}
 
 
-class Child:
-    """test_groups_consumer_child.py in a subprocess; its JSON lines are collected by a reader thread."""
+class Program:
+    """A Python program in a subprocess (`python ARGS...`); its stdout lines are collected by a reader thread."""
 
-    def __init__(self, cluster: LocalCluster, group: str, topic: str, commit_every: int) -> None:
-        args = [bootstrap(cluster), group, topic, str(commit_every)]
+    def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.test_groups_consumer_child", *args],
+            [sys.executable, *args],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        self.events: list[dict[str, Any]] = []
+        self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.events.append(json.loads(line))
+            self.lines.append(line.strip())
 
-    def latest(self, kind: str) -> Any:
-        found = [e[kind] for e in list(self.events) if kind in e]
-        return found[-1] if found else None
+    async def wait_for(self, what: str, done: Callable[[list[str]], bool]) -> None:
+        deadline = monotonic_ms() + WAIT_S * 1000
+        while not done(list(self.lines)):
+            if self.proc.poll() is not None or monotonic_ms() > deadline:
+                self.stop()
+                raise AssertionError(f"{what}: exit {self.proc.returncode}, printed {self.lines}, stderr {self.stderr}")
+            await asyncio.sleep(0.05)
 
-    def all(self, kind: str) -> list[Any]:
-        return [e[kind] for e in list(self.events) if kind in e]
+    def interrupt(self) -> None:
+        """Ctrl-C, and wait (bounded) for the program to finish."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"the program did not stop on Ctrl-C; stderr {self.stderr}") from None
 
-    def kill(self) -> None:
+    @property
+    def stderr(self) -> str:
+        return self.proc.stderr.read()[-2000:] if self.proc.poll() is not None and self.proc.stderr else ""
+
+    def stop(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
         self._reader.join(timeout=10)
+
+    def __enter__(self) -> Program:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Child(Program):
+    """test_groups_consumer_child.py: a group member that prints JSON lines, to be SIGKILLed."""
+
+    def __init__(self, cluster: LocalCluster, group: str, topic: str, commit_every: int) -> None:
+        args = [bootstrap(cluster), group, topic, str(commit_every)]
+        super().__init__("-m", "tests.integration.test_groups_consumer_child", *args)
+
+    def all(self, kind: str) -> list[Any]:
+        events = [json.loads(line) for line in list(self.lines)]
+        return [e[kind] for e in events if kind in e]
+
+    def latest(self, kind: str) -> Any:
+        found = self.all(kind)
+        return found[-1] if found else None
+
+    def kill(self) -> None:
+        self.stop()
 
 
 # (1) ------------------------------------------------------------------------------------------------------------
@@ -256,7 +294,7 @@ async def test_commits_after_processing_lose_nothing_and_redeliver_only_the_unco
         child.kill()
     finally:
         child.kill()
-    assert len(child.all("committed")) >= 3, f"the child did not get going: {child.events[-5:]}"
+    assert len(child.all("committed")) >= 3, f"the child did not get going: {child.lines[-5:]}"
     handled_before = {(p, o) for p, o in child.all("processed")}
     last_commit = {int(p): o for p, o in child.latest("committed").items()}
 
@@ -301,7 +339,9 @@ async def test_cooperative_rebalance_keeps_untouched_partitions_flowing(cluster:
     stop_producing = asyncio.Event()
 
     async def keep_producing() -> None:
-        async with Producer(bootstrap(cluster), linger_ms=0) as producer:
+        # Bounded: a send that cannot complete fails in seconds instead of the default two minutes.
+        bounds = {"request_timeout_ms": 5_000, "delivery_timeout_ms": 10_000, "max_block_ms": 10_000}
+        async with Producer(bootstrap(cluster), linger_ms=0, **bounds) as producer:
             i = 0
             while not stop_producing.is_set():
                 for p in range(partitions):
@@ -346,6 +386,75 @@ async def test_cooperative_rebalance_keeps_untouched_partitions_flowing(cluster:
     for name, tp in during:
         assert before[tp] == name, f"{tp} went to {name} during the rebalance, but was {before[tp]}'s"
     assert_no_partition_owned_twice(everyone)
+
+
+# The runnable examples of docs/groups.md ------------------------------------------------------------------------
+
+
+def doc_examples() -> list[str]:
+    text = (REPO_ROOT / "docs" / "groups.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+async def test_the_examples_in_docs_groups_run_as_written(cluster: LocalCluster) -> None:
+    queue, pubsub, listener_example = doc_examples()[:3]
+    create_topic(cluster, "orders", 6)
+
+    async def send_orders(orders: range) -> None:
+        async with Producer(bootstrap(cluster), value_serializer="json") as producer:
+            for order in orders:
+                await producer.send("orders", {"order": order}, partition=order % 6)
+            await producer.flush()
+
+    await send_orders(range(6))
+    # The queue program runs until stopped: run it as written (on this cluster's port) until it billed every
+    # order, then Ctrl-C it: its consumers close, committing their positions and leaving the group.
+    with Program("-c", queue.replace("127.0.0.1:9092", bootstrap(cluster))) as program:
+        await program.wait_for("every order billed", lambda lines: len(lines) >= 6)
+        program.interrupt()
+    billed = sorted(line.split(" bills order ")[1].split(" from ")[0] for line in program.lines)
+    assert billed == sorted(str({"order": o}) for o in range(6)), f"each order billed once: {program.lines}"
+
+    # Publish-subscribe: "shipping" and "analytics" see every order; "billing" is the queue's group, which
+    # resumes from its committed offsets and so sees only what came since.
+    with Program("-c", pubsub.replace("127.0.0.1:9092", bootstrap(cluster))) as program:
+
+        def saw(lines: list[str], group: str, offset: int) -> list[str]:
+            return [line for line in lines if line.startswith(f"{group} saw offset {offset} of ")]
+
+        await program.wait_for(
+            "shipping and analytics seeing every order",
+            lambda lines: len(saw(lines, "shipping", 0)) == 6 and len(saw(lines, "analytics", 0)) == 6,
+        )
+        await send_orders(range(6, 7))
+        await program.wait_for(
+            "the new order in every group",
+            lambda lines: all(saw(lines, group, 1) for group in ("billing", "shipping", "analytics")),
+        )
+    assert not saw(program.lines, "billing", 0), f"billing read its committed orders again: {program.lines}"
+
+    # The listener example defines run(consumer, handle): drive it until every order was handled, then close
+    # (the listener commits on revoke); a new member finds exactly those commits.
+    namespace: dict[str, Any] = {}
+    exec(compile(listener_example, "docs/groups.md", "exec"), namespace)
+    handled: list[ConsumerRecord] = []
+    app = consumer(cluster, "listener-doc", enable_auto_commit=False)
+    running = asyncio.create_task(namespace["run"](app, handled.append))
+    try:
+        deadline = monotonic_ms() + WAIT_S * 1000
+        while len(handled) < 7 and not running.done() and monotonic_ms() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        running.cancel()  # it runs forever; stopped in poll(), after the handled records were noted
+        await asyncio.gather(running, return_exceptions=True)
+        await app.close()
+    assert sorted((r.partition, r.offset) for r in handled) == [(0, 0), (0, 1), *((p, 0) for p in range(1, 6))]
+    async with consumer(cluster, "listener-doc") as check:
+        committed = await check.committed([TopicPartition("orders", p) for p in range(6)])
+    assert {tp.partition: om.offset if om else None for tp, om in committed.items()} == {
+        0: 2,
+        **dict.fromkeys(range(1, 6), 1),
+    }
 
 
 # (5) ------------------------------------------------------------------------------------------------------------

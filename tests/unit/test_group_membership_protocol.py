@@ -343,3 +343,19 @@ def test_deadlines_name_only_work_that_can_happen_so_a_shell_never_spins() -> No
         for hb in [r for r in s.requests if r.api == "heartbeat"]:
             s.requests.remove(hb)
             s.answer(hb, {"error_code": 0})
+
+
+def test_a_member_closed_between_two_joins_of_a_rebalance_still_leaves() -> None:
+    s = Scripted()
+    sync = s.join_as_leader()
+    s.answer(sync, error(E.REBALANCE_IN_PROGRESS))
+    assert s.m.state is MemberState.UNJOINED and s.m.member_id == "me"
+    op = s.m.close(s.now, 1_000)
+    s.collect()
+    leave = s.take("leave_group")  # the coordinator counts "me" until told: the next rebalance would wait for it
+    ((member),) = leave.body["members"]
+    assert member["member_id"] == "me" and member["group_instance_id"] is None
+    assert not op.done
+    s.answer(leave, {"error_code": 0, "members": [{"member_id": "me", "group_instance_id": None, "error_code": 0}]})
+    s.poll()
+    assert op.done and op.error is None and s.m.closed
