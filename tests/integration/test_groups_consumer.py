@@ -388,6 +388,28 @@ async def test_cooperative_rebalance_keeps_untouched_partitions_flowing(cluster:
     assert_no_partition_owned_twice(everyone)
 
 
+# A pattern subscription ------------------------------------------------------------------------------------------
+
+
+async def test_a_pattern_subscription_follows_topics_as_they_are_created(cluster: LocalCluster) -> None:
+    create_topic(cluster, "pat-a", 2)
+    create_topic(cluster, "nopat-a", 2)
+    # A short metadata age: new topics are seen at the next refresh (Kafka's default is 5 minutes).
+    member = Member("c0", consumer(cluster, "pattern-group", metadata_max_age_ms=500))
+    try:
+        member.consumer.subscribe(pattern=r"pat-.*", listener=member.listener())
+        await poll_until([member], "pat-a's partitions", lambda: len(member.consumer.assignment()) == 2)
+        assert member.consumer.subscription() == {"pat-a"}, "fullmatch: nopat-a does not match; no internal topic"
+        create_topic(cluster, "pat-b", 1)
+        await poll_until([member], "pat-b joining the assignment", lambda: len(member.consumer.assignment()) == 3)
+        await produce(cluster, "pat-b", 1, 2)
+        await poll_until([member], "pat-b's records", lambda: len(member.offsets(TopicPartition("pat-b", 0))) == 2)
+    finally:
+        await member.consumer.close()
+    assert member.consumer.subscription() == set()
+    assert {tp.topic for tp in member.assignments[-1][1]} == {"pat-a", "pat-b"}
+
+
 # The runnable examples of docs/groups.md ------------------------------------------------------------------------
 
 
