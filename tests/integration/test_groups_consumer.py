@@ -388,6 +388,34 @@ async def test_cooperative_rebalance_keeps_untouched_partitions_flowing(cluster:
     assert_no_partition_owned_twice(everyone)
 
 
+# Heartbeats between polls ---------------------------------------------------------------------------------------
+
+
+async def test_heartbeats_keep_a_member_that_is_busy_between_polls(cluster: LocalCluster) -> None:
+    topic, group = "busy", "busy-group"
+    create_topic(cluster, topic, 2)
+    busy, steady = Member("busy", consumer(cluster, group)), Member("steady", consumer(cluster, group))  # both idle
+    try:
+        for m in (busy, steady):
+            m.consumer.subscribe([topic], listener=m.listener())
+        await poll_until([busy, steady], "one partition each", lambda: len(owners([busy, steady])) == 2 and all(
+            len(m.consumer.assignment()) == 1 for m in (busy, steady)
+        ))  # fmt: skip
+        generation = busy.consumer.group_metadata().generation_id
+        rebalances = len(busy.assignments) + len(steady.assignments)
+        # Longer than the session timeout without a poll() (but within max_poll_interval_ms): the background
+        # task's heartbeats keep the member, so the group does not rebalance.
+        await asyncio.sleep(SESSION_TIMEOUT_MS * 1.5 / 1000)
+        await produce(cluster, topic, 2, 1)
+        await poll_until([busy, steady], "a record each", lambda: bool(busy.records) and bool(steady.records))
+        assert busy.consumer.group_metadata().generation_id == generation
+        assert steady.consumer.group_metadata().generation_id == generation
+        assert len(busy.assignments) + len(steady.assignments) == rebalances, "no rebalance while they were busy"
+    finally:
+        for m in (busy, steady):
+            await m.consumer.close()
+
+
 # A pattern subscription ------------------------------------------------------------------------------------------
 
 
