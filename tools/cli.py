@@ -14,6 +14,7 @@ import click
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", one-line help shown by `kraftpy --help`)
+    "audit": ("kraftpy.tools.audit_cmd:audit", "Audit every replica's segment files with PySpark."),
     "check": ("kraftpy.tools.check_cmd:check", "Check a history for linearizability or Kafka anomalies."),
     "cluster": ("kraftpy.tools.cluster_cmd:cluster", "Start, inspect and stop a local cluster."),
     "configs": ("kraftpy.tools.configs_cmd:configs", "Describe, set and delete topic and broker configs."),

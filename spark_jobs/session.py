@@ -1,0 +1,42 @@
+"""The SparkSession the audit runs in: local[2] by default, any master by flag, quiet, with the data source.
+
+Local mode needs only Java and pyspark. On a real cluster (`--master
+spark://host:7077`, `yarn`, ...) the executors must have kraftpy importable
+and see the cluster directory at the same path (a shared file system): the
+data source reads the files where the tasks run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from kraftpy.spark_jobs.datasource import KraftpyLogDataSource
+
+DEFAULT_MASTER = "local[2]"
+# The audit's shuffles are small (a few rows per offset); Spark's 200 default would be 200 tiny tasks each.
+SHUFFLE_PARTITIONS = 2
+# The audit's JVM lives for seconds: C1-only compilation and the serial collector start it faster, which is
+# most of an audit's time on a small machine.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def make_session(master: str = DEFAULT_MASTER, app_name: str = "kraftpy-audit") -> SparkSession:
+    """A session with the kraftpy-log data source registered; the UI and progress bars off."""
+    # Python workers run the interpreter that runs us, so they import the same kraftpy.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KraftpyLogDataSource)
+    return spark
