@@ -319,10 +319,15 @@ class Metadata:
         # Even after a success, refreshes are spaced by the base backoff so that a
         # leaderless partition does not make us ask in a tight loop.
         self._backoff_ms = self._backoff.initial_ms
-        # Topics still missing, partitions still leaderless, or led by a broker we just failed to reach
-        # (it may have died; the controller will move its leaderships within a session timeout): look
-        # again after the backoff, so a new leader is known within one backoff of its election.
-        self._need_update = any(not self.cluster.leader_for(tp) for tp in partitions) or self._leader_unreachable(now)
+        # Topics still missing (just created: brokers learn of a topic a moment after the controller
+        # commits it; Kafka retries UNKNOWN_TOPIC_OR_PARTITION as any invalid metadata), partitions still
+        # leaderless, or led by a broker we just failed to reach (it may have died; the controller will
+        # move its leaderships within a session timeout): look again after the backoff, so a new topic
+        # or leader is known within one backoff of its creation or election.
+        missing = not self.all_topics and any(t not in self.cluster.topics for t in self._topics)
+        self._need_update = (
+            missing or any(not self.cluster.leader_for(tp) for tp in partitions) or self._leader_unreachable(now)
+        )
         return self.cluster
 
     def _leader_unreachable(self, now: int) -> bool:

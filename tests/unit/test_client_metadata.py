@@ -109,6 +109,23 @@ def test_a_leaderless_partition_keeps_asking() -> None:
     assert md.update_requested
 
 
+def test_a_topic_missing_from_the_answer_keeps_asking_after_the_backoff() -> None:
+    # A topic created a moment ago is not yet in every broker's metadata: a group leader that assigned
+    # without it must see it soon, or the group sits on an empty assignment until metadata_max_age_ms.
+    md = make()
+    md.add_topic("u")
+    md.update(metadata_body({("t", 0): (1, 0)}), now=0)
+    assert md.update_requested and md.time_to_next_update(0) == pytest.approx(100)
+    md.update(metadata_body({("t", 0): (1, 0), ("u", 0): (1, 0)}), now=100)
+    assert not md.update_requested
+
+
+def test_all_topics_mode_does_not_wait_for_topics_that_do_not_exist() -> None:
+    md = make(all_topics=True)
+    md.update(metadata_body({("other", 0): (1, 0)}), now=0)
+    assert not md.update_requested
+
+
 def test_leader_epochs_never_go_back() -> None:
     md = make()
     md.update(metadata_body({("t", 0): (2, 5)}), now=0)
