@@ -125,8 +125,12 @@ async def test_a_write_of_unknown_fate_reloads_the_partition_from_the_log(tmp_pa
         partition = partition_for(GROUP, 50)
         leader = c.leader(OFFSETS, partition)
         shell = c.rm(leader).groups
+        # Every partition this broker leads, not just ours: logs open in a thread and leaderships start as
+        # they open, so other partitions' loads may still be completing (they would count as reloads).
+        led = [p for p in range(50) if c.leader(OFFSETS, p) == leader]
         await wait_until(
-            lambda: shell.coordinator.partition_status(partition) is PartitionStatus.ACTIVE, what="the partition loaded"
+            lambda: all(shell.coordinator.partition_status(p) is PartitionStatus.ACTIVE for p in led),
+            what="the partitions loaded",
         )
         # The fixture writes the node configs itself; this is offsets_commit_timeout_ms.
         shell.appender.timeout_ms = 300
