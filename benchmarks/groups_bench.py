@@ -1,0 +1,348 @@
+"""Consumer-group figures over a real 3-node `kraftpy cluster start` cluster on 127.0.0.1.
+
+* **rebalance**: a group of three consumers shares a topic of 12 partitions
+  while a producer writes at a steady rate; a fourth consumer joins. Measured,
+  per assignor: the time from the fourth consumer's subscribe until the 12
+  partitions are again split 3/3/3/3 with no partition owned twice (the
+  rebalance time), and how many records per second the three original
+  consumers kept consuming meanwhile, in total and from the partitions that
+  kept their owner ("untouched"), beside their rate before the join. Eager
+  assignors (range, sticky) revoke everything first, so nobody consumes
+  during the rebalance; cooperative-sticky revokes only what moves.
+* **latency**: end-to-end latency from `send()` to the record coming out of a
+  group consumer's `poll()`, p50/p99, at a moderate rate (acks=all, three
+  consumers over 12 partitions). Producer and consumers run in this process,
+  so both ends read the same clock.
+
+    python benchmarks/groups_bench.py                       # everything, summary table
+    python benchmarks/groups_bench.py --only rebalance --trials 5
+    python benchmarks/groups_bench.py --json                # the figures as one JSON object
+
+The consumers and the producer share this process (one event loop) and the
+machine with the three nodes, so the figures are for the whole path on one
+small machine, not for a consumer alone. docs/perf-groups.md has results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+from metadata_bench import BenchCluster  # benchmarks/ is on sys.path when this file runs as a script
+from rich.console import Console
+from rich.table import Table
+
+from kraftpy.client import AdminClient, Consumer, Producer, TopicPartition
+from kraftpy.client.admin_types import NewTopic
+from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
+
+err = Console(stderr=True)
+PARTITIONS = 12
+STAMP = struct.Struct(">d")
+EAGER_AND_COOPERATIVE = ("range", "sticky", "cooperative-sticky")
+GROUP_SETTINGS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "auto_offset_reset": "latest"}
+SETTLE_TIMEOUT_S = 60.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Member:
+    """One group consumer polling in a task; what it consumed, per partition, with the time."""
+
+    name: str
+    consumer: Consumer
+    consumed: list[tuple[float, TopicPartition, int]] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    error: BaseException | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                records = await self.consumer.poll(timeout_ms=50)
+                now = time.perf_counter()
+                per_partition: dict[TopicPartition, int] = {}
+                for record in records:
+                    per_partition[record.topic_partition] = per_partition.get(record.topic_partition, 0) + 1
+                    if record.value is not None and len(record.value) >= STAMP.size:
+                        self.latencies_ms.append((now - STAMP.unpack_from(record.value)[0]) * 1000)
+                for tp, count in per_partition.items():
+                    self.consumed.append((now, tp, count))
+        except BaseException as exc:  # reported by the scenario, which then stops
+            self.error = exc
+            raise
+
+    def times(self, start: float, end: float, only: set[TopicPartition] | None = None) -> list[float]:
+        return [t for t, tp, _ in self.consumed if start <= t < end and (only is None or tp in only)]
+
+    def rate(self, start: float, end: float, only: set[TopicPartition] | None = None) -> float:
+        n = sum(c for t, tp, c in self.consumed if start <= t < end and (only is None or tp in only))
+        return n / (end - start) if end > start else float("nan")
+
+
+class Noop(ConsumerRebalanceListener):
+    pass
+
+
+async def produce_steadily(servers: str, topic: str, per_second: float, stop: asyncio.Event) -> int:
+    """Send a timestamped record to each partition in turn at `per_second`, until `stop`; returns the count."""
+    sent = 0
+    async with Producer(servers, linger_ms=1) as producer:
+        await producer.partitions_for(topic)
+        start = time.perf_counter()
+        while not stop.is_set():
+            await producer.send(topic, STAMP.pack(time.perf_counter()), partition=sent % PARTITIONS)
+            sent += 1
+            ahead = sent / per_second - (time.perf_counter() - start)
+            if ahead > 0.001:
+                await asyncio.sleep(ahead)
+        await producer.flush()
+    return sent
+
+
+async def start_member(servers: str, name: str, group: str, topic: str, strategy: str, stop: asyncio.Event) -> Member:
+    consumer = Consumer(
+        servers, group_id=group, client_id=name, partition_assignment_strategy=(strategy,), **GROUP_SETTINGS
+    )
+    await consumer.start()
+    consumer.subscribe([topic], listener=Noop())
+    member = Member(name, consumer)
+    member.task = asyncio.create_task(member.run(stop))
+    return member
+
+
+def longest_gap_s(times: list[float], start: float, end: float) -> float:
+    """The longest stretch of [start, end) with no delivery: the stall a consumer's application sees."""
+    edges = [start, *sorted(t for t in times if start <= t < end), end]
+    return max(b - a for a, b in itertools.pairwise(edges))
+
+
+def owners(members: list[Member]) -> dict[TopicPartition, list[str]]:
+    found: dict[TopicPartition, list[str]] = {}
+    for m in members:
+        for tp in m.consumer.assignment():
+            found.setdefault(tp, []).append(m.name)
+    return found
+
+
+def balanced(members: list[Member]) -> bool:
+    """Every partition owned exactly once and each member holding its share."""
+    who = owners(members)
+    if len(who) != PARTITIONS or any(len(names) != 1 for names in who.values()):
+        return False
+    shares = sorted(len(m.consumer.assignment()) for m in members)
+    return shares[-1] - shares[0] <= 1
+
+
+async def wait_until(what: str, probe: Any, members: list[Member], timeout_s: float = SETTLE_TIMEOUT_S) -> float:
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        for m in members:
+            if m.error is not None:
+                raise RuntimeError(f"{m.name} failed: {m.error!r}")
+        if probe():
+            return time.perf_counter()
+        await asyncio.sleep(0.005)
+    raise TimeoutError(f"{what}: not reached within {timeout_s} s; owners {owners(members)}")
+
+
+async def create_topic(servers: str, topic: str) -> None:
+    async with AdminClient(servers) as admin:
+        results = await admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+        for name, result in results.items():
+            if result.error is not None:
+                raise RuntimeError(f"create {name}: {result.error}")
+
+
+async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: float, warmup_s: float) -> dict:
+    topic, group = f"rb-{strategy}-{trial}", f"g-{strategy}-{trial}"
+    await create_topic(servers, topic)
+    stop = asyncio.Event()
+    producer = asyncio.create_task(produce_steadily(servers, topic, per_second, stop))
+    members: list[Member] = []
+    try:
+        for i in range(3):
+            members.append(await start_member(servers, f"c{i}", group, topic, strategy, stop))
+        await wait_until("three members balanced", lambda: balanced(members), members)
+        await asyncio.sleep(warmup_s)  # steady consumption before the join
+        before = {tp: names[0] for tp, names in owners(members).items()}
+        joined = time.perf_counter()
+        members.append(await start_member(servers, "c3", group, topic, strategy, stop))
+        done = await wait_until("four members balanced", lambda: balanced(members), members)
+        await asyncio.sleep(warmup_s / 2)  # so the window's last poll results are in
+        after = {tp: names[0] for tp, names in owners(members).items()}
+        untouched = {tp for tp, name in before.items() if after.get(tp) == name}
+        originals = members[:3]
+        base_start = joined - warmup_s
+        window_end = done + 0.5
+        untouched_gaps = [
+            longest_gap_s([t for m in originals for t in m.times(joined, window_end, {tp})], joined, window_end)
+            for tp in untouched
+        ]
+        return {
+            "strategy": strategy,
+            "rebalance_s": done - joined,
+            "moved_partitions": PARTITIONS - len(untouched),
+            "rate_before": sum(m.rate(base_start, joined) for m in originals),
+            "rate_during": sum(m.rate(joined, done) for m in originals),
+            "untouched_rate_before": sum(m.rate(base_start, joined, untouched) for m in originals),
+            "untouched_rate_during": sum(m.rate(joined, done, untouched) for m in originals),
+            # The longest time nothing at all reached the three original consumers, and the longest any
+            # untouched partition went without a delivery (eager: the whole join + sync; cooperative: ~0).
+            "group_stall_s": longest_gap_s(
+                [t for m in originals for t in m.times(joined, window_end)], joined, window_end
+            ),
+            "untouched_stall_s": max(untouched_gaps, default=float("nan")),
+        }
+    finally:
+        stop.set()
+        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
+        await asyncio.gather(*(m.consumer.close() for m in members), return_exceptions=True)
+        await asyncio.gather(producer, return_exceptions=True)
+
+
+async def latency_run(servers: str, per_second: float, duration_s: float) -> dict[str, Any]:
+    topic, group = "latency", "g-latency"
+    await create_topic(servers, topic)
+    stop = asyncio.Event()
+    members = [await start_member(servers, f"c{i}", group, topic, "range", stop) for i in range(3)]
+    producer_stop = asyncio.Event()
+    producer: asyncio.Task[int] | None = None
+    try:
+        await wait_until("three members balanced", lambda: balanced(members), members)
+        producer = asyncio.create_task(produce_steadily(servers, topic, per_second, producer_stop))
+        await asyncio.sleep(duration_s)
+        producer_stop.set()
+        sent = await producer
+        await wait_until("every record consumed", lambda: sum(len(m.latencies_ms) for m in members) >= sent, members)
+        latencies = [x for m in members for x in m.latencies_ms]
+        return {
+            "records": len(latencies),
+            "rate": per_second,
+            "p50_ms": pct(latencies, 0.50),
+            "p99_ms": pct(latencies, 0.99),
+            "max_ms": max(latencies),
+        }
+    finally:
+        producer_stop.set()
+        stop.set()
+        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
+        await asyncio.gather(*(m.consumer.close() for m in members), return_exceptions=True)
+        if producer is not None:
+            await asyncio.gather(producer, return_exceptions=True)
+
+
+def median_of(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+async def run(only: set[str], trials: int, rate: float, latency_rate: float, duration_s: float) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kraftpy-groups-bench-") as tmp:
+        cluster = BenchCluster(Path(tmp) / "cluster")
+        err.print(f"[dim]starting a 3-node cluster in {cluster.dir} ...[/]")
+        cluster.start()
+        servers = ",".join(f"{h}:{p}" for h, p in cluster.voters().values())
+        try:
+            if "rebalance" in only:
+                rows: dict[str, list[dict[str, Any]]] = {}
+                for strategy in EAGER_AND_COOPERATIVE:
+                    for trial in range(trials):
+                        err.print(f"[dim]rebalance {strategy} trial {trial + 1}/{trials} ...[/]")
+                        rows.setdefault(strategy, []).append(
+                            await rebalance_trial(servers, strategy, trial, rate, warmup_s=3.0)
+                        )
+                results["rebalance"] = {
+                    s: {k: median_of(r, k) for k in r[0] if k != "strategy"} | {"trials": r} for s, r in rows.items()
+                }
+            if "latency" in only:
+                err.print(f"[dim]end-to-end latency at {latency_rate:.0f} records/s for {duration_s:.0f} s ...[/]")
+                results["latency"] = await latency_run(servers, latency_rate, duration_s)
+        finally:
+            cluster.stop()
+    return results
+
+
+def summary(results: dict[str, Any]) -> list[Table]:
+    tables = []
+    if "rebalance" in results:
+        t = Table(title=f"A 4th consumer joins 3 over {PARTITIONS} partitions (medians)")
+        columns = (
+            "assignor",
+            "rebalance s",
+            "moved",
+            "group rec/s before",
+            "during",
+            "untouched rec/s before",
+            "during",
+            "group stall s",
+            "untouched stall s",
+        )
+        for col in columns:
+            t.add_column(col, justify="right", no_wrap=col == "assignor")
+        for strategy, r in results["rebalance"].items():
+            t.add_row(
+                strategy,
+                f"{r['rebalance_s']:.2f}",
+                f"{r['moved_partitions']:.0f}",
+                f"{r['rate_before']:.0f}",
+                f"{r['rate_during']:.0f}",
+                f"{r['untouched_rate_before']:.0f}",
+                f"{r['untouched_rate_during']:.0f}",
+                f"{r['group_stall_s']:.2f}",
+                f"{r['untouched_stall_s']:.2f}",
+            )
+        tables.append(t)
+    if "latency" in results:
+        r = results["latency"]
+        t = Table(title="End-to-end latency, send() to a group consumer's poll()")
+        for col in ("records", "rate rec/s", "p50 ms", "p99 ms", "max ms"):
+            t.add_column(col, justify="right")
+        t.add_row(
+            str(r["records"]), f"{r['rate']:.0f}", f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}", f"{r['max_ms']:.1f}"
+        )
+        tables.append(t)
+    return tables
+
+
+@click.command()
+@click.option("--only", default="rebalance,latency", show_default=True, help="Comma-separated: rebalance, latency.")
+@click.option("--trials", type=click.IntRange(1, 50), default=3, show_default=True, help="Rebalances per assignor.")
+@click.option("--rate", type=click.FloatRange(1, 100_000), default=1200, show_default=True, help="Records/s produced.")
+@click.option("--latency-rate", type=click.FloatRange(1, 100_000), default=500, show_default=True)
+@click.option("--duration-s", type=click.FloatRange(1, 600), default=20, show_default=True, help="Latency run length.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+def main(only: str, trials: int, rate: float, latency_rate: float, duration_s: float, as_json: bool) -> None:
+    chosen = {x.strip() for x in only.split(",") if x.strip()}
+    unknown = chosen - {"rebalance", "latency"}
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"unknown scenario(s) {sorted(unknown)}; choose rebalance, latency", param_hint="--only"
+        )
+    results = asyncio.run(run(chosen, trials, rate, latency_rate, duration_s))
+    if as_json:
+        print(json.dumps(results, indent=2))
+    else:
+        out = Console(width=150)  # the rebalance table has nine columns; never squeeze them into 80
+        for table in summary(results):
+            out.print(table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
