@@ -12,6 +12,9 @@ over the nodes' CBOR/HTTP routes.
   separate appends (each its own Raft append and commit wait), as ZooKeeper's
   async writes pipeline many operations over one connection; throughput is
   committed entries per second, latency each append's commit time in the leader.
+* round trips: one small call at a time to a follower's `/kv/state` route, over
+  HTTP and over the RPC stream Raft peers use (`--round-trips`), to show what
+  one exchange costs on each transport.
 * failover: SIGKILL the leader, then propose on the survivors until one commits;
   the time from the kill to that commit. The same with SIGTERM (a graceful
   stop: the leader resigns with EndQuorumEpoch). The stopped node is restarted
@@ -72,6 +75,21 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
         "leader_p50_ms": pct(leader_ms, 0.5),
         "leader_p99_ms": pct(leader_ms, 0.99),
     }
+
+
+async def round_trips(cluster: ProcCluster, node_id: int, count: int) -> dict[str, Any]:
+    """One call at a time to the same route over HTTP and over the stream: what a transport costs."""
+    out: dict[str, Any] = {"calls": count}
+    for name, stream in (("http", False), ("stream", True)):
+        times: list[float] = []
+        for i in range(count + 100):  # the first 100 warm up (connections, caches)
+            t0 = time.perf_counter()
+            await cluster.rpc.call(cluster.address(node_id), "/kv/state", {}, stream=stream)
+            if i >= 100:
+                times.append((time.perf_counter() - t0) * 1000)
+        out[f"{name}_p50_ms"] = pct(times, 0.5)
+        out[f"{name}_p99_ms"] = pct(times, 0.99)
+    return out
 
 
 async def many_in_flight(
@@ -181,6 +199,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "load_average": [os.getloadavg()[0]],
             }
             results["one_at_a_time"] = await one_at_a_time(cluster, leader, args.sequential, payload)
+            if args.round_trips > 0:
+                follower = next(n for n in cluster.ports if n != leader)
+                results["round_trips"] = await round_trips(cluster, follower, args.round_trips)
             results["many_in_flight"] = await many_in_flight(
                 cluster, leader, args.entries, args.clients, args.per_request, payload
             )
@@ -223,6 +244,15 @@ def print_table(results: dict[str, Any]) -> None:
         "",
         "",
     )
+    if "round_trips" in results:
+        rt = results["round_trips"]
+        for name, label in (("http", "HTTP"), ("stream", "RPC stream")):
+            table.add_row(
+                f"one call's round trip over {label}, p50 / p99 (ms)",
+                f"{rt[name + '_p50_ms']:.3f} / {rt[name + '_p99_ms']:.3f}",
+                "",
+                "",
+            )
     for key, label, target in (("failover_sigkill", "SIGKILL", "<= 1.0"), ("failover_graceful", "graceful", "< 0.3")):
         if key in results:
             f = results[key]
@@ -243,6 +273,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=60000, help="appends in the many-in-flight run")
     parser.add_argument("--clients", type=int, default=4, help="concurrent client requests")
     parser.add_argument("--per-request", type=int, default=250, help="separate appends per client request")
+    parser.add_argument("--round-trips", type=int, default=2000, help="calls per transport (0: none)")
     parser.add_argument("--size", type=int, default=100, help="entry bytes")
     parser.add_argument("--trials", type=int, default=20, help="failover trials of each kind (0: none)")
     parser.add_argument("--base-port", type=int, default=0, help="first of 3 ports (default: free ones)")
