@@ -173,19 +173,22 @@ class Consumer:
         """
         if self._closed:
             return
-        if self._group is not None and self._cluster is not None:
-            try:
-                await self._group.leave("close", DEFAULT_CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
-            except Exception:
-                log.exception("leaving the group on close failed")
-            finally:
-                await self._group.stop()
-        self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._cluster is not None:
-            await self._cluster.close()
+        try:
+            if self._group is not None and self._cluster is not None:
+                try:
+                    await self._group.leave("close", DEFAULT_CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+                except Exception:
+                    log.exception("leaving the group on close failed")
+                finally:
+                    await self._group.stop()
+        finally:
+            # Also when cancelled: whatever ran stops and the connections close.
+            self._closed = True
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._cluster is not None:
+                await self._cluster.close()
 
     # Assignment and positions ---------------------------------------------
 

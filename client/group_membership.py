@@ -213,6 +213,18 @@ class GroupMembership:
         """Commit (if auto-committing), give the partitions up, leave (dynamic members); drive with poll()."""
         return self._begin_leaving("close", now, now + timeout_ms)
 
+    def abandon(self, reason: str) -> None:
+        """Stop at once, without commits or listener calls (the application is being torn down, e.g. its
+        close() was cancelled): LeaveGroup if the coordinator counts this dynamic member, so the group does
+        not wait a whole session for it. The shell sends it without waiting for poll()."""
+        if self.closed:
+            return
+        self._maybe_leave_group(reason)
+        self.closed = True
+        for op in [*self._ops, self._leaving]:
+            if op is not None and not op.done:
+                op.finish(IllegalStateError(f"the consumer was abandoned: {reason}"))
+
     def commit_sync(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, now: int, timeout_ms: int
     ) -> GroupOperation:
@@ -878,6 +890,12 @@ class GroupMembership:
         if self._leave_step == "revoking":
             return
         if self._leave_step == "leave":
+            first_join_out = not self.generation.member_id and self._join_rid is not None
+            if op.kind == "close" and first_join_out and (op.deadline_ms is None or now < op.deadline_ms):
+                # Its answer (MEMBER_ID_REQUIRED, at once) names the id the coordinator now holds as a pending
+                # member; a pending member holds up every rebalance of the group until its session expires,
+                # so wait for the id and leave with it.
+                return
             self._leave_step = "waiting"
             why = "the consumer is being closed" if op.kind == "close" else "the consumer unsubscribed"
             self._leave_rid = self._maybe_leave_group(why)

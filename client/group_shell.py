@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 # Extra time a caller waits beyond an operation's own deadline, for the tick that expires it to run.
 WAIT_SLACK_MS = 1_000
+# How long a cancelled close() still waits for its LeaveGroup to be answered.
+ABANDON_TIMEOUT_MS = 2_000
 
 
 def membership_config(cfg: Mapping[str, Any]) -> GroupMembershipConfig:
@@ -204,7 +206,26 @@ class GroupShell:
         return op
 
     async def leave(self, kind: str, timeout_ms: int) -> None:
-        """close() or unsubscribe(): commit (close with auto-commit), revoke through the listener, leave."""
+        """close() or unsubscribe(): commit (close with auto-commit), revoke through the listener, leave.
+
+        Cancelled on the way (asyncio.run tearing the application down, which cancels a close() in progress):
+        LeaveGroup at once, bounded, and the cancellation goes on."""
+        try:
+            await self._leave(kind, timeout_ms)
+        except asyncio.CancelledError:
+            await self._abandon()
+            raise
+
+    async def _abandon(self) -> None:
+        self.core.abandon("the consumer was cancelled while leaving")
+        sends = [a for a in self.core.drain() if isinstance(a, SendRequest)]
+        try:
+            async with asyncio.timeout(ABANDON_TIMEOUT_MS / 1000):
+                await asyncio.gather(*(self._send(r) for r in sends), return_exceptions=True)
+        except TimeoutError:
+            log.warning("group %s: LeaveGroup not answered while abandoning", self.core.config.group_id)
+
+    async def _leave(self, kind: str, timeout_ms: int) -> None:
         now = monotonic_ms()
         op = self.core.close(now, timeout_ms) if kind == "close" else self.core.unsubscribe(now)
         deadline = now + timeout_ms + WAIT_SLACK_MS

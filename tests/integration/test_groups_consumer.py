@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kraftpy.client import ConsumerRebalanceListener, Producer, TopicPartition
+from kraftpy.client import AdminClient, ConsumerRebalanceListener, Producer, TopicPartition
 from kraftpy.client.cluster_client import monotonic_ms
 from kraftpy.client.consumer import Consumer
 from kraftpy.client.types import ConsumerRecord
@@ -462,6 +462,12 @@ async def test_the_examples_in_docs_groups_run_as_written(cluster: LocalCluster)
     with Program("-c", queue.replace("127.0.0.1:9092", bootstrap(cluster))) as program:
         await program.wait_for("every order billed", lambda lines: len(lines) >= 6)
         program.interrupt()
+    # Every member left on close: the group is Empty, so a new member joins without waiting for anyone.
+    async with AdminClient(bootstrap(cluster)) as admin:
+        deadline = monotonic_ms() + 10_000
+        while (billing := (await admin.describe_consumer_groups(["billing"]))["billing"]).state != "Empty":
+            assert monotonic_ms() < deadline, f"members stayed in the group after close: {billing}"
+            await asyncio.sleep(0.1)
     billed = sorted(line.split(" bills order ")[1].split(" from ")[0] for line in program.lines)
     assert billed == sorted(str({"order": o}) for o in range(6)), f"each order billed once: {program.lines}"
 

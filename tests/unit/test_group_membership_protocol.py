@@ -359,3 +359,48 @@ def test_a_member_closed_between_two_joins_of_a_rebalance_still_leaves() -> None
     s.answer(leave, {"error_code": 0, "members": [{"member_id": "me", "group_instance_id": None, "error_code": 0}]})
     s.poll()
     assert op.done and op.error is None and s.m.closed
+
+
+def test_a_member_closed_during_its_first_join_learns_its_id_and_leaves_with_it() -> None:
+    s = Scripted()
+    s.poll()
+    s.answer(s.take("find_coordinator"), COORDINATOR)
+    s.poll()
+    join = s.take("join_group")
+    assert join.body["member_id"] == ""
+    op = s.m.close(s.now, 1_000)
+    s.collect()
+    assert not s.has("leave_group") and not op.done, "no id yet: it would leave nobody"
+    s.answer(join, error(E.MEMBER_ID_REQUIRED, member_id="c-123"))
+    s.poll()
+    assert not s.has("join_group"), "closing: no second join"
+    ((member),) = s.take("leave_group").body["members"]
+    assert member["member_id"] == "c-123"
+
+
+def test_a_close_does_not_wait_past_its_timeout_for_a_join_answer() -> None:
+    s = Scripted()
+    s.poll()
+    s.answer(s.take("find_coordinator"), COORDINATOR)
+    s.poll()
+    s.take("join_group")  # never answered
+    op = s.m.close(s.now, 1_000)
+    s.poll(1_000)
+    assert op.done and s.m.closed and not s.has("leave_group")
+
+
+def test_an_abandoned_member_leaves_at_once_without_listener_or_commit() -> None:
+    s = Scripted(enable_auto_commit=True)
+    s.stable()
+    s.store.consume(T0, 5)
+    op = s.m.close(s.now, 1_000)
+    s.collect()
+    s.take("offset_commit")  # close commits first; the application is torn down before it is answered
+    s.m.abandon("cancelled")
+    s.collect()
+    ((member),) = s.take("leave_group").body["members"]
+    assert member["member_id"] == "me" and s.m.closed and op.done
+    assert not s.listener_calls and not s.requests
+    s.m.abandon("again")  # a closed member stays quiet
+    s.collect()
+    assert not s.requests
