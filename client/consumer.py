@@ -225,7 +225,8 @@ class Consumer:
 
     async def unsubscribe(self) -> None:
         """Give up the partitions (subscription: the listener's on_partitions_revoked, then LeaveGroup)."""
-        if self._group is not None and self._subscriptions.is_subscribed and self._cluster is not None:
+        if self._group is not None and self._subscriptions.is_subscribed:
+            # Also before start(): the membership core must forget the subscription too.
             await self._group.leave("unsubscribe", self.config["default_api_timeout_ms"])
         self._partitions_removed(self._subscriptions.assigned_partitions())
         self._subscriptions.unsubscribe()

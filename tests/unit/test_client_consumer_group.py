@@ -160,3 +160,17 @@ async def test_a_waiting_poll_waits_instead_of_spinning(closed_port: str) -> Non
     finally:
         await consumer.close(timeout_ms=100)
     assert 1 <= passes < 100, f"poll() went round {passes} times in 300 ms"
+
+
+async def test_unsubscribe_before_start_forgets_the_subscription_everywhere(closed_port: str) -> None:
+    consumer = Consumer(closed_port, group_id="g")
+    consumer.subscribe(["t"])
+    await consumer.unsubscribe()
+    assert consumer._group is not None and not consumer._group.core.subscription.active
+    consumer.assign([T0])  # now a manual assignment, which the group core does not join for
+    consumer.seek(T0, 3)
+    try:
+        assert await consumer.poll(20) == []
+        assert consumer.assignment() == {T0} and consumer.subscription() == set()
+    finally:
+        await consumer.close(timeout_ms=100)
