@@ -18,8 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kraftpy.client.types import TopicPartition
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+from kraftpy.protocol.topics import is_internal
 
 
 class GroupSubscription:
@@ -61,9 +60,7 @@ class GroupSubscription:
     def _matching(self, topics: Iterable[str]) -> frozenset[str]:
         assert self.pattern is not None
         return frozenset(
-            t
-            for t in topics
-            if self.pattern.fullmatch(t) and not (self.exclude_internal_topics and t in INTERNAL_TOPICS)
+            t for t in topics if self.pattern.fullmatch(t) and not (self.exclude_internal_topics and is_internal(t))
         )
 
     def update_metadata(self, partitions_per_topic: Mapping[str, int]) -> None:
