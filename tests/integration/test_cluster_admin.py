@@ -21,12 +21,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("admin") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("admin") / "cluster") as c:
         yield c
-    finally:
-        c.stop()
 
 
 def test_cluster_status_and_quorum_status_json_shapes(cluster: LocalCluster) -> None:

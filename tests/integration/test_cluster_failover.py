@@ -22,13 +22,9 @@ TOPIC = "failover"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("failover") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("failover") / "cluster") as c:
         c.ok("topics", "create", TOPIC, "--partitions", "6", "--replication-factor", "3")
         yield c
-    finally:
-        c.stop()
 
 
 def node_view(cluster: LocalCluster, node_id: int) -> dict[str, Any]:

@@ -21,12 +21,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("restart") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("restart") / "cluster") as c:
         yield c
-    finally:
-        c.stop()
 
 
 def durable_view(cluster: LocalCluster) -> dict[str, Any]:

@@ -114,6 +114,18 @@ class LocalCluster:
             "--base-port", str(self.base_port), *extra,
         )  # fmt: skip
 
+    def __enter__(self) -> LocalCluster:
+        """`with LocalCluster(d) as c:` starts it and always stops it (module fixtures use this)."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         """`cluster stop`, then SIGKILL whatever node process is left (by its pid file)."""
         with contextlib.suppress(Exception):

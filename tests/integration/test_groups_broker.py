@@ -36,12 +36,8 @@ RETRIABLE = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("groups") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("groups") / "cluster") as c:
         yield c
-    finally:
-        c.stop()
 
 
 def port_of(cluster: LocalCluster, node_id: int) -> int:

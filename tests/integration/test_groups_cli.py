@@ -32,9 +32,7 @@ PARTITION_KEYS = {"topic", "partition", "committed_offset", "log_end_offset", "l
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("groups-cli") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("groups-cli") / "cluster") as c:
         c.ok("topics", "create", TOPIC, "--partitions", str(PARTITIONS))
         for p in range(PARTITIONS):
             lines = "".join(f"p{p}-{i}\n" for i in range(PER_PARTITION))
@@ -44,8 +42,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr
         yield c
-    finally:
-        c.stop()
 
 
 def failed(result: CliResult, code_name: str) -> None:

@@ -35,12 +35,8 @@ WAIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("groups") / "cluster")
-    try:
-        c.start()
+    with LocalCluster(tmp_path_factory.mktemp("groups") / "cluster") as c:
         yield c
-    finally:
-        c.stop()
 
 
 def bootstrap(cluster: LocalCluster) -> str:
