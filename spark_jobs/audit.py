@@ -5,8 +5,9 @@
 is the same command as `kraftpy audit` (tools/audit_cmd.py); docs/audit.md
 says what each finding means. plan_audit() rejects a bad directory, an
 unreadable history or an unknown topic before a JVM starts; run_audit()
-reads the replicas through the kraftpy-log data source, caches them, and
-collects the union of every check in spark_jobs.checks once.
+reads the replicas' segments through the kraftpy-log data source (cached:
+every check reads them), their checkpoints on the driver, and collects the
+union of every check in spark_jobs.checks once.
 """
 
 from __future__ import annotations
@@ -77,13 +78,14 @@ def run_audit(spark: Any, plan: AuditPlan) -> AuditResult:
     """Run every check in one Spark job; `spark` comes from spark_jobs.session.make_session."""
     from kraftpy.spark_jobs import checks
     from kraftpy.spark_jobs.datasource import FORMAT_NAME
+    from kraftpy.spark_jobs.records import REPLICA_SCHEMA, replica_info_row
 
     result = AuditResult(plan)
     if not plan.replicas:
         return result
     path = str(plan.cluster_dir)
     records = spark.read.format(FORMAT_NAME).load(path).cache()
-    replicas = spark.read.format(FORMAT_NAME).option("view", "replicas").load(path).cache()
+    replicas = spark.createDataFrame([replica_info_row(r) for r in plan.replicas], REPLICA_SCHEMA)
     acked = sent = None
     if plan.sends is not None:
         acked = spark.createDataFrame(plan.sends.acked, ACKED_SCHEMA)
@@ -95,7 +97,6 @@ def run_audit(spark: Any, plan: AuditPlan) -> AuditResult:
         row.asDict() for row in checks.summary(records, replicas).orderBy("topic", "partition", "node").collect()
     ]
     records.unpersist()
-    replicas.unpersist()
     return result
 
 

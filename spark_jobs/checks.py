@@ -1,6 +1,6 @@
 """The audit's checks as Spark DataFrame operations; each returns findings in one shape, FINDING_COLUMNS.
 
-Inputs are the data source's two views (records, replicas) and, for the
+Inputs are the data source's records, the replicas' checkpoint rows (read on the driver) and, for the
 history checks, small DataFrames of the workload's sends. Every check is a
 pure DataFrame expression; nothing is collected here, so the audit runs all
 of them as one Spark job and collects the union once.

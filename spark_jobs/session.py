@@ -21,22 +21,25 @@ SHUFFLE_PARTITIONS = 2
 # The audit's JVM lives for seconds: C1-only compilation and the serial collector start it faster, which is
 # most of an audit's time on a small machine.
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+}
 
 
-def make_session(master: str = DEFAULT_MASTER, app_name: str = "kraftpy-audit") -> SparkSession:
-    """A session with the kraftpy-log data source registered; the UI and progress bars off."""
+def make_session(
+    master: str = DEFAULT_MASTER, app_name: str = "kraftpy-audit", conf: dict[str, str] | None = None
+) -> SparkSession:
+    """A session with the kraftpy-log data source registered; the UI and progress bars off; `conf` on top."""
     # Python workers run the interpreter that runs us, so they import the same kraftpy.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULTS, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KraftpyLogDataSource)
     return spark

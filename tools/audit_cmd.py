@@ -42,14 +42,33 @@ def _load_spark_modules() -> None:
     help="A cluster directory as `kraftpy cluster start` lays it out.",
 )
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL (local[N], spark://...).")
+@click.option(
+    "--conf",
+    "conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting, e.g. spark.executor.memory=2g (repeatable).",
+)
 @click.option("--history", type=click.Path(path_type=Path), help="The workload's history (JSON Lines, kafka model).")
 @click.option("--topic", help="The history's topic (default: the cluster's only non-internal topic).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), help="Write an HTML report.")
 def audit(
-    cluster_dir: Path, master: str, history: Path | None, topic: str | None, as_json: bool, html_out: Path | None
+    cluster_dir: Path,
+    master: str,
+    conf: tuple[str, ...],
+    history: Path | None,
+    topic: str | None,
+    as_json: bool,
+    html_out: Path | None,
 ) -> None:
     """Compare every replica's segment files: divergence, gaps, epoch lineage, lost acked writes, duplicates."""
+    settings = {}
+    for item in conf:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise AuditUsageError(f"--conf {item!r} is not KEY=VALUE")
+        settings[key.strip()] = value.strip()
     _load_spark_modules()
     from kraftpy.spark_jobs.audit import plan_audit, run_audit
     from kraftpy.spark_jobs.report import findings_table, render_html, summary_table, to_json
@@ -61,7 +80,7 @@ def audit(
     try:
         from kraftpy.spark_jobs.session import make_session
 
-        spark = make_session(master)
+        spark = make_session(master, conf=settings)
     except Exception as exc:  # pyspark raises its own types for a missing Java or a bad master URL
         raise AuditUsageError(f"cannot start Spark with master {master!r}: {exc}") from None
     try:

@@ -62,6 +62,8 @@ def test_history_and_topic_errors(tmp_path: Path) -> None:
     good.write_text(json.dumps({"process": 0, "type": "invoke", "f": "send", "key": 0, "value": "x"}) + "\n")
     result = kraftpy("audit", "--cluster-dir", str(root), "--history", str(good))
     assert result.returncode == 2 and "--topic is needed" in result.stderr
+    result = kraftpy("audit", "--cluster-dir", str(root), "--conf", "spark.executor.memory")
+    assert result.returncode == 2 and "is not KEY=VALUE" in result.stderr
     result = kraftpy("audit", "--cluster-dir", str(root), "--topic", "zzz")
     assert result.returncode == 2 and "topic 'zzz' has no replica" in result.stderr
 
