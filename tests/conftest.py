@@ -6,6 +6,7 @@ that such a run fails loudly instead of passing with less coverage.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,13 @@ def seed_range(request: pytest.FixtureRequest) -> range | None:
     count = request.config.getoption("--seeds")
     start = request.config.getoption("--seed-start")
     return None if count is None else range(start, start + count)
+
+
+@pytest.fixture
+def closed_port() -> str:
+    """host:port where nothing listens: connections are refused at once."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"127.0.0.1:{port}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 
 import pytest
 from click.testing import CliRunner
@@ -12,15 +11,6 @@ from click.testing import CliRunner
 from kraftpy.client.types import ConsumerRecord
 from kraftpy.tools.consume_cmd import Stop, consume, format_record
 from kraftpy.tools.produce_cmd import produce, read_lines, split_line, summary
-
-
-@pytest.fixture
-def closed_port() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"127.0.0.1:{port}"
 
 
 def test_lines_keep_their_bytes_and_lose_only_the_line_ending() -> None:

@@ -18,10 +18,8 @@ from kraftpy.client.group_errors import InvalidGroupIdError
 from kraftpy.client.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.sync import SyncConsumer
 from kraftpy.client.types import TopicPartition
-from tests.unit import test_client_shells
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
-closed_port = test_client_shells.closed_port  # the fixture: host:port where nothing listens
 
 
 def test_assign_and_subscribe_are_mutually_exclusive() -> None:

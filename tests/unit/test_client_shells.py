@@ -7,7 +7,6 @@ the broker exists; here the only "server" is a closed port.
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -18,16 +17,6 @@ from kraftpy.client.loop_thread import LoopThread
 from kraftpy.client.producer import Producer
 from kraftpy.client.sync import SyncConsumer, SyncProducer
 from kraftpy.client.types import TopicPartition
-
-
-@pytest.fixture
-def closed_port() -> str:
-    """host:port where nothing listens: connections are refused at once."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"127.0.0.1:{port}"
 
 
 def test_bad_config_fails_before_any_connection() -> None:

@@ -26,10 +26,8 @@ from kraftpy.tools.groups_cmd import (
     render_plan,
     reset_spec,
 )
-from tests.unit import test_client_cli
 
 TP = TopicPartition
-closed_port = test_client_cli.closed_port  # the fixture: a port nobody listens on
 
 
 def group(state: str = "Stable", members: tuple[MemberDescription, ...] = ()) -> ConsumerGroupDescription:

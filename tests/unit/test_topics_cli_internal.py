@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from click.testing import CliRunner
 
 from kraftpy.protocol.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, is_internal
 from kraftpy.tools.topics_cmd import alter, delete
-
-
-@pytest.fixture
-def closed_port() -> str:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize("topic", sorted(INTERNAL_TOPICS))
