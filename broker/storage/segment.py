@@ -376,19 +376,20 @@ class LogSegment:
 
     # -- lookups (under the log's lock) -------------------------------------------------
 
-    def _walk_from_index(self, start: int, limit: int) -> Iterator[BatchSpan]:
+    def _walk_from_index(self, start: int, limit: int, boundary: int = 0) -> Iterator[BatchSpan]:
         """Walk batch headers from an index position.
 
         Opening checks only the last index entry (as Kafka's sanity check does), so a
         damaged entry in the middle can point inside a batch. When the header there is
-        not sane, walk from the segment start instead: position 0 is always a boundary.
+        not sane, walk from `boundary` instead: a known batch start at or below `start`
+        (position 0, the segment start, always is one).
         """
-        if start:
+        if start != boundary:
             try:
                 next(walk_headers(self._handle.fd, start, limit), None)
             except CorruptSegmentError:
-                log.warning("index of %s points inside a batch at %d; scanning from the start", self.log_path, start)
-                start = 0
+                log.warning("index of %s points inside a batch at %d; scanning from %d", self.log_path, start, boundary)
+                start = boundary
         yield from walk_headers(self._handle.fd, start, limit)
 
     def find_batch(self, offset: int, limit: int) -> BatchSpan | None:
@@ -425,7 +426,7 @@ class LogSegment:
             return (start, first.end) if first.end == target or min_one_batch else (start, start)
         # The last indexed batch start at or below the target is a boundary; walk from there.
         end = max(self.offset_index.lookup_position(target).position, start)
-        for span in walk_headers(self._handle.fd, end, end_bound):
+        for span in self._walk_from_index(end, end_bound, boundary=start):
             if span.end > target:
                 break
             end = span.end

@@ -222,3 +222,19 @@ def test_sigkill_mid_append_then_reopen_in_a_loop(tmp_path: Path) -> None:
             epochs = [b.header.partition_leader_epoch for b in batches]
             assert epochs == sorted(epochs)
             assert log.leader_epoch_cache.latest_epoch == (epochs[-1] if epochs else -1)
+
+
+def test_a_read_whose_byte_limit_lands_past_a_damaged_index_entry_walks_around_it(tmp_path: Path) -> None:
+    # Found by the property above: a read that stops at max_bytes looked up where to stop in the index
+    # and walked from a damaged entry (pointing inside a batch) instead of from a known batch start.
+    directory = tmp_path / "t-0"
+    with open_log(directory, **CONFIG) as log:
+        for i in range(30):
+            log.append_as_leader(make_batch(2, value_size=60, ts=1000 + i, tag=i), 0, now_ms=0)
+        expected = read_all(log)
+    index = directory / "00000000000000000000.index"
+    content = bytearray(index.read_bytes())
+    content[7] ^= 1  # the first entry's position, one byte off a batch start
+    index.write_bytes(bytes(content))
+    with open_log(directory, **CONFIG) as log:
+        assert read_all(log, max_bytes=200) == expected
