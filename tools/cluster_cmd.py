@@ -167,7 +167,15 @@ def check_health(layout: ClusterLayout) -> ClusterHealth:
 
 
 def new_layout(directory: Path, nodes: int, host: str, base_port: int) -> ClusterLayout:
-    entries = tuple(NodeEntry(i, host, base_port + i - 1, ("broker", "controller")) for i in range(1, nodes + 1))
+    """`host` is one address for every node, or a comma-separated list with one per node (127.0.0.2,127.0.0.3,...)."""
+    hosts = [h.strip() for h in host.split(",")]
+    if len(hosts) == 1:
+        hosts *= nodes
+    if len(hosts) != nodes or not all(hosts):
+        raise click.BadParameter(f"give one address, or one per node ({nodes}); got {host!r}", param_hint="--host")
+    entries = tuple(
+        NodeEntry(i, hosts[i - 1], base_port + i - 1, ("broker", "controller")) for i in range(1, nodes + 1)
+    )
     return ClusterLayout(directory.resolve(), meta_properties.random_cluster_id(), entries)
 
 
@@ -258,7 +266,12 @@ def cluster() -> None:
 @cluster.command("start")
 @click.option("--nodes", "node_count", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option("--dir", "cluster_dir", type=click.Path(file_okay=False, path_type=Path), default=default_cluster_dir)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the nodes listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the nodes listen on; a comma list gives one per node.",
+)
 @click.option("--base-port", type=click.IntRange(1, 65535 - 9), default=9092, show_default=True)
 @click.option("--timeout-s", type=click.FloatRange(1, 600), default=60, show_default=True)
 def start(node_count: int, cluster_dir: Path, host: str, base_port: int, timeout_s: float) -> None:

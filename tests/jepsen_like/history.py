@@ -1,0 +1,34 @@
+"""Writing a history as docs/history-format.md's JSON Lines, the format `kraftpy check` reads.
+
+Every event gets `time` in nanoseconds of the monotonic clock, so invocations
+and completions are ordered as they happened; nemesis events are written with
+the process "nemesis", which the checker skips.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+class HistoryWriter:
+    """Appends events to a .jsonl file (flushed per line, so a crashed run still leaves its history)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("w", encoding="utf-8")
+        self.events = 0
+
+    def event(self, process: int | str, type_: str, f: str, **fields: Any) -> None:
+        line = {"process": process, "type": type_, "f": f, **fields, "time": time.monotonic_ns()}
+        self._file.write(json.dumps(line) + "\n")
+        self._file.flush()
+        self.events += 1
+
+    def nemesis(self, f: str, value: Any) -> None:
+        self.event("nemesis", "info", f, value=value)
+
+    def close(self) -> None:
+        self._file.close()
