@@ -50,7 +50,7 @@ err = Console(stderr=True)
 PARTITIONS = 12
 STAMP = struct.Struct(">d")
 EAGER_AND_COOPERATIVE = ("range", "sticky", "cooperative-sticky")
-GROUP_SETTINGS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "auto_offset_reset": "latest"}
+GROUP_SETTINGS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 SETTLE_TIMEOUT_S = 60.0
 
 
@@ -116,9 +116,18 @@ async def produce_steadily(servers: str, topic: str, per_second: float, stop: as
     return sent
 
 
-async def start_member(servers: str, name: str, group: str, topic: str, strategy: str, stop: asyncio.Event) -> Member:
+async def start_member(
+    servers: str, name: str, group: str, topic: str, strategy: str, stop: asyncio.Event, offset_reset: str = "latest"
+) -> Member:
+    """A consumer in `group` polling in a task. "latest" skips what was produced before it joined (the
+    rebalance runs measure steady consumption, not a backlog); "earliest" loses nothing."""
     consumer = Consumer(
-        servers, group_id=group, client_id=name, partition_assignment_strategy=(strategy,), **GROUP_SETTINGS
+        servers,
+        group_id=group,
+        client_id=name,
+        partition_assignment_strategy=(strategy,),
+        auto_offset_reset=offset_reset,
+        **GROUP_SETTINGS,
     )
     await consumer.start()
     consumer.subscribe([topic], listener=Noop())
@@ -221,7 +230,9 @@ async def latency_run(servers: str, per_second: float, duration_s: float) -> dic
     topic, group = "latency", "g-latency"
     await create_topic(servers, topic)
     stop = asyncio.Event()
-    members = [await start_member(servers, f"c{i}", group, topic, "range", stop) for i in range(3)]
+    # "earliest": the topic is new, and every record sent must come out (a "latest" reset racing the
+    # producer's first sends would skip them).
+    members = [await start_member(servers, f"c{i}", group, topic, "range", stop, "earliest") for i in range(3)]
     producer_stop = asyncio.Event()
     producer: asyncio.Task[int] | None = None
     try:
