@@ -237,9 +237,10 @@ def lost_writes(records: DataFrame, replicas: DataFrame, acked: DataFrame, topic
 
     `acked` has partition, offset, value_hash, value_preview. A replica whose own
     high watermark is past the offset must hold the value there; and some
-    replica must hold it, whatever the high watermarks say.
+    replica must hold it, whatever the high watermarks say. Offsets below a
+    replica's log start offset were deleted by retention, not lost.
     """
-    reps = replicas.where(F.col("topic") == topic).select("node", "partition", "high_watermark")
+    reps = replicas.where(F.col("topic") == topic).select("node", "partition", "high_watermark", "log_start_offset")
     recs = sound(records).where(F.col("topic") == topic)
     found = recs.select(
         "node", "partition", "offset", F.col("value_hash").alias("found_hash"),
@@ -247,7 +248,9 @@ def lost_writes(records: DataFrame, replicas: DataFrame, acked: DataFrame, topic
     )  # fmt: skip
     claimed = (
         acked.join(reps, "partition")
-        .where(F.col("offset") < F.coalesce("high_watermark", F.lit(0)))
+        .where(
+            (F.col("offset") < F.coalesce("high_watermark", F.lit(0))) & (F.col("offset") >= F.col("log_start_offset"))
+        )
         .join(found, ["node", "partition", "offset"], "left")
         .where(F.col("found_hash").isNull() | (F.col("found_hash") != F.col("value_hash")))
         .withColumn("topic", F.lit(topic))
@@ -263,8 +266,15 @@ def lost_writes(records: DataFrame, replicas: DataFrame, acked: DataFrame, topic
         offset=F.col("offset"),
     )  # fmt: skip
     held = recs.select("partition", "offset", "value_hash").distinct()
+    kept_from = reps.groupBy("partition").agg(F.min("log_start_offset").alias("kept_from"))
+    missing = (
+        acked.join(kept_from, "partition", "left")
+        .where(F.col("offset") >= F.coalesce("kept_from", F.lit(0)))
+        .join(held, ["partition", "offset", "value_hash"], "left_anti")
+        .withColumn("topic", F.lit(topic))
+    )
     nowhere = _shape(
-        acked.join(held, ["partition", "offset", "value_hash"], "left_anti").withColumn("topic", F.lit(topic)),
+        missing,
         "lost_write",
         _text("acknowledged value {value_preview} is on no replica at its offset"),
         offset=F.col("offset"),
