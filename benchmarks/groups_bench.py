@@ -18,9 +18,13 @@
     python benchmarks/groups_bench.py --only rebalance --trials 5
     python benchmarks/groups_bench.py --json                # the figures as one JSON object
 
-The consumers and the producer share this process (one event loop) and the
-machine with the three nodes, so the figures are for the whole path on one
-small machine, not for a consumer alone. docs/perf-groups.md has results.
+The three original consumers and the producer share this process (one event
+loop); the fourth consumer runs in a process of its own, so its start-up does
+not stall the others. Consumers use Kafka's defaults (session 45 s, heartbeat
+3 s): a member learns of a rebalance at its next heartbeat, which bounds how
+long an eager rebalance stops the group. Everything shares the machine with
+the three nodes, so the figures are for the whole path on one small machine.
+docs/perf-groups.md has results.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import multiprocessing
+import queue
 import statistics
 import struct
 import sys
@@ -50,7 +56,8 @@ err = Console(stderr=True)
 PARTITIONS = 12
 STAMP = struct.Struct(">d")
 EAGER_AND_COOPERATIVE = ("range", "sticky", "cooperative-sticky")
-GROUP_SETTINGS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
+# Kafka's defaults (session 45 s, heartbeat 3 s): members learn of a rebalance at their next heartbeat.
+GROUP_SETTINGS: dict[str, Any] = {}
 SETTLE_TIMEOUT_S = 60.0
 
 
@@ -87,6 +94,9 @@ class Member:
         except BaseException as exc:  # reported by the scenario, which then stops
             self.error = exc
             raise
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.consumer.assignment()
 
     def times(self, start: float, end: float, only: set[TopicPartition] | None = None) -> list[float]:
         return [t for t, tp, _ in self.consumed if start <= t < end and (only is None or tp in only)]
@@ -136,30 +146,106 @@ async def start_member(
     return member
 
 
+async def join_and_poll(servers: str, group: str, topic: str, strategy: str, updates: Any, go: Any, stop: Any) -> None:
+    consumer = Consumer(
+        servers, group_id=group, client_id="c3", partition_assignment_strategy=(strategy,), **GROUP_SETTINGS
+    )
+    async with consumer:
+        await consumer.partitions_for(topic)  # connected, with metadata: ready to join at once
+        updates.put("ready")
+        while not go.is_set():
+            await asyncio.sleep(0.001)
+        consumer.subscribe([topic])
+        last: list[tuple[str, int]] | None = None
+        while not stop.is_set():
+            await consumer.poll(timeout_ms=50)
+            now = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+            if now != last:
+                updates.put(now)
+                last = now
+
+
+def joiner_process(servers: str, group: str, topic: str, strategy: str, updates: Any, go: Any, stop: Any) -> None:
+    """The fourth consumer, in its own process (its start-up must not stall the others' event loop)."""
+    try:
+        asyncio.run(join_and_poll(servers, group, topic, strategy, updates, go, stop))
+    except BaseException as exc:
+        updates.put(repr(exc))
+        raise
+
+
+class RemoteMember:
+    """The fourth consumer as the others see it: its assignment, as its process reports it."""
+
+    name = "c3"
+
+    def __init__(self, servers: str, group: str, topic: str, strategy: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.updates = ctx.Queue()
+        self.go = ctx.Event()
+        self.stop = ctx.Event()
+        self.process = ctx.Process(
+            target=joiner_process,
+            args=(servers, group, topic, strategy, self.updates, self.go, self.stop),
+            daemon=True,
+        )
+        self.process.start()
+        self._assignment: set[TopicPartition] = set()
+        self.ready = False
+        self.error: str | None = None
+
+    def join(self) -> None:
+        """Subscribe now (the process is started and connected)."""
+        self.go.set()
+
+    def assignment(self) -> set[TopicPartition]:
+        while True:
+            try:
+                update = self.updates.get_nowait()
+            except queue.Empty:
+                break
+            if update == "ready":
+                self.ready = True
+            elif isinstance(update, str):
+                self.error = update
+            else:
+                self._assignment = {TopicPartition(t, p) for t, p in update}
+        if self.error is None and not self.process.is_alive():
+            self.error = f"exited with {self.process.exitcode}"
+        return self._assignment
+
+    def close(self) -> None:
+        self.stop.set()
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(10)
+
+
 def longest_gap_s(times: list[float], start: float, end: float) -> float:
     """The longest stretch of [start, end) with no delivery: the stall a consumer's application sees."""
     edges = [start, *sorted(t for t in times if start <= t < end), end]
     return max(b - a for a, b in itertools.pairwise(edges))
 
 
-def owners(members: list[Member]) -> dict[TopicPartition, list[str]]:
+def owners(members: list[Any]) -> dict[TopicPartition, list[str]]:
     found: dict[TopicPartition, list[str]] = {}
     for m in members:
-        for tp in m.consumer.assignment():
+        for tp in m.assignment():
             found.setdefault(tp, []).append(m.name)
     return found
 
 
-def balanced(members: list[Member]) -> bool:
+def balanced(members: list[Any]) -> bool:
     """Every partition owned exactly once and each member holding its share."""
     who = owners(members)
     if len(who) != PARTITIONS or any(len(names) != 1 for names in who.values()):
         return False
-    shares = sorted(len(m.consumer.assignment()) for m in members)
+    shares = sorted(len(m.assignment()) for m in members)
     return shares[-1] - shares[0] <= 1
 
 
-async def wait_until(what: str, probe: Any, members: list[Member], timeout_s: float = SETTLE_TIMEOUT_S) -> float:
+async def wait_until(what: str, probe: Any, members: list[Any], timeout_s: float = SETTLE_TIMEOUT_S) -> float:
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
         for m in members:
@@ -185,19 +271,25 @@ async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: f
     stop = asyncio.Event()
     producer = asyncio.create_task(produce_steadily(servers, topic, per_second, stop))
     members: list[Member] = []
+    joiner: RemoteMember | None = None
     try:
         for i in range(3):
             members.append(await start_member(servers, f"c{i}", group, topic, strategy, stop))
         await wait_until("three members balanced", lambda: balanced(members), members)
-        await asyncio.sleep(warmup_s)  # steady consumption before the join
         before = {tp: names[0] for tp, names in owners(members).items()}
+        joiner = RemoteMember(servers, group, topic, strategy)
+        await asyncio.sleep(warmup_s)  # steady consumption before the join (and the joiner's start-up)
+        await wait_until(
+            "the fourth consumer ready", lambda: joiner.assignment() is not None and joiner.ready, [joiner]
+        )
         joined = time.perf_counter()
-        members.append(await start_member(servers, "c3", group, topic, strategy, stop))
-        done = await wait_until("four members balanced", lambda: balanced(members), members)
+        joiner.join()
+        everyone = [*members, joiner]
+        done = await wait_until("four members balanced", lambda: balanced(everyone), everyone)
         await asyncio.sleep(warmup_s / 2)  # so the window's last poll results are in
-        after = {tp: names[0] for tp, names in owners(members).items()}
+        after = {tp: names[0] for tp, names in owners(everyone).items()}
         untouched = {tp for tp, name in before.items() if after.get(tp) == name}
-        originals = members[:3]
+        originals = members
         base_start = joined - warmup_s
         window_end = done + 0.5
         untouched_gaps = [
@@ -221,6 +313,8 @@ async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: f
         }
     finally:
         stop.set()
+        if joiner is not None:
+            await asyncio.to_thread(joiner.close)
         await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
         await asyncio.gather(*(m.consumer.close() for m in members), return_exceptions=True)
         await asyncio.gather(producer, return_exceptions=True)
