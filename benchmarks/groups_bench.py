@@ -285,7 +285,15 @@ async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: f
         joined = time.perf_counter()
         joiner.join()
         everyone = [*members, joiner]
-        done = await wait_until("four members balanced", lambda: balanced(everyone), everyone)
+        doubly_owned: set[TopicPartition] = set()
+
+        def check_then_balanced() -> bool:
+            # Each member's view follows the protocol's order (revoke before anyone else is given it),
+            # so a partition in two views at once means two owners.
+            doubly_owned.update(tp for tp, names in owners(everyone).items() if len(names) > 1)
+            return balanced(everyone)
+
+        done = await wait_until("four members balanced", check_then_balanced, everyone)
         await asyncio.sleep(warmup_s / 2)  # so the window's last poll results are in
         after = {tp: names[0] for tp, names in owners(everyone).items()}
         untouched = {tp for tp, name in before.items() if after.get(tp) == name}
@@ -300,6 +308,7 @@ async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: f
             "strategy": strategy,
             "rebalance_s": done - joined,
             "moved_partitions": PARTITIONS - len(untouched),
+            "doubly_owned_partitions": len(doubly_owned),
             "rate_before": sum(m.rate(base_start, joined) for m in originals),
             "rate_during": sum(m.rate(joined, done) for m in originals),
             "untouched_rate_before": sum(m.rate(base_start, joined, untouched) for m in originals),
@@ -392,6 +401,7 @@ def summary(results: dict[str, Any]) -> list[Table]:
             "assignor",
             "rebalance s",
             "moved",
+            "owned twice",
             "group rec/s before",
             "during",
             "untouched rec/s before",
@@ -406,6 +416,7 @@ def summary(results: dict[str, Any]) -> list[Table]:
                 strategy,
                 f"{r['rebalance_s']:.2f}",
                 f"{r['moved_partitions']:.0f}",
+                f"{r['doubly_owned_partitions']:.0f}",
                 f"{r['rate_before']:.0f}",
                 f"{r['rate_during']:.0f}",
                 f"{r['untouched_rate_before']:.0f}",
