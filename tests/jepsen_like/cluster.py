@@ -22,12 +22,13 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
 from kraftpy.tools.cluster_cmd import spawn_node
 from kraftpy.tools.cluster_layout import NodeEntry
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 IP_TIMEOUT_S = 10
@@ -88,7 +89,16 @@ class JepsenCluster(LocalCluster):
             os.kill(pid, signal.SIGCONT)
         self.paused.discard(node_id)
 
+    def listening(self, node_id: int) -> bool:
+        entry = self.entry(node_id)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            return s.connect_ex((entry.host, entry.port)) == 0
+
     def isolate(self, node_id: int) -> None:
+        """Cut the node off. A node still starting must have bound its address first: under a blackhole
+        route the address is not local any more, and its bind would fail (an artifact, not a fault)."""
+        wait_for(f"node {node_id} listening before isolating it", lambda: self.listening(node_id), timeout_s=30)
         assert _blackhole(self.entry(node_id).host, True), f"cannot isolate node {node_id}"
         self.isolated.add(node_id)
 
@@ -96,11 +106,17 @@ class JepsenCluster(LocalCluster):
         _blackhole(self.entry(node_id).host, False)
         self.isolated.discard(node_id)
 
-    def heal_all(self) -> None:
+    def heal_all(self) -> list[int]:
+        """Undo every fault; start any node whose process is gone. Returns the nodes started."""
         for node_id in list(self.paused):
             self.resume(node_id)
         for node_id in list(self.isolated):
             self.heal(node_id)
+        layout = self.layout()
+        dead = [n.node_id for n in layout.nodes if layout.read_pid(n) is None]
+        for node_id in dead:
+            self.restart(node_id)
+        return dead
 
     def close(self) -> None:
         """Undo every fault, then stop every node (gracefully, SIGKILL by pid after the timeout)."""

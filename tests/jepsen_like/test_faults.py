@@ -112,7 +112,8 @@ def test_acked_writes_survive_kills_pauses_and_partitions(tmp_path: Path, reques
         )  # fmt: skip
         stats, done = asyncio.run(workload_under_faults(cluster, history, time_s, rng, faults))
         phases.done("workload under faults")
-        cluster.heal_all()
+        restarted = cluster.heal_all()
+        assert not restarted, f"seed {seed}: nodes {restarted} died during the run (see their server.log)"
         try:
             wait_for("every replica back in its ISR", lambda: replicas_in_sync(cluster), timeout_s=90)
         except AssertionError as exc:
