@@ -5,6 +5,12 @@ from (`follow`) or that it no longer fetches (`unfollow`: it leads now, or is
 deleted). A fetcher without partitions is stopped. Source addresses come from
 the metadata image on every request, so a broker that re-registers with a
 new address is found again.
+
+Replication has its own RpcClient, as each Kafka fetcher thread has its own
+connection: fetches go over one stream (websocket) per source broker, which
+costs a fraction of an HTTP request per round trip (acks=all latency is a
+chain of such round trips), and a large fetch answer never sits in front of
+the Raft messages on the node's own stream to that peer.
 """
 
 from __future__ import annotations
@@ -23,13 +29,12 @@ class ReplicaFetcherManager:
     def __init__(
         self,
         broker_id: int,
-        rpc: RpcClient,
         settings: ReplicaManagerSettings,
         address_of: Callable[[int], Address | None],
         broker_epoch_provider: Callable[[], int],
     ) -> None:
         self.broker_id = broker_id
-        self.rpc = rpc
+        self.rpc = RpcClient(request_timeout_ms=settings.replica_socket_timeout_ms)
         self.settings = settings
         self.address_of = address_of
         self.broker_epoch_provider = broker_epoch_provider
@@ -88,6 +93,7 @@ class ReplicaFetcherManager:
         self._source_of.clear()
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
+        await self.rpc.close()
 
     def status(self) -> dict[str, Any]:
         return {

@@ -14,8 +14,10 @@ a partition that moves to this source while a long poll is out (a leader
 change) is fetched at once instead of after the poll returns. Steady state is
 still one request carrying every partition.
 
-A request waits at the leader for at most replica_fetch_wait_max_ms (long
-poll) and on the wire for replica_socket_timeout_ms more; no answer fails its
+Requests go over the source's stream (one websocket, calls answered in any
+order; HTTP if the source serves none). A request waits at the leader for at
+most replica_fetch_wait_max_ms (long poll) and on the wire for
+replica_socket_timeout_ms more; no answer fails its
 partitions' fetches (they back off replica_fetch_backoff_ms). A malformed
 partition in an answer fails only that partition's fetch.
 """
@@ -205,7 +207,7 @@ class ReplicaFetcher:
             timeout_ms = self.settings.replica_fetch_wait_max_ms + self.settings.replica_socket_timeout_ms
             self.requests_sent += 1
             try:
-                answer = await self.rpc.call(address, FETCH_PATH, self._body(batch), timeout_ms=timeout_ms)
+                answer = await self.rpc.call(address, FETCH_PATH, self._body(batch), timeout_ms=timeout_ms, stream=True)
             except KafkaError as exc:
                 log.debug("fetch from broker %d failed: %s", self.source_id, exc)
         if answer is None:

@@ -2,8 +2,8 @@
 
 acks=all with min ISR 2 on RF 3, acks 0 and 1, every record read back once
 and in order, replicas byte-identical below the high watermark, ListOffsets
-(earliest, latest, by timestamp), OffsetsForLeaderEpoch, and the fetch long
-poll woken by an append.
+(earliest, latest, by timestamp), OffsetsForLeaderEpoch, the fetch long
+poll woken by an append, and the fetch rounds one acks=all produce costs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of, wait_until
 
 
 async def consume_all(bootstrap: str, partitions: list[TopicPartition], count: int) -> list:
@@ -131,3 +131,26 @@ async def test_a_parked_fetch_is_answered_by_the_next_append(tmp_path: Path) -> 
         assert answer["error_code"] == ErrorCode.NONE
         assert [r.value for b in decode_batches(answer["records"]) for r in b.records] == [b"wake"]
         assert answer["high_watermark"] == 1
+
+
+async def test_an_acks_all_produce_costs_each_follower_exactly_one_more_fetch(tmp_path: Path) -> None:
+    """The acks=all chain on an idle partition: the append wakes each follower's parked fetch, the follower's
+    next fetch (carrying its new log end) moves the HW, and that answers the produce. Long polls of 120 s mean
+    any fetch answered here was completed by an event, never by max_wait_ms; a follower not woken, or a
+    follower that fetches more than once per append, changes the counts."""
+    async with BrokerCluster(tmp_path, replica_fetch_wait_max_ms=120_000) as cluster:
+        cluster.create_topic("rounds", assignments=[(1, 2, 3)])
+        followers = (2, 3)
+        for i in range(3):
+            # Both followers' fetches are parked at the leader before the produce arrives.
+            await wait_until(lambda: cluster.rm(1).fetch_handler.waiting == 2, what="follower fetches parked")
+            sent = {b: cluster.rm(b).fetchers.fetchers[1].requests_sent for b in followers}
+            part = {"partition": 0, "records": build_batch([(None, b"r")])}
+            produce = {"acks": -1, "timeout_ms": 30_000, "topics": [{"name": "rounds", "partitions": [part]}]}
+            answer = part_of(await cluster.call(1, "/kafka/produce", produce, timeout_ms=40_000))
+            assert answer["error_code"] == ErrorCode.NONE and answer["base_offset"] == i
+            assert cluster.hosted(1, "rounds").log.high_watermark == i + 1
+            for b in followers:
+                fetcher = cluster.rm(b).fetchers.fetchers[1]
+                assert fetcher.requests_sent - sent[b] == 1, f"broker {b} fetched {fetcher.requests_sent - sent[b]}x"
+                assert fetcher.failures == 0
