@@ -135,8 +135,9 @@ class ClusterClient:
         *,
         timeout_ms: int | None = None,
         raise_errors: bool = True,
+        stream: bool = False,
     ) -> dict[str, Any]:
-        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors)
+        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors, stream=stream)
 
     async def call_any(self, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None) -> dict[str, Any]:
         """Call the first candidate that answers (known brokers, then bootstrap servers)."""
