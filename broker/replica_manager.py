@@ -68,6 +68,7 @@ from kraftpy.broker.replication import (
     ProducerStateManager,
     ReplicationConfig,
     Role,
+    predates_log,
 )
 from kraftpy.broker.storage import LogConfig, PartitionLog
 from kraftpy.broker.storage.layout import partition_dir_name
@@ -289,7 +290,7 @@ class ReplicaManager:
         registration = local.registration
 
         def prepare(plog: PartitionLog) -> ProducerStateManager:
-            if registration.leader == self.broker_id:
+            if registration.leader == self.broker_id and not predates_log(registration, plog.latest_epoch):
                 # The core's first action as leader is AssignEpochStartOffset(epoch, log end); doing it here
                 # keeps its checkpoint write (two fsyncs) off the loop, and the action finds nothing to do.
                 # Should a queued change take the leadership away first, the entry is that of a leader

@@ -48,7 +48,7 @@ from kraftpy.broker.replication.model import (
     PartitionRegistration,
     ProduceRequest,
 )
-from kraftpy.broker.replication.partition import Partition, Role
+from kraftpy.broker.replication.partition import Partition, Role, predates_log
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 
 __all__ = [
@@ -81,4 +81,5 @@ __all__ = [
     "TruncateFullyAndStartAt",
     "TruncateTo",
     "UpdateHighWatermark",
+    "predates_log",
 ]

@@ -41,6 +41,18 @@ class Role(enum.Enum):
     FOLLOWER = "follower"
 
 
+def predates_log(registration: PartitionRegistration, latest_epoch: int) -> bool:
+    """The registration's leader epoch is below one this replica's log already holds.
+
+    Leader epochs only grow, and a log holds an epoch only after its broker applied a registration with
+    it, so such a registration comes from an older metadata image: a restarted broker replaying metadata
+    it had acted on before it died. Acting on it would assign an old epoch at the log end, which removes
+    the newer leader-epoch entries (the cache keeps epochs monotonic) and so breaks the divergence
+    answers a follower truncates by. It is ignored; the newer registration follows as metadata catches up.
+    """
+    return latest_epoch != UNDEFINED_EPOCH and registration.leader_epoch < latest_epoch
+
+
 class Partition:
     def __init__(
         self,
@@ -91,6 +103,8 @@ class Partition:
         if current is not None and (
             registration.partition_epoch <= current.partition_epoch or registration.leader_epoch < current.leader_epoch
         ):
+            return []
+        if predates_log(registration, log.latest_epoch):
             return []
         self.registration = registration
         me = self.replica_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kraftpy.broker.replication import (
+    AssignEpochStartOffset,
     CompleteProduce,
     LogState,
     Partition,
@@ -11,6 +12,7 @@ from kraftpy.broker.replication import (
     ProducerStateManager,
     ReplicationConfig,
     Role,
+    predates_log,
 )
 from kraftpy.broker.replication.model import NO_LEADER
 from kraftpy.protocol.errors import ErrorCode
@@ -91,3 +93,18 @@ def test_a_registration_whose_leader_is_outside_the_isr_is_rejected() -> None:
         assert "not in the ISR" in str(exc)
     else:
         raise AssertionError("a leader outside the ISR was accepted")
+
+
+def test_a_registration_older_than_the_logs_latest_epoch_is_stale_metadata_and_ignored() -> None:
+    # A restarted broker replays metadata it had acted on before it died: its log already holds epoch 3,
+    # so a registration at epoch 2 naming it leader must not make it assign epoch 2 at its log end.
+    log = LogState(0, 800, 800, 3)
+    partition = Partition(0)
+    assert partition.apply_registration(reg(0, 2, 7), log, 0) == []
+    assert partition.role == Role.NONE and partition.registration is None
+    assert partition.apply_registration(reg(1, 2, 7), log, 0) == []  # following a stale leader: no either
+    assert partition.role == Role.NONE
+    actions = partition.apply_registration(reg(0, 4, 9), log, 0)  # the newer one, once metadata catches up
+    assert partition.role == Role.LEADER and partition.leader_epoch == 4
+    assert any(isinstance(a, AssignEpochStartOffset) and (a.leader_epoch, a.start_offset) == (4, 800) for a in actions)
+    assert predates_log(reg(0, 2, 7), 3) and not predates_log(reg(0, 3, 7), 3) and not predates_log(reg(0, 0, 1), -1)
