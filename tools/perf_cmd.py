@@ -12,7 +12,9 @@ sends to R records/s (Kafka's ThroughputThrottler); -1 is unthrottled. It
 prints records/s, MB/s (10^6 bytes of record values) and latency
 avg/p50/p95/p99/max; `--json` prints {"records", "records_per_s",
 "mb_per_s", "latency_ms": {"p50", "p95", "p99", "max"}} plus "avg",
-"errors", "elapsed_s" and "processes".
+"errors", "elapsed_s", "processes" and "load_avg_1m" (the machine's 1-minute
+load average before and after the run: latency figures at a low rate say
+more about CPU contention than about the cluster when it is high).
 
 `--processes P` runs P producer (or consumer) processes at once, each with
 N/P records (consumers: every P-th partition and a share of N in proportion
@@ -137,6 +139,7 @@ async def produce_records(
         await producer.partitions_for(topic)
         result.start = perf_counter()
         throttler = Throttler(throughput, result.start)
+        paced = throughput > 0
         for i in range(num_records):
             sent_at = perf_counter()
             try:
@@ -145,9 +148,12 @@ async def produce_records(
                 result.errors += num_records - i
                 result.first_error = result.first_error or str(exc)
                 break
+            if paced:
+                # Every record, as Kafka's throttler: pausing only every YIELD_EVERY records would send
+                # bursts of 64 that share one batch and one round trip, hiding the per-record latency.
+                await throttler.maybe_wait(i + 1)
             if i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-                await throttler.maybe_wait(i + 1)
         await producer.flush()
         result.end = perf_counter()
     result.records = len(latencies)
@@ -345,7 +351,9 @@ def produce(
     config: dict[str, Any] = {"acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, **parse_props(props)}
     rate = throughput / processes if throughput > 0 else -1
     argsets = [(servers, topic, n, record_size, rate, config) for n in _split(num_records, processes)]
+    load_before = os.getloadavg()[0]
     report = produce_report(run_parallel("produce", argsets), processes)
+    report["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     if as_json:
         click.echo(json.dumps(report))
     else:
@@ -354,7 +362,7 @@ def produce(
             f"{report['records']} records sent, {report['records_per_s']:.1f} records/sec "
             f"({report['mb_per_s']:.2f} MB/sec), {report['avg_latency_ms']:.2f} ms avg latency, "
             f"{lat['max']:.2f} ms max latency, {lat['p50']:.2f} ms 50th, {lat['p95']:.2f} ms 95th, "
-            f"{lat['p99']:.2f} ms 99th."
+            f"{lat['p99']:.2f} ms 99th (load average {report['load_avg_1m'][0]:.2f} -> {report['load_avg_1m'][1]:.2f})."
         )
     if report["errors"]:
         click.echo(f"perf produce: {report['errors']} record(s) failed: {report['first_error']}", err=True)
