@@ -151,6 +151,11 @@ def _open_locked(
     holder[0] = log_end
 
     epochs_changed = rebuild_epochs
+    if outcome.epochs:
+        # The scan began at the recovery point, usually inside an epoch: what it saw first is where that
+        # epoch resumed, not where it started. Entries from there on are rebuilt from the batches; the ones
+        # before stay (assigning the resumed epoch onto the full cache would drop its true start).
+        epochs_changed |= epochs.truncate_from_end(outcome.epochs[0][1], flush=False)
     for epoch, start_offset in outcome.epochs:
         epochs_changed |= epochs.assign(epoch, start_offset, flush=False)
     epochs_changed |= epochs.truncate_from_end(log_end, flush=False)

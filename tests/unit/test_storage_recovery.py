@@ -221,3 +221,21 @@ def test_a_compacted_log_keeps_its_gaps_through_recovery(tmp_path: Path) -> None
         assert log.last_recovery.first_bad is None
         assert log.log_end_offset == 112
         assert read_all(log) == expected
+
+
+def test_recovery_from_a_point_inside_an_epoch_keeps_where_that_epoch_started(tmp_path: Path) -> None:
+    # Found by the Jepsen-like run's audit: the scan from the recovery point saw epoch 0 first at offset 10
+    # and assigned (0, 10) onto the checkpointed [0@0, 1@20, 2@40], which dropped 0@0: the batches
+    # below 10 lost their epoch, and OffsetsForLeaderEpoch answers about epoch 0 with them.
+    log = open_log(tmp_path / "live-0", **CONFIG)
+    for i in range(30):
+        log.append_as_leader(make_batch(2, tag=i), i // 10, now_ms=0)
+        if i == 4:
+            log.flush()
+            log.write_checkpoints()  # recovery point 10, in the middle of epoch 0 (offsets 0-19)
+    directory = crash_copy(log, tmp_path / "t-0")
+    log.close()
+    with open_log(directory, **CONFIG) as recovered:
+        assert recovered.last_recovery.recovery_point == 10
+        assert recovered.leader_epoch_cache.entries == [(0, 0), (1, 20), (2, 40)]
+        assert recovered.end_offset_for_epoch(0) == (0, 20)
