@@ -456,7 +456,11 @@ class Consumer:
     async def _fetch(self, request: FetchRequest) -> None:
         assert self._cluster is not None
         try:
-            answer = await self._cluster.call(request.address, FETCH_PATH, request.body, raise_errors=False)
+            # Over the broker's stream, as the producer and follower fetchers: a fetch parked for new data is
+            # answered the moment a record commits, without an HTTP exchange per round (docs/perf-groups.md).
+            answer = await self._cluster.call(
+                request.address, FETCH_PATH, request.body, raise_errors=False, stream=True
+            )
         except KafkaError as exc:
             self._fetcher.handle_fetch_failure(request, exc, monotonic_ms())
         else:
