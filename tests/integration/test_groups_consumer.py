@@ -387,6 +387,40 @@ async def test_cooperative_rebalance_keeps_untouched_partitions_flowing(cluster:
 # Heartbeats between polls ---------------------------------------------------------------------------------------
 
 
+async def test_a_static_member_restarting_within_its_session_gets_its_partitions_back_without_a_rebalance(
+    cluster: LocalCluster,
+) -> None:
+    # KIP-345: a member with group_instance_id does not leave on close; its next incarnation, within the session
+    # timeout, takes its place and assignment in the same generation, and the other member is not disturbed.
+    topic, group = "static", "static-group"
+    create_topic(cluster, topic, 4)
+    # A session long enough that a slow machine restarts the member well within it.
+    static = {"session_timeout_ms": 30_000}
+    members = [Member(f"s{i}", consumer(cluster, group, group_instance_id=f"instance-{i}", **static)) for i in range(2)]
+    try:
+        for m in members:
+            m.consumer.subscribe([topic], listener=m.listener())
+        await poll_until(
+            members, "two partitions each", lambda: all(len(m.consumer.assignment()) == 2 for m in members)
+        )
+        generation = members[0].consumer.group_metadata().generation_id
+        held = frozenset(members[1].consumer.assignment())
+        revocations_before = list(members[0].revoked)
+        await members[1].consumer.close()
+        again = Member("s1-again", consumer(cluster, group, group_instance_id="instance-1", **static))
+        members[1] = again
+        again.consumer.subscribe([topic], listener=again.listener())
+        await poll_until(members, "the restarted member's partitions", lambda: len(again.consumer.assignment()) == 2)
+        await poll_until(members, "a few more polls", lambda: True)
+        assert frozenset(again.consumer.assignment()) == held
+        assert again.consumer.group_metadata().generation_id == generation
+        assert members[0].consumer.group_metadata().generation_id == generation
+        assert members[0].revoked == revocations_before, "the other member went through a rebalance"
+    finally:
+        for m in members:
+            await m.consumer.close()
+
+
 async def test_heartbeats_keep_a_member_that_is_busy_between_polls(cluster: LocalCluster) -> None:
     topic, group = "busy", "busy-group"
     create_topic(cluster, topic, 2)
