@@ -17,6 +17,7 @@
     python benchmarks/groups_bench.py                       # everything, summary table
     python benchmarks/groups_bench.py --only rebalance --trials 5
     python benchmarks/groups_bench.py --json                # the figures as one JSON object
+    python benchmarks/groups_bench.py --html groups.html    # plus a page: who consumed which partition when
 
 The three original consumers and the producer share this process (one event
 loop); the fourth consumer runs in a process of its own, so its start-up does
@@ -44,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from metadata_bench import BenchCluster  # benchmarks/ is on sys.path when this file runs as a script
+from groups_report import report_html  # benchmarks/ is on sys.path when this file runs as a script
+from metadata_bench import BenchCluster
 from rich.console import Console
 from rich.table import Table
 
@@ -158,7 +160,12 @@ async def join_and_poll(servers: str, group: str, topic: str, strategy: str, upd
         consumer.subscribe([topic])
         last: list[tuple[str, int]] | None = None
         while not stop.is_set():
-            await consumer.poll(timeout_ms=50)
+            records = await consumer.poll(timeout_ms=50)
+            if records:  # perf_counter is CLOCK_MONOTONIC on Linux: the parent's clock too
+                per_partition: dict[int, int] = {}
+                for record in records:
+                    per_partition[record.partition] = per_partition.get(record.partition, 0) + 1
+                updates.put(("delivered", time.perf_counter(), sorted(per_partition.items())))
             now = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
             if now != last:
                 updates.put(now)
@@ -191,6 +198,8 @@ class RemoteMember:
         )
         self.process.start()
         self._assignment: set[TopicPartition] = set()
+        self.consumed: list[tuple[float, TopicPartition, int]] = []
+        self.topic = topic
         self.ready = False
         self.error: str | None = None
 
@@ -206,6 +215,9 @@ class RemoteMember:
                 break
             if update == "ready":
                 self.ready = True
+            elif isinstance(update, tuple):
+                _, at, counts = update
+                self.consumed.extend((at, TopicPartition(self.topic, p), n) for p, n in counts)
             elif isinstance(update, str):
                 self.error = update
             else:
@@ -304,8 +316,20 @@ async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: f
             longest_gap_s([t for m in originals for t in m.times(joined, window_end, {tp})], joined, window_end)
             for tp in untouched
         ]
+        joiner.assignment()  # drain its last reports
+        timeline = {
+            "joined": 0.0,
+            "balanced": done - joined,
+            "deliveries": [
+                (t - joined, tp.partition, m.name)
+                for m in everyone
+                for t, tp, _ in m.consumed
+                if joined - warmup_s / 2 <= t < window_end
+            ],
+        }
         return {
             "strategy": strategy,
+            "timeline": timeline,
             "rebalance_s": done - joined,
             "moved_partitions": PARTITIONS - len(untouched),
             "doubly_owned_partitions": len(doubly_owned),
@@ -382,9 +406,15 @@ async def run(only: set[str], trials: int, rate: float, latency_rate: float, dur
                         rows.setdefault(strategy, []).append(
                             await rebalance_trial(servers, strategy, trial, rate, warmup_s=3.0)
                         )
+                # The last trial's deliveries per assignor, for --html; the rest are figures.
+                timelines = {s: r[-1]["timeline"] for s, r in rows.items()}
+                for r in rows.values():
+                    for trial_row in r:
+                        del trial_row["timeline"]
                 results["rebalance"] = {
                     s: {k: median_of(r, k) for k in r[0] if k != "strategy"} | {"trials": r} for s, r in rows.items()
                 }
+                results["timelines"] = timelines
             if "latency" in only:
                 err.print(f"[dim]end-to-end latency at {latency_rate:.0f} records/s for {duration_s:.0f} s ...[/]")
                 results["latency"] = await latency_run(servers, latency_rate, duration_s)
@@ -444,7 +474,10 @@ def summary(results: dict[str, Any]) -> list[Table]:
 @click.option("--latency-rate", type=click.FloatRange(1, 100_000), default=500, show_default=True)
 @click.option("--duration-s", type=click.FloatRange(1, 600), default=20, show_default=True, help="Latency run length.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def main(only: str, trials: int, rate: float, latency_rate: float, duration_s: float, as_json: bool) -> None:
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, writable=True), help="Also write an HTML view.")
+def main(
+    only: str, trials: int, rate: float, latency_rate: float, duration_s: float, as_json: bool, html_path: str | None
+) -> None:
     chosen = {x.strip() for x in only.split(",") if x.strip()}
     unknown = chosen - {"rebalance", "latency"}
     if unknown or not chosen:
@@ -452,6 +485,11 @@ def main(only: str, trials: int, rate: float, latency_rate: float, duration_s: f
             f"unknown scenario(s) {sorted(unknown)}; choose rebalance, latency", param_hint="--only"
         )
     results = asyncio.run(run(chosen, trials, rate, latency_rate, duration_s))
+    if html_path:
+        with open(html_path, "w", encoding="utf-8") as f:
+            f.write(report_html(results, PARTITIONS))
+        err.print(f"[dim]wrote {html_path}[/]")
+    results.pop("timelines", None)  # the HTML's material, not figures
     if as_json:
         print(json.dumps(results, indent=2))
     else:
