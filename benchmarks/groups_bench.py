@@ -53,6 +53,7 @@ from rich.table import Table
 from kraftpy.client import AdminClient, Consumer, Producer, TopicPartition
 from kraftpy.client.admin_types import NewTopic
 from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
+from kraftpy.tools.perf_cmd import Throttler, percentile
 
 err = Console(stderr=True)
 PARTITIONS = 12
@@ -61,13 +62,6 @@ EAGER_AND_COOPERATIVE = ("range", "sticky", "cooperative-sticky")
 # Kafka's defaults (session 45 s, heartbeat 3 s): members learn of a rebalance at their next heartbeat.
 GROUP_SETTINGS: dict[str, Any] = {}
 SETTLE_TIMEOUT_S = 60.0
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @dataclass
@@ -117,13 +111,11 @@ async def produce_steadily(servers: str, topic: str, per_second: float, stop: as
     sent = 0
     async with Producer(servers, linger_ms=1) as producer:
         await producer.partitions_for(topic)
-        start = time.perf_counter()
+        throttler = Throttler(per_second, time.perf_counter())
         while not stop.is_set():
             await producer.send(topic, STAMP.pack(time.perf_counter()), partition=sent % PARTITIONS)
             sent += 1
-            ahead = sent / per_second - (time.perf_counter() - start)
-            if ahead > 0.001:
-                await asyncio.sleep(ahead)
+            await throttler.maybe_wait(sent)
         await producer.flush()
     return sent
 
@@ -373,8 +365,8 @@ async def latency_run(servers: str, per_second: float, duration_s: float) -> dic
         return {
             "records": len(latencies),
             "rate": per_second,
-            "p50_ms": pct(latencies, 0.50),
-            "p99_ms": pct(latencies, 0.99),
+            "p50_ms": percentile(sorted(latencies), 0.50),
+            "p99_ms": percentile(sorted(latencies), 0.99),
             "max_ms": max(latencies),
         }
     finally:

@@ -45,14 +45,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError  # noqa: E402
+from kraftpy.tools.perf_cmd import percentile  # noqa: E402
 from tests.integration.raft_procs import LOCAL_TIMEOUTS, ProcCluster  # noqa: E402
 
 ZK_REFERENCE = {"async_writes_per_s": "1,400-1,800", "sync_p50_ms": 1.0, "sync_p99_ms": 3.3, "failover_s": 0.5}
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: bytes) -> dict[str, Any]:
@@ -70,10 +66,10 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
     return {
         "entries": count,
         "entries_per_s": count / elapsed,
-        "client_p50_ms": pct(client_ms, 0.5),
-        "client_p99_ms": pct(client_ms, 0.99),
-        "leader_p50_ms": pct(leader_ms, 0.5),
-        "leader_p99_ms": pct(leader_ms, 0.99),
+        "client_p50_ms": percentile(sorted(client_ms), 0.5),
+        "client_p99_ms": percentile(sorted(client_ms), 0.99),
+        "leader_p50_ms": percentile(sorted(leader_ms), 0.5),
+        "leader_p99_ms": percentile(sorted(leader_ms), 0.99),
     }
 
 
@@ -87,8 +83,8 @@ async def round_trips(cluster: ProcCluster, node_id: int, count: int) -> dict[st
             await cluster.rpc.call(cluster.address(node_id), "/kv/state", {}, stream=stream)
             if i >= 100:
                 times.append((time.perf_counter() - t0) * 1000)
-        out[f"{name}_p50_ms"] = pct(times, 0.5)
-        out[f"{name}_p99_ms"] = pct(times, 0.99)
+        out[f"{name}_p50_ms"] = percentile(sorted(times), 0.5)
+        out[f"{name}_p99_ms"] = percentile(sorted(times), 0.99)
     return out
 
 
@@ -112,8 +108,8 @@ async def many_in_flight(
         "entries": done,
         "in_flight": clients * per_request,
         "entries_per_s": done / elapsed,
-        "leader_p50_ms": pct(leader_ms, 0.5),
-        "leader_p99_ms": pct(leader_ms, 0.99),
+        "leader_p50_ms": percentile(sorted(leader_ms), 0.5),
+        "leader_p99_ms": percentile(sorted(leader_ms), 0.99),
     }
 
 
