@@ -492,14 +492,16 @@ def broker_registration_body(request: BrokerRegistrationRequest) -> dict[str, An
 
 
 def broker_heartbeat_body(request: BrokerHeartbeatRequest) -> dict[str, Any]:
-    return {
+    body = {
         "broker_id": request.broker_id,
         "broker_epoch": request.broker_epoch,
         "current_metadata_offset": request.current_metadata_offset,
         "want_fence": False,
         "want_shut_down": request.want_shutdown,
-        "offline_replicas": [{"topic_id": str(t), "partition": p} for t, p in request.offline_replicas],
     }
+    if request.offline_replicas:  # absent means none, as from a broker that predates the field
+        body["offline_replicas"] = [{"topic_id": str(t), "partition": p} for t, p in request.offline_replicas]
+    return body
 
 
 def _answer_field(body: Mapping[str, Any], name: str, kind: type) -> Any:

@@ -88,3 +88,31 @@ def test_the_wire_carries_offline_replicas_and_range_checks_them() -> None:
         with pytest.raises(KafkaError) as info:
             wire.decode_request("broker_heartbeat", {**body, "offline_replicas": bad})
         assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_the_broker_lifecycle_reports_a_new_offline_replica_at_once_and_in_every_heartbeat() -> None:
+    from kraftpy.broker.lifecycle import HEARTBEAT, BrokerLifecycle
+    from kraftpy.metadata.records import Listener
+
+    lc = BrokerLifecycle(
+        broker_id=4,
+        cluster_id="c1",
+        incarnation_id="inc-1",
+        listeners=(Listener("PLAINTEXT", "127.0.0.1", 9004),),
+        rack=None,
+        voters={1: ("127.0.0.1", 9001)},
+        heartbeat_interval_ms=2000,
+    )
+    lc.on_answer(lc.next_request(0, -1, 1), {"broker_epoch": 7}, 0)
+    beat = lc.next_request(0, 5, 1)
+    lc.on_answer(beat, {"is_caught_up": True, "is_fenced": False, "should_shut_down": False}, 10)
+    assert "offline_replicas" not in beat.body and lc.next_request(11, 5, 1) is None
+    topic_id = uuid.uuid4()
+    lc.set_offline_replicas(((topic_id, 3),), 50)
+    beat = lc.next_request(50, 5, 1)  # not 2 s later: its leadership must move now
+    assert beat is not None and beat.path == HEARTBEAT
+    assert beat.body["offline_replicas"] == [{"topic_id": str(topic_id), "partition": 3}]
+    lc.on_answer(beat, {"is_caught_up": True, "is_fenced": False, "should_shut_down": False}, 60)
+    lc.set_offline_replicas(((topic_id, 3),), 70)
+    assert lc.next_request(70, 5, 1) is None  # known already: the next regular heartbeat repeats it
+    assert lc.next_request(2060, 5, 1).body["offline_replicas"][0]["partition"] == 3
