@@ -31,7 +31,7 @@ async def fill(cluster: BrokerCluster) -> list[bytes]:
                 await producer.send(TOPIC, value)
             await producer.flush()
     await cluster.wait_for_replicas_caught_up(TOPIC)
-    for b in cluster.brokers:
+    for b in cluster.partition(TOPIC).replicas:
         cluster.hosted(b, TOPIC).log.flush()  # below the recovery point: recovery would never look again
     return values
 
@@ -135,3 +135,53 @@ async def test_the_scrubber_finds_a_flipped_byte_in_a_follower_and_the_replica_i
         assert 3 not in cluster.partition(TOPIC).isr
         await repaired_everywhere(cluster, values)
         assert cluster.rm(3).repairs_done == 1
+
+
+async def test_a_follower_refuses_a_corrupt_fetched_batch_and_fetches_it_again(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path, log_scrub_bytes_per_second=0) as cluster:
+        cluster.create_topic(TOPIC, assignments=[(1, 2)], configs={"min_insync_replicas": 1})
+        values = await fill(cluster)
+        await cluster.rm(2).fetchers.pause()
+        answer = await cluster.call(1, "/kafka/produce", produce_body([b"late-1", b"late-2"]))
+        assert part_of(answer)["error_code"] == 0
+        follower = cluster.hosted(2, TOPIC)
+        end = follower.log.log_end_offset
+        assert end == RECORDS
+        # The leader's answer, damaged on the way (one bit of the payload), handed to broker 2's fetcher.
+        fetched = await cluster.call(1, "/kafka/fetch", follower_fetch(end, cluster.brokers[2].epoch))
+        part = dict(part_of(fetched))
+        records = bytearray(part["records"])
+        assert records
+        records[-1] ^= 0x01
+        part["records"] = bytes(records)
+        fetcher = cluster.rm(2).fetchers.fetchers[1]
+        # (pausing released the fetch in flight and set a backoff: build the next fetch once it ends)
+        request = follower.core.build_fetch(follower.log_state(), follower.core.follower.retry_at_ms)
+        assert request is not None and request.fetch_offset == end
+        fetcher._process(follower, request, part)
+        assert follower.log.log_end_offset == end  # nothing appended
+        assert fetcher.corrupt_answers == 1
+        assert cluster.rm(2).status()["fetchers"]["1"]["corrupt_answers"] == 1
+        # Fetching resumes at the same offset and gets the sound batch.
+        cluster.rm(2).fetchers.resume()
+        await cluster.wait_for_replicas_caught_up(TOPIC)
+        got = [r.value for b in decode_batches(log_bytes(follower, follower.log.log_end_offset)) for r in b.records]
+        assert got == [*values, b"late-1", b"late-2"]
+
+
+def produce_body(values: list[bytes]) -> dict[str, Any]:
+    from kraftpy.protocol.records.batch import build_batch
+
+    records = build_batch([(None, v) for v in values])
+    return {
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topics": [{"name": TOPIC, "partitions": [{"partition": 0, "records": records}]}],
+    }
+
+
+def follower_fetch(offset: int, broker_epoch: int) -> dict[str, Any]:
+    body = consumer_fetch(offset)
+    body["replica_id"] = 2
+    body["replica_epoch"] = broker_epoch
+    return body
