@@ -23,9 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftpy.broker.storage import layout
-from kraftpy.broker.storage.checkpoints import OffsetCheckpoint
-from kraftpy.broker.storage.errors import CorruptCheckpointError
 from kraftpy.broker.storage.files import HandleClosedError
 from kraftpy.broker.storage.log import PartitionLog
 from kraftpy.broker.storage.scan import ValidatingScan
@@ -97,16 +94,6 @@ class Pacer:
             self._start, self._bytes = self._clock(), 0
 
 
-def _gaps_allowed_below(plog: PartitionLog) -> int:
-    """Offsets below which gaps between batches are normal: all of a compacted log, else where the cleaner was."""
-    if plog.config.compact:
-        return 2**63 - 1
-    try:
-        return OffsetCheckpoint(plog.directory / layout.CLEANER_OFFSET_CHECKPOINT).read() or 0
-    except CorruptCheckpointError:
-        return 2**63 - 1  # unknown: do not call a cleaned gap damage
-
-
 def find_corruption(
     plog: PartitionLog,
     *,
@@ -119,12 +106,12 @@ def find_corruption(
     called after each n bytes read.
     """
     generation, segments = plog.scan_view()
+    log_start = plog.log_start_offset
     max_batch = hard_max_batch_bytes(plog.config.max_message_bytes)
-    gaps_below = _gaps_allowed_below(plog)
     epochs = plog.leader_epoch_cache
 
     def epoch_at(offset: int) -> int:
-        return epochs.epoch_for_offset(max(offset, plog.log_start_offset))
+        return epochs.epoch_for_offset(max(offset, log_start))
 
     next_offset, epoch = 0, -1
     for seg, start, first_offset, size in segments:
@@ -142,7 +129,9 @@ def find_corruption(
                         next_offset=next_offset,
                         leader_epoch=epoch,
                         max_batch_bytes=max_batch,
-                        allow_gaps_below=gaps_below,
+                        # Gaps are allowed: a follower of a topic that once was compacted holds its leader's
+                        # gaps and no cleaner checkpoint. A damaged base offset still shows: the next batch
+                        # goes back, or its epoch disagrees with the checkpoint.
                         epoch_at=epoch_at if epochs.latest_epoch >= 0 else None,
                         chunk_bytes=SCAN_CHUNK_BYTES,
                     )
@@ -157,5 +146,8 @@ def find_corruption(
                 found = Corruption(seg.log_path, seg.base_offset, scan.stopped_at, scan.next_offset, scan.reason or "")
             next_offset, epoch = scan.next_offset, scan.leader_epoch
         if found is not None:
-            return found if plog.truncation_generation == generation else None
+            # Damage only if the log held still: a truncation rewrites bytes, retention moves the log start
+            # (and with it the epochs the scan compared against).
+            unchanged = plog.truncation_generation == generation and plog.log_start_offset == log_start
+            return found if unchanged else None
     return None
