@@ -590,19 +590,22 @@ class PartitionLog:
                 self._truncate_fully_locked(offset)
                 return True
             self._truncations += 1
-            keep = bisect_right(self._bases, offset)
-            removed = self._segments[keep:]
-            for seg in reversed(removed):
-                seg.delete()
-            del self._segments[keep:]
-            del self._bases[keep:]
-            if removed:
-                fsync_dir(self.directory)
+            self._drop_segments_from(bisect_right(self._bases, offset))
             self._segments[-1].truncate_to(offset)
             self._leo = self._segments[-1].next_offset
             self._after_truncation()
             log.info("%s truncated to %d (log end offset now %d)", self.directory.name, offset, self._leo)
             return True
+
+    def _drop_segments_from(self, keep: int) -> None:
+        """Delete segments keep.. (newest first: a crash midway leaves a shorter prefix) and fsync the directory."""
+        removed = self._segments[keep:]
+        for seg in reversed(removed):
+            seg.delete()
+        del self._segments[keep:]
+        del self._bases[keep:]
+        if removed:
+            fsync_dir(self.directory)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (log start = end = offset)."""
@@ -628,14 +631,8 @@ class PartitionLog:
                 self._truncate_fully_locked(self._log_start)
                 return True
             self._truncations += 1
-            keep = i + 1 if position > 0 else i  # an emptied segment would leave the log end past a hole
-            removed = self._segments[keep:]
-            for seg in reversed(removed):
-                seg.delete()
-            del self._segments[keep:]
-            del self._bases[keep:]
-            if removed:
-                fsync_dir(self.directory)
+            # An emptied segment would leave the log end past a hole: it goes too.
+            self._drop_segments_from(i + 1 if position > 0 else i)
             if position > 0:
                 self._segments[i].truncate_at_position(position)
             self._segments[-1].ensure_state()  # a closed segment may have become the active one

@@ -36,23 +36,31 @@ async def fill(cluster: BrokerCluster) -> list[bytes]:
     return values
 
 
-def flip_byte_in_middle_batch(cluster: BrokerCluster, broker_id: int) -> int:
-    """Flip one payload byte of the batch holding offset RECORDS // 2; returns that batch's base offset."""
-    plog = cluster.hosted(broker_id, TOPIC).log
-    (segment,) = sorted(plog.directory.glob("*.log"))
+def flip_payload_byte(segment: Path, offset: int) -> tuple[int, int]:
+    """Flip one payload byte (fsynced) of the batch holding `offset`; returns (its position, its base offset).
+
+    A file the running broker has open is changed in place, as rot under a flushed log would be.
+    """
     data = segment.read_bytes()
     pos = 0
     for batch in decode_batches(data):
-        if batch.base_offset <= RECORDS // 2 <= batch.last_offset:
+        if batch.base_offset <= offset <= batch.last_offset:
             break
         pos += batch.header.size
     victim = pos + batch.header.size - 2
     fd = os.open(segment, os.O_WRONLY)
     try:
         os.pwrite(fd, bytes([data[victim] ^ 0x40]), victim)
+        os.fsync(fd)
     finally:
         os.close(fd)
-    return batch.base_offset
+    return pos, batch.base_offset
+
+
+def flip_byte_in_middle_batch(cluster: BrokerCluster, broker_id: int) -> int:
+    """Flip one payload byte of the batch holding offset RECORDS // 2 of a replica; returns its base offset."""
+    (segment,) = sorted(cluster.hosted(broker_id, TOPIC).log.directory.glob("*.log"))
+    return flip_payload_byte(segment, RECORDS // 2)[1]
 
 
 def report(cluster: BrokerCluster, broker_id: int) -> None:

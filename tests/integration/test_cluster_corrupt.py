@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from kraftpy.client import AdminClient, Producer
-from kraftpy.protocol.records.batch import decode_batches
+from tests.integration.test_broker_corrupt import flip_payload_byte
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 pytestmark = pytest.mark.slow
@@ -46,24 +45,6 @@ async def elect_preferred(bootstrap: str) -> None:
         await admin.elect_leaders("preferred", [(TOPIC, 0)])
 
 
-def flip_a_middle_batch(segment: Path) -> int:
-    """Flip one payload byte of the batch holding offset RECORDS // 2; returns its byte position."""
-    data = segment.read_bytes()
-    pos = 0
-    for batch in decode_batches(data):
-        if batch.base_offset <= RECORDS // 2 <= batch.last_offset:
-            break
-        pos += batch.header.size
-    victim = pos + batch.header.size - 3
-    fd = os.open(segment, os.O_WRONLY)
-    try:
-        os.pwrite(fd, bytes([data[victim] ^ 0x20]), victim)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return pos
-
-
 def partition(cluster: LocalCluster) -> dict:
     return cluster.describe(TOPIC)["partitions"][0]
 
@@ -83,7 +64,7 @@ def test_a_corrupt_leader_replica_is_never_served_and_is_repaired(tmp_path: Path
         entry = next(n for n in layout.nodes if n.node_id == victim)
         data_dir = layout.data_dir(entry)
         (segment,) = sorted((data_dir / "partitions" / f"{TOPIC}-0").glob("*.log"))
-        position = flip_a_middle_batch(segment)
+        position, _ = flip_payload_byte(segment, RECORDS // 2)
         found = cluster.cli("log", "verify", str(data_dir), "--json")
         assert found.code == 1, str(found)
         assert [(p["file"], p["position"]) for p in found.json()["problems"]] == [(str(segment), position)]
