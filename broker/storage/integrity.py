@@ -18,6 +18,7 @@ served as it is. Two checks stand between such a byte and a client:
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from kraftpy.broker.storage.log import PartitionLog
 from kraftpy.broker.storage.scan import ValidatingScan
 from kraftpy.broker.storage.validation import hard_max_batch_bytes
 from kraftpy.protocol.errors import CorruptRecordError
-from kraftpy.protocol.records.header import parse_header
+from kraftpy.protocol.records.header import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc32c
 
 # The scan reads this much at a time, so a pacer's sleeps stay short and regular.
 SCAN_CHUNK_BYTES = 256 * 1024
@@ -48,22 +49,37 @@ class Corruption:
         return f"{self.path} at byte {self.position} (offset {self.offset}): {self.reason}"
 
 
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta: what check_read needs.
+_FIELDS = struct.Struct(">qiibIhi")
+
+
 def check_read(data: bytes, fetch_offset: int, *, max_batch_bytes: int) -> None:
-    """Raise CorruptRecordError (with the position in `data`) unless every batch in it is sound."""
+    """Raise CorruptRecordError (with the position in `data`) unless every batch in it is sound.
+
+    What a follower's parse_header(check_crc=True) checks, minus the record count, in one unpack and
+    one CRC per batch: this runs on the event loop for every fetch.
+    """
+    view = memoryview(data)
     pos, end = 0, len(data)
     expected = -1
     while pos < end:
-        header = parse_header(data, pos, max_batch_bytes=max_batch_bytes, check_crc=True)
-        if expected < 0 and header.last_offset < fetch_offset:
+        if end - pos < HEADER_SIZE:
+            raise CorruptRecordError(f"batch header cut off: {end - pos} bytes left", pos)
+        base, length, _epoch, magic, crc, _attributes, delta = _FIELDS.unpack_from(data, pos)
+        size = length + LOG_OVERHEAD
+        if magic != MAGIC or not HEADER_SIZE <= size <= max_batch_bytes or pos + size > end or delta < 0:
+            raise CorruptRecordError(f"insane batch header (magic {magic}, size {size}, lastOffsetDelta {delta})", pos)
+        actual = crc32c(view[pos + CRC_START : pos + size])
+        if actual != crc:
+            raise CorruptRecordError(f"CRC32C is {actual:#010x}, header says {crc:#010x}", pos)
+        if expected < 0 and base + delta < fetch_offset:
             raise CorruptRecordError(
-                f"first batch holds offsets {header.base_offset}..{header.last_offset}, "
-                f"below the fetch offset {fetch_offset}",
-                pos,
+                f"first batch holds offsets {base}..{base + delta}, below the fetch offset {fetch_offset}", pos
             )
-        if header.base_offset < expected:
-            raise CorruptRecordError(f"base offset {header.base_offset} is below the expected {expected}", pos)
-        expected = header.next_offset
-        pos += header.size
+        if base < expected:
+            raise CorruptRecordError(f"base offset {base} is below the expected {expected}", pos)
+        expected = base + delta + 1
+        pos += size
 
 
 class Pacer:
