@@ -17,6 +17,7 @@ from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.metadata.requests import BrokerHeartbeatRequest
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import decode_batches
+from kraftpy.protocol.records.header import parse_header
 from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of, wait_until
 
 TOPIC = "rot"
@@ -193,3 +194,16 @@ def follower_fetch(offset: int, broker_epoch: int) -> dict[str, Any]:
     body["replica_id"] = 2
     body["replica_epoch"] = broker_epoch
     return body
+
+
+async def test_list_offsets_by_timestamp_on_a_corrupt_batch_gives_up_the_replica_too(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path, log_scrub_bytes_per_second=0) as cluster:
+        topic_id = cluster.create_topic(TOPIC, assignments=[(1, 2, 3)], configs={"min_insync_replicas": 2})
+        await fill(cluster)
+        (segment,) = sorted(cluster.hosted(1, TOPIC).log.directory.glob("*.log"))
+        position, _ = flip_payload_byte(segment, RECORDS // 2)
+        max_timestamp = parse_header(segment.read_bytes(), position).max_timestamp  # (no CRC check)
+        body = {"topics": [{"name": TOPIC, "partitions": [{"partition": 0, "timestamp": max_timestamp}]}]}
+        answer = part_of(await cluster.call(1, "/kafka/list_offsets", body))
+        assert answer["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert cluster.rm(1).offline_replicas() == ((topic_id, 0),)
