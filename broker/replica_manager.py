@@ -70,6 +70,7 @@ from kraftpy.broker.replication import (
     Role,
     predates_log,
 )
+from kraftpy.broker.replication.model import may_cut_corrupt_replica
 from kraftpy.broker.storage import LogConfig, PartitionLog
 from kraftpy.broker.storage.integrity import find_corruption
 from kraftpy.broker.storage.layout import partition_dir_name
@@ -149,6 +150,7 @@ class ReplicaManager:
         self._broker_epoch = -1
         # Woken when a replica goes offline, so the next heartbeat reports it at once (set by the broker).
         self.offline_listener: Callable[[], None] = lambda: None
+        self._corrupt: set[TopicPartitionKey] = set()  # offline for a corrupt batch, waiting to be repaired
         self._repairing: set[TopicPartitionKey] = set()
         self._repairs: set[asyncio.Task[None]] = set()
         self.repairs_done = 0
@@ -263,9 +265,8 @@ class ReplicaManager:
             # broker could have hosted before it started: what it does not assign here is a stray.
             self.logs.mark_strays({partition_dir_name(*key) for key in (*self.partitions, *self._opening)})
         self.groups.on_metadata()
-        for key, hosted in list(self.partitions.items()):
-            if hosted.corrupt:
-                self._maybe_repair(key)
+        for key in list(self._corrupt):
+            self._maybe_repair(key)
 
     def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
         key = (local.topic_name, local.partition)
@@ -283,9 +284,7 @@ class ReplicaManager:
         if hosted.offline is not None:
             return
         reg = local.registration
-        registration = PartitionRegistration(
-            tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch
-        )
+        registration = _registration(reg)
         try:
             hosted.perform(hosted.core.apply_registration(registration, hosted.log_state(), now))
         except PartitionOfflineError:
@@ -433,6 +432,7 @@ class ReplicaManager:
             return
         log.error("replica of %s on broker %d is corrupt: %s", hosted.name, self.broker_id, reason)
         hosted.corrupt = True
+        self._corrupt.add(hosted.key)
         hosted.go_offline(f"corrupt batch: {reason}")
         self.fetchers.unfollow(hosted)
         self.offline_listener()
@@ -440,12 +440,15 @@ class ReplicaManager:
 
     def _maybe_repair(self, key: TopicPartitionKey) -> None:
         hosted = self.partitions.get(key)
-        if hosted is None or not hosted.corrupt or key in self._repairing or self._stopped:
+        if hosted is None or not hosted.corrupt:
+            self._corrupt.discard(key)  # deleted, or replaced (a new topic under the same name)
+            return
+        if key in self._repairing or self._stopped:
             return
         image = self._applied if self._applied is not None else self.image()
         reg = image.partition(hosted.topic_id, hosted.partition) if image is not None else None
-        if reg is None or reg.leader in (self.broker_id, -1) or self.broker_id in reg.isr:
-            return  # the controller has not moved it yet (or cannot): repairing now could lose the only copy
+        if reg is None or not may_cut_corrupt_replica(_registration(reg), self.broker_id):
+            return
         self._repairing.add(key)
         task = asyncio.create_task(self._repair(hosted), name=f"kraftpy-repair-{hosted.name}")
         self._repairs.add(task)
@@ -489,6 +492,7 @@ class ReplicaManager:
         image = self._applied if self._applied is not None else self.image()
         repaired.core.set_ineligible_replicas(frozenset(b for b, r in image.brokers.items() if not r.usable))
         self.partitions[key] = repaired
+        self._corrupt.discard(key)
         hosted.notify()  # parked fetches look again (and find the repaired replica)
         self.repairs_done += 1
         log.warning(
@@ -592,6 +596,11 @@ class ReplicaManager:
                 wall = wall_ms()
                 for hosted in self.partitions.values():
                     hosted.core.producers.remove_expired(wall)
+
+
+def _registration(reg: Any) -> PartitionRegistration:
+    """The metadata image's partition as the replication core takes it."""
+    return PartitionRegistration(tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch)
 
 
 def _opened(future: asyncio.Future[OpenedLog[ProducerStateManager]]) -> bool:

@@ -116,3 +116,15 @@ def test_the_broker_lifecycle_reports_a_new_offline_replica_at_once_and_in_every
     lc.set_offline_replicas(((topic_id, 3),), 70)
     assert lc.next_request(70, 5, 1) is None  # known already: the next regular heartbeat repeats it
     assert lc.next_request(2060, 5, 1).body["offline_replicas"][0]["partition"] == 3
+
+
+def test_a_corrupt_replica_is_cut_only_once_another_replica_leads_and_it_left_the_isr() -> None:
+    from kraftpy.broker.replication.model import PartitionRegistration, may_cut_corrupt_replica
+
+    def reg(leader: int, isr: tuple[int, ...]) -> PartitionRegistration:
+        return PartitionRegistration((1, 2, 3), isr, leader, 5, 9)
+
+    assert not may_cut_corrupt_replica(reg(1, (1, 2, 3)), 1)  # it still leads: the report is not acted on yet
+    assert not may_cut_corrupt_replica(reg(2, (1, 2, 3)), 1)  # still counted in the ISR
+    assert not may_cut_corrupt_replica(reg(-1, (1,)), 1)  # the only copy: never cut
+    assert may_cut_corrupt_replica(reg(2, (2, 3)), 1)
