@@ -96,3 +96,36 @@ def test_a_corrupt_leader_replica_is_never_served_and_is_repaired(tmp_path: Path
             checked = cluster.cli("log", "verify", str(layout.data_dir(entry)), "--json")
             assert checked.code == 0, str(checked)
             assert json.loads(checked.stdout)["problems"] == []
+
+
+def test_the_scrubber_of_a_real_node_finds_a_flipped_byte_in_a_follower_and_repairs_it(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "cluster") as cluster:
+        layout = cluster.layout()
+        cluster.ok("topics", "create", TOPIC, "--partitions", "1", "--replication-factor", "3",
+                   "--config", "min_insync_replicas=2")  # fmt: skip
+        values = asyncio.run(produce(layout.bootstrap_servers))
+        wait_for("a full ISR", lambda: len(partition(cluster)["isr"]) == 3, timeout_s=60)
+        victim = next(r for r in partition(cluster)["replicas"] if r != partition(cluster)["leader"])
+
+        cluster.ok("cluster", "stop", "--timeout-s", "20")
+        entry = next(n for n in layout.nodes if n.node_id == victim)
+        (segment,) = sorted((layout.data_dir(entry) / "partitions" / f"{TOPIC}-0").glob("*.log"))
+        flip_payload_byte(segment, RECORDS // 3)
+        cluster.write_setting("log_scrub_interval_ms", 1000)  # (and the default 4 MiB/s)
+        cluster.start()
+
+        def repaired() -> dict | None:
+            replicas = (cluster.status(victim) or {}).get("broker", {}).get("replicas", {})
+            done = replicas.get("repairs_done") == 1 and victim in partition(cluster)["isr"]
+            return replicas if done else None
+
+        replicas = wait_for(f"node {victim}'s scrubber to find it and the replica repaired", repaired, timeout_s=90)
+        assert replicas["scrub"]["corrupt_found"] == 1 and replicas["corrupt"] == []
+        consumed = cluster.cli(
+            "consume", TOPIC, "--partition", "0", "--offset", "earliest",
+            "--max-messages", str(RECORDS), "--timeout-ms", "30000",
+        )  # fmt: skip
+        assert consumed.code == 0 and consumed.stdout.splitlines() == values, str(consumed)
+        cluster.ok("cluster", "stop", "--timeout-s", "20")
+        checked = cluster.cli("log", "verify", str(layout.data_dir(entry)))
+        assert checked.code == 0, str(checked)
