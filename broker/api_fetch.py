@@ -34,7 +34,9 @@ from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
 from kraftpy.broker.replication.model import UNDEFINED_EPOCH
 from kraftpy.broker.storage import OffsetOutOfRangeError
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.broker.storage.integrity import check_read
+from kraftpy.broker.storage.validation import hard_max_batch_bytes
+from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.validate import field
 
 if TYPE_CHECKING:
@@ -141,13 +143,26 @@ class FetchHandler:
             return answer, 0, True
         records = b""
         if decision.readable and (limit > 0 or first):
+            plog = hosted.log
             try:
-                records = hosted.log.read(
+                records = plog.read(
                     request.fetch_offset, max(limit, 0), max_offset=decision.max_offset, min_one_batch=first
+                )
+                # Below the recovery point nothing was checked since it was written: check what leaves.
+                check_read(
+                    records, request.fetch_offset, max_batch_bytes=hard_max_batch_bytes(plog.config.max_message_bytes)
                 )
             except OffsetOutOfRangeError as exc:
                 # Retention or a truncation moved the range between the core's check and the read.
                 return _empty_answer(KafkaError(exc.message, ErrorCode.OFFSET_OUT_OF_RANGE)), 0, True
+            except CorruptRecordError as exc:
+                self.rm.replica_corrupt(hosted, f"a fetch at offset {request.fetch_offset} read {exc.message}")
+                error = KafkaError(
+                    f"{hosted.name} has a corrupt batch at offset {request.fetch_offset} or after it on broker "
+                    f"{self.rm.broker_id}; this replica is offline until repaired, its leadership moves",
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                )
+                return _empty_answer(error), 0, True
         answer = self._decision_answer(decision, request, hosted)
         answer["records"] = records
         final = decision.error != ErrorCode.NONE or decision.diverging_epoch is not None
@@ -224,6 +239,8 @@ class FetchHandler:
             readable = len(plog.read(offset, max(min(partition_max, min_bytes), 1), max_offset=bound))
         except OffsetOutOfRangeError:
             return FetchPartitionStatus(fetch_offset_beyond_end=True)
+        except CorruptRecordError:
+            return FetchPartitionStatus(error=ErrorCode.KAFKA_STORAGE_ERROR)  # the read that answers says where
         return FetchPartitionStatus(bytes_readable=readable, on_older_segment=readable > 0 and on_older_segment)
 
     @staticmethod

@@ -25,7 +25,7 @@ from kraftpy.broker.api_common import (
     read_partitions,
 )
 from kraftpy.broker.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.validate import field
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class ListOffsetsHandler:
         return {"topics": group_by_topic((t, p, self._one(t, p, *v)) for t, p, v in entries)}
 
     def _one(self, topic: str, partition: int, current_epoch: int, timestamp: int) -> dict[str, Any]:
+        hosted = None
         try:
             hosted = leading_partition(self.rm, topic, partition, current_epoch)
             core = hosted.core
@@ -76,6 +77,12 @@ class ListOffsetsHandler:
                 "offset": found.offset,
                 "leader_epoch": found.leader_epoch,
             }
+        except CorruptRecordError as exc:
+            # The batch found by timestamp fails its CRC: the replica gives up, as for a fetch (api_fetch.py).
+            if hosted is not None:
+                self.rm.replica_corrupt(hosted, f"ListOffsets at timestamp {timestamp} read {exc.message}")
+            error = KafkaError(f"{topic}-{partition} has a corrupt batch on this broker", ErrorCode.KAFKA_STORAGE_ERROR)
+            return {**error_fields(error), "timestamp": -1, "offset": -1, "leader_epoch": -1}
         except KafkaError as exc:
             answer = error_fields(exc)
             if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and "details" not in answer:

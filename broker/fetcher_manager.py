@@ -101,6 +101,7 @@ class ReplicaFetcherManager:
                 "partitions": len(f.partitions),
                 "requests_sent": f.requests_sent,
                 "failures": f.failures,
+                "corrupt_answers": f.corrupt_answers,
             }
             for source, f in sorted(self.fetchers.items())
         }

@@ -21,6 +21,7 @@ Failures back off exponentially (100 ms .. heartbeat interval).
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +91,8 @@ class BrokerLifecycle:
         self.failures = 0
         self.last_error: KafkaError | None = None
         self.shutdown_released = False
+        # Replicas this broker cannot serve (the replica manager's offline partitions), in every heartbeat.
+        self.offline_replicas: tuple[tuple[uuid.UUID, int], ...] = ()
 
     # --- properties ----------------------------------------------------------------------------------
     @property
@@ -116,8 +119,16 @@ class BrokerLifecycle:
                 self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.rack
             )
             return Outgoing(address, REGISTRATION, wire.broker_registration_body(request))
-        heartbeat = BrokerHeartbeatRequest(self.broker_id, self.broker_epoch, metadata_offset, self.want_shutdown)
+        heartbeat = BrokerHeartbeatRequest(
+            self.broker_id, self.broker_epoch, metadata_offset, self.want_shutdown, self.offline_replicas
+        )
         return Outgoing(address, HEARTBEAT, wire.broker_heartbeat_body(heartbeat))
+
+    def set_offline_replicas(self, replicas: tuple[tuple[uuid.UUID, int], ...], now_ms: int) -> None:
+        """A replica newly offline is reported at once: its leadership must move before clients give up."""
+        if set(replicas) - set(self.offline_replicas) and self.registered:
+            self.next_send_ms = min(self.next_send_ms, now_ms)
+        self.offline_replicas = replicas
 
     def next_deadline_ms(self) -> int | None:
         if self.in_flight or self.state is BrokerState.SHUTTING_DOWN:

@@ -29,7 +29,10 @@ Background work, all of it off the event loop in a small thread pool
 - every log_retention_check_interval_ms: retention (retention_ms,
   retention_bytes) on every log, leader or follower, after which the
   partition's core learns the new log start offset;
-- the LogCleaner thread compacts logs whose cleanup_policy has "compact".
+- the LogCleaner thread compacts logs whose cleanup_policy has "compact";
+- the scrubber (its own thread) rereads every hosted log, batch by batch, at
+  most log_scrub_bytes_per_second, a pass every log_scrub_interval_ms, and
+  hands a corrupt batch to `on_corrupt` (the replica manager repairs it).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.storage import LogConfig, LogStorageError, PartitionLog
 from kraftpy.broker.storage.cleaner import LogCleaner
 from kraftpy.broker.storage.files import atomic_write, deferred_directory_sync, fsync_dir
+from kraftpy.broker.storage.integrity import Corruption, Pacer, find_corruption
 from kraftpy.broker.storage.layout import parse_partition_dir_name, partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -127,6 +131,12 @@ class LogManager:
         self._opener: asyncio.Task[None] | None = None
         self._stopping = False
         self.open_batches = 0  # batches opened (each one fsync of the partitions directory at most)
+        # The scrubber: one thread of its own, so a slow pass never holds up flushes or opens.
+        self._scrub_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftpy-log-scrub")
+        self.on_corrupt: Callable[[HostedPartition, str], None] = lambda p, reason: None
+        self.scrub_passes = 0
+        self.scrub_bytes = 0
+        self.scrub_found = 0
 
     # The class that opens logs; a test substitutes an instrumented subclass of the real one.
     log_class: type[PartitionLog] = PartitionLog
@@ -303,7 +313,9 @@ class LogManager:
         if self.settings.log_cleaner_enable:
             self._cleaner.start()
         s = self.settings
-        self._tasks = [
+        if s.log_scrub_bytes_per_second > 0:
+            self._tasks.append(asyncio.create_task(self._scrub_loop(), name="kraftpy-log-scrub"))
+        self._tasks += [
             asyncio.create_task(self._every(s.log_flush_check_interval_ms, self.flush_once), name="kraftpy-log-flush"),
             asyncio.create_task(
                 self._every(s.replica_high_watermark_checkpoint_interval_ms, self.checkpoint_once),
@@ -331,6 +343,7 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._scrub_executor.shutdown(wait=False)  # a pass in progress sees _stopping and ends
         await self.run(self._cleaner.stop)
         if self._deletions:
             await asyncio.gather(*self._deletions, return_exceptions=True)
@@ -361,6 +374,41 @@ class LogManager:
                 raise
             except Exception:
                 log.exception("background log job %s failed", getattr(job, "__name__", job))
+
+    # -- the scrubber -----------------------------------------------------------------------------------------
+
+    async def _scrub_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            pace = Pacer(self.settings.log_scrub_bytes_per_second)
+            for p in self._live():
+                if self._stopping:
+                    return
+                try:
+                    found = await loop.run_in_executor(self._scrub_executor, self._scrub_one, p.log, pace)
+                except (LogStorageError, RuntimeError) as exc:  # closed meanwhile, or the pool is shutting down
+                    log.debug("scrub of %s skipped: %s", p.name, exc)
+                    continue
+                if found is not None and p.offline is None and not p.stopped:
+                    self.scrub_found += 1
+                    self.on_corrupt(p, f"found by the scrubber: {found}")
+            self.scrub_passes += 1
+            await asyncio.sleep(max(self.settings.log_scrub_interval_ms, 1) / 1000)
+
+    def _scrub_one(self, plog: PartitionLog, pace: Pacer) -> Corruption | None:
+        def paced(size: int) -> None:
+            self.scrub_bytes += size
+            pace(size)
+
+        return find_corruption(plog, pace=paced, stopping=lambda: self._stopping)
+
+    def scrub_status(self) -> dict[str, Any]:
+        return {
+            "enabled": self.settings.log_scrub_bytes_per_second > 0,
+            "passes": self.scrub_passes,
+            "bytes": self.scrub_bytes,
+            "corrupt_found": self.scrub_found,
+        }
 
     # -- the jobs ---------------------------------------------------------------------------------------------
 

@@ -115,6 +115,9 @@ class HostedPartition:
         self.log = plog
         self.sink = sink
         self.offline: str | None = None
+        # Set with `offline` when the log holds a corrupt batch: repaired from an in-sync replica once
+        # the controller moved the leadership away (replica_manager.py, "Corrupt replicas").
+        self.corrupt = False
         self.stopped = False
         self.watchers: set[asyncio.Event] = set()
         self._active_base = plog.active_segment_base_offset

@@ -98,6 +98,7 @@ class ReplicaFetcher:
         self._requests: dict[asyncio.Task[None], list[tuple[HostedPartition, FetchPartition]]] = {}
         self.requests_sent = 0
         self.failures = 0
+        self.corrupt_answers = 0  # partition answers refused for a corrupt batch (the core appended nothing)
 
     def add(self, hosted: HostedPartition) -> None:
         self.partitions[hosted.key] = hosted
@@ -239,11 +240,23 @@ class ReplicaFetcher:
             hosted.core.on_fetch_error(request, now)
             return
         own_end = hosted.epoch_end(response.diverging_epoch.epoch) if response.diverging_epoch else None
+        follower = hosted.core.follower
+        refused = follower.corrupt_answers if follower is not None else 0
         try:
             hosted.perform(hosted.core.on_fetch_response(request, response, now, own_end))
             self._follow_log_start(hosted, response)
         except PartitionOfflineError:
             return
+        if follower is not None and follower.corrupt_answers > refused:
+            # The core refused the answer (a bad CRC, or offsets that do not continue the log) and backs off;
+            # the next fetch asks for the same offset again. Damaged on the wire or on the leader's disk.
+            self.corrupt_answers += 1
+            log.warning(
+                "%s: refused a corrupt fetch answer from broker %d at offset %d; fetching it again",
+                hosted.name,
+                self.source_id,
+                request.fetch_offset,
+            )
 
     @staticmethod
     def _follow_log_start(hosted: HostedPartition, response: FetchPartitionResponse) -> None:

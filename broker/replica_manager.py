@@ -70,7 +70,9 @@ from kraftpy.broker.replication import (
     Role,
     predates_log,
 )
+from kraftpy.broker.replication.model import may_cut_corrupt_replica
 from kraftpy.broker.storage import LogConfig, PartitionLog
+from kraftpy.broker.storage.integrity import find_corruption
 from kraftpy.broker.storage.layout import partition_dir_name
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image import MetadataImage
@@ -146,6 +148,13 @@ class ReplicaManager:
         self._started = False
         self._stopped = False
         self._broker_epoch = -1
+        # Woken when a replica goes offline, so the next heartbeat reports it at once (set by the broker).
+        self.offline_listener: Callable[[], None] = lambda: None
+        self._corrupt: set[TopicPartitionKey] = set()  # offline for a corrupt batch, waiting to be repaired
+        self._repairing: set[TopicPartitionKey] = set()
+        self._repairs: set[asyncio.Task[None]] = set()
+        self.repairs_done = 0
+        self.logs.on_corrupt = self.replica_corrupt
 
     # -- the component interface -------------------------------------------------------------------------------
 
@@ -174,6 +183,9 @@ class ReplicaManager:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
+        for task in list(self._repairs):
+            task.cancel()
+        await asyncio.gather(*self._repairs, return_exceptions=True)
         await self.fetchers.stop()
         await self.alter_partitions.stop()
         await self.producer_ids.stop()
@@ -208,6 +220,9 @@ class ReplicaManager:
             "leaders": sum(1 for r in roles if r is Role.LEADER),
             "followers": sum(1 for r in roles if r is Role.FOLLOWER),
             "offline": sum(1 for p in self.partitions.values() if p.offline is not None),
+            "corrupt": sorted(p.name for p in self.partitions.values() if p.corrupt),
+            "repairs_done": self.repairs_done,
+            "scrub": self.logs.scrub_status(),
             "under_replicated": under_replicated,
             "metadata_offset": self._applied.offset if self._applied is not None else -1,
             "fetchers": self.fetchers.status(),
@@ -250,6 +265,8 @@ class ReplicaManager:
             # broker could have hosted before it started: what it does not assign here is a stray.
             self.logs.mark_strays({partition_dir_name(*key) for key in (*self.partitions, *self._opening)})
         self.groups.on_metadata()
+        for key in list(self._corrupt):
+            self._maybe_repair(key)
 
     def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
         key = (local.topic_name, local.partition)
@@ -267,9 +284,7 @@ class ReplicaManager:
         if hosted.offline is not None:
             return
         reg = local.registration
-        registration = PartitionRegistration(
-            tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch
-        )
+        registration = _registration(reg)
         try:
             hosted.perform(hosted.core.apply_registration(registration, hosted.log_state(), now))
         except PartitionOfflineError:
@@ -396,6 +411,103 @@ class ReplicaManager:
             producer_id_expiration_ms=s.producer_id_expiration_ms,
         )
 
+    # -- corrupt replicas --------------------------------------------------------------------------------------
+    #
+    # A corrupt batch found by a fetch (api_fetch.py) or by the scrubber (log_manager.py) takes the replica
+    # offline at once: nothing more is served or appended, waiting produces fail with KAFKA_STORAGE_ERROR,
+    # and every heartbeat names it until it is repaired. The controller moves its leadership to another
+    # ISR member and takes it out of the ISR; once this broker's image shows that (another broker leads,
+    # this one is out of the ISR), the log is cut at the first bad batch (a full scan finds it; damage the
+    # scan cannot place costs the whole log) and the replica comes back as a follower that fetches the rest
+    # from the leader and rejoins the ISR when caught up. While no other ISR member exists the partition
+    # stays leaderless and the replica untouched: its data past the damage may be the only copy.
+
+    def offline_replicas(self) -> tuple[tuple[uuid.UUID, int], ...]:
+        """What the heartbeat reports: every hosted replica that is offline (corrupt or failed storage)."""
+        return tuple((p.topic_id, p.partition) for p in self.partitions.values() if p.offline is not None)
+
+    def replica_corrupt(self, hosted: HostedPartition, reason: str) -> None:
+        """A corrupt batch in this replica's log: stop serving it, report it, repair it when the controller acted."""
+        if hosted.stopped or hosted.offline is not None or self.partitions.get(hosted.key) is not hosted:
+            return
+        log.error("replica of %s on broker %d is corrupt: %s", hosted.name, self.broker_id, reason)
+        hosted.corrupt = True
+        self._corrupt.add(hosted.key)
+        hosted.go_offline(f"corrupt batch: {reason}")
+        self.fetchers.unfollow(hosted)
+        self.offline_listener()
+        self._maybe_repair(hosted.key)
+
+    def _maybe_repair(self, key: TopicPartitionKey) -> None:
+        hosted = self.partitions.get(key)
+        if hosted is None or not hosted.corrupt:
+            self._corrupt.discard(key)  # deleted, or replaced (a new topic under the same name)
+            return
+        if key in self._repairing or self._stopped:
+            return
+        image = self._applied if self._applied is not None else self.image()
+        reg = image.partition(hosted.topic_id, hosted.partition) if image is not None else None
+        if reg is None or not may_cut_corrupt_replica(_registration(reg), self.broker_id):
+            return
+        self._repairing.add(key)
+        task = asyncio.create_task(self._repair(hosted), name=f"kraftpy-repair-{hosted.name}")
+        self._repairs.add(task)
+        task.add_done_callback(self._repairs.discard)
+
+    async def _repair(self, hosted: HostedPartition) -> None:
+        key, plog, config = hosted.key, hosted.log, hosted.core.config
+
+        def cut() -> ProducerStateManager:
+            found = find_corruption(plog)
+            if found is None:
+                # The damage is not in the batches (an index?) or is gone: refetch the whole log.
+                log.warning("%s: no corrupt batch found by a full scan; refetching the whole log", hosted.name)
+                plog.truncate_fully_and_start_at(plog.log_start_offset)
+            else:
+                log.warning("%s: cutting the log at the corrupt batch: %s", hosted.name, found)
+                if not plog.truncate_at_position(found.segment_base_offset, found.position):
+                    plog.truncate_fully_and_start_at(plog.log_start_offset)
+            return producer_state(plog, config)
+
+        try:
+            producers = await self.logs.run(cut)
+        except Exception:
+            log.exception("repair of %s failed; it stays offline", hosted.name)
+            return
+        finally:
+            self._repairing.discard(key)
+        if self._stopped or self.partitions.get(key) is not hosted:
+            return
+        repaired = HostedPartition(
+            hosted.topic,
+            hosted.topic_id,
+            hosted.partition,
+            plog,
+            config,
+            self,
+            replica_id=self.broker_id,
+            broker_epoch=self._broker_epoch,
+            producers=producers,
+        )
+        image = self._applied if self._applied is not None else self.image()
+        repaired.core.set_ineligible_replicas(frozenset(b for b, r in image.brokers.items() if not r.usable))
+        self.partitions[key] = repaired
+        self._corrupt.discard(key)
+        hosted.notify()  # parked fetches look again (and find the repaired replica)
+        self.repairs_done += 1
+        log.warning(
+            "%s repaired on broker %d: log end offset %d; fetching the rest from the leader",
+            hosted.name,
+            self.broker_id,
+            plog.log_end_offset,
+        )
+        reg = image.partition(hosted.topic_id, hosted.partition)
+        if reg is not None:
+            self._apply_partition(
+                LocalPartition(hosted.topic, hosted.topic_id, hosted.partition, reg), image, monotonic_ms()
+            )
+        self.offline_listener()
+
     # -- lookups for the handlers ------------------------------------------------------------------------------
 
     def lookup(self, topic: str, partition: int) -> HostedPartition:
@@ -484,6 +596,11 @@ class ReplicaManager:
                 wall = wall_ms()
                 for hosted in self.partitions.values():
                     hosted.core.producers.remove_expired(wall)
+
+
+def _registration(reg: Any) -> PartitionRegistration:
+    """The metadata image's partition as the replication core takes it."""
+    return PartitionRegistration(tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch)
 
 
 def _opened(future: asyncio.Future[OpenedLog[ProducerStateManager]]) -> bool:

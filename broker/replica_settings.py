@@ -52,6 +52,11 @@ class ReplicaManagerSettings:
     replica_tick_interval_ms: int = 100
     # Timeout of controller calls (AlterPartition, AllocateProducerIds).
     controller_request_timeout_ms: int = 2_000
+    # The log scrubber (no Kafka twin): every batch of every hosted log is reread and checked (CRC32C,
+    # framing, offsets, epochs) at most this fast, one pass after another with this pause between
+    # passes; 0 bytes per second turns it off. A corrupt batch takes the replica offline for repair.
+    log_scrub_bytes_per_second: int = 4 * 1024 * 1024
+    log_scrub_interval_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -95,6 +95,8 @@ class BrokerComponent:
                 controller_address_provider=self.controller_address,
             )
         )
+        if hasattr(self.replica_manager, "offline_listener"):
+            self.replica_manager.offline_listener = self._wake.set  # a replica went offline: heartbeat now
         if self.replica_manager is None:
             log.warning("kraftpy.broker.replica_manager is not installed: this broker serves no data routes")
         metadata.subscribe(self._on_image, self._on_leader_change)
@@ -126,6 +128,9 @@ class BrokerComponent:
     async def _lifecycle_loop(self) -> None:
         while self.lifecycle.state is not BrokerState.SHUTTING_DOWN:
             now = monotonic_ms()
+            offline = getattr(self.replica_manager, "offline_replicas", None)
+            if offline is not None and self._replica_manager_started:
+                self.lifecycle.set_offline_replicas(offline(), now)
             outgoing = self.lifecycle.next_request(now, self.metadata.committed_offset, self.raft.leader_id)
             if outgoing is not None:
                 await self._send(outgoing)

@@ -41,7 +41,11 @@ from kraftpy.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from kraftpy.metadata.replication_control import changes_for_unusable_broker, changes_for_usable_broker
+from kraftpy.metadata.replication_control import (
+    changes_for_offline_replicas,
+    changes_for_unusable_broker,
+    changes_for_usable_broker,
+)
 from kraftpy.metadata.requests import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -178,12 +182,18 @@ class ClusterControlManager:
         )
         if request.want_shutdown or registration.in_controlled_shutdown:
             return self._controlled_shutdown(latest, committed, registration, request, caught_up)
-        if registration.fenced and caught_up:
-            batch = RecordBatch(latest)
+        batch = RecordBatch(latest)
+        fenced = registration.fenced
+        if fenced and caught_up:
             batch.add(UnfenceBrokerRecord(broker_id, registration.broker_epoch))
             batch.add(*changes_for_usable_broker(batch.image, broker_id))
-            return batch.result(BrokerHeartbeatResponse(True, False, False))
-        return ControllerResult((), BrokerHeartbeatResponse(caught_up, registration.fenced, False))
+            fenced = False
+        if request.offline_replicas:
+            # Every heartbeat repeats them until the broker repaired them: nothing to remember here.
+            batch.add(*changes_for_offline_replicas(batch.image, broker_id, request.offline_replicas))
+        if batch.records:
+            return batch.result(BrokerHeartbeatResponse(caught_up, fenced, False))
+        return ControllerResult((), BrokerHeartbeatResponse(caught_up, fenced, False))
 
     def _controlled_shutdown(
         self,

@@ -543,6 +543,34 @@ def changes_for_unusable_broker(image: MetadataImage, broker_id: int) -> list[Pa
     return out
 
 
+def changes_for_offline_replicas(
+    image: MetadataImage, broker_id: int, replicas: Iterable[tuple[uuid.UUID, int]]
+) -> list[PartitionChangeRecord]:
+    """`broker_id` reports that it cannot serve these replicas (a corrupt batch, a failed disk): as for
+    an unusable broker, but per partition: it leaves their ISRs (never emptying one) and every
+    leadership it holds among them moves to another usable ISR member (an out-of-ISR replica when the
+    topic allows unclean election, else leader -1). Unknown partitions and replicas it does not hold
+    are ignored: the report may predate a deletion or reassignment."""
+    out: list[PartitionChangeRecord] = []
+    unusable_here = {broker_id}
+
+    def usable(b: int) -> bool:
+        return b not in unusable_here and image.is_usable(b)
+
+    for topic_id, pid in dict.fromkeys(replicas):
+        topic = image.topic_by_id(topic_id)
+        part = image.partition(topic_id, pid) if topic is not None else None
+        if topic is None or part is None or broker_id not in part.replicas:
+            continue
+        if part.leader != broker_id and broker_id not in part.isr:
+            continue
+        builder = PartitionChangeBuilder(topic_id, pid, part, usable).without(broker_id)
+        change = builder.set_unclean(_unclean_allowed(image, topic)).build()
+        if change is not None:
+            out.append(change)
+    return out
+
+
 def changes_for_usable_broker(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
     """`image` shows `broker_id` usable again: give leaderless partitions it replicates a leader
     (it leads when it is in the ISR, or out of the ISR when the topic allows unclean election)."""

@@ -41,6 +41,9 @@ class BrokerHeartbeatRequest:
     broker_epoch: int
     current_metadata_offset: int
     want_shutdown: bool = False
+    # (topic id, partition) of replicas this broker cannot serve (a corrupt batch, a failed disk):
+    # per partition what Kafka's heartbeat says per log directory (offlineLogDirs, KIP-858).
+    offline_replicas: tuple[tuple[uuid.UUID, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

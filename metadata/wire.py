@@ -58,6 +58,7 @@ from kraftpy.protocol.validate import field
 MAX_ITEMS = 10_000
 MAX_NAME_LEN = 1024
 MAX_ISR = 1024
+INT32_MAX = 2**31 - 1  # partition ids are int32 on Kafka's wire
 
 RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
 RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
@@ -165,7 +166,19 @@ def _broker_heartbeat(body: Mapping[str, Any]) -> BrokerHeartbeatRequest:
         broker_epoch=_int(body, "broker_epoch"),
         current_metadata_offset=_int(body, "current_metadata_offset", min_value=-1),
         want_shutdown=_bool(body, "want_shut_down"),
+        offline_replicas=_offline_replicas(body),
     )
+
+
+def _offline_replicas(body: Mapping[str, Any]) -> tuple[tuple[uuid.UUID, int], ...]:
+    """`offline_replicas`: [{topic_id, partition}], absent from older brokers."""
+    out = []
+    for i, item in enumerate(_list(body, "offline_replicas", default=[])):
+        where = f"offline_replicas[{i}]"
+        m = _map(item, where)
+        topic_id = parse_topic_id(m.get("topic_id"), f"{where}.topic_id")
+        out.append((topic_id, _int(m, "partition", where, min_value=0, max_value=INT32_MAX)))
+    return tuple(out)
 
 
 def _alter_partition(body: Mapping[str, Any]) -> AlterPartitionRequest:
@@ -479,13 +492,16 @@ def broker_registration_body(request: BrokerRegistrationRequest) -> dict[str, An
 
 
 def broker_heartbeat_body(request: BrokerHeartbeatRequest) -> dict[str, Any]:
-    return {
+    body = {
         "broker_id": request.broker_id,
         "broker_epoch": request.broker_epoch,
         "current_metadata_offset": request.current_metadata_offset,
         "want_fence": False,
         "want_shut_down": request.want_shutdown,
     }
+    if request.offline_replicas:  # absent means none, as from a broker that predates the field
+        body["offline_replicas"] = [{"topic_id": str(t), "partition": p} for t, p in request.offline_replicas]
+    return body
 
 
 def _answer_field(body: Mapping[str, Any], name: str, kind: type) -> Any:

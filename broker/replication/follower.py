@@ -105,6 +105,7 @@ class PartitionFollower:
         self.inflight: FetchPartition | None = None
         self.retry_at_ms = 0
         self.last_error = ErrorCode.NONE
+        self.corrupt_answers = 0  # answers refused whole: a corrupt batch, or offsets not continuing the log
         # A divergence answer that repeats without progress would loop forever; count and back off.
         self._last_divergence: tuple[int, EpochEndOffset] | None = None
 
@@ -225,6 +226,7 @@ class PartitionFollower:
         try:
             headers, used = whole_batches(response.records)
         except CorruptRecordError:
+            self.corrupt_answers += 1
             self._back_off(ErrorCode.CORRUPT_MESSAGE, now_ms)
             return []
         leo = request.fetch_offset
@@ -234,6 +236,7 @@ class PartitionFollower:
             for header in headers:
                 if header.base_offset != expected:
                     # Not the continuation of our log: a confused leader or a stale answer; refetch.
+                    self.corrupt_answers += 1
                     self._back_off(ErrorCode.CORRUPT_MESSAGE, now_ms)
                     return []
                 expected = header.next_offset

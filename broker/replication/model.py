@@ -65,6 +65,13 @@ class PartitionRegistration:
             raise ValueError(f"leader {self.leader} is not in the ISR {self.isr}")
 
 
+def may_cut_corrupt_replica(registration: PartitionRegistration, replica_id: int) -> bool:
+    """Whether a replica with a corrupt batch may cut its log and refetch: only once another replica leads
+    and it is out of the ISR (the controller acted on its report). Before that, or with no leader, its data
+    past the damage may be the only copy of committed records."""
+    return registration.leader not in (replica_id, NO_LEADER) and replica_id not in registration.isr
+
+
 @dataclass(frozen=True, slots=True)
 class LogState:
     """The numbers of the local log the core needs when a role starts (read by the shell from storage)."""

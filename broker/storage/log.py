@@ -54,7 +54,7 @@ from kraftpy.broker.storage.scan import BatchSpan
 from kraftpy.broker.storage.segment import LogSegment
 from kraftpy.broker.storage.swap import commit_swap, finish_swap
 from kraftpy.broker.storage.validation import Batches, validate_batches
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.header import LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
@@ -590,19 +590,22 @@ class PartitionLog:
                 self._truncate_fully_locked(offset)
                 return True
             self._truncations += 1
-            keep = bisect_right(self._bases, offset)
-            removed = self._segments[keep:]
-            for seg in reversed(removed):
-                seg.delete()
-            del self._segments[keep:]
-            del self._bases[keep:]
-            if removed:
-                fsync_dir(self.directory)
+            self._drop_segments_from(bisect_right(self._bases, offset))
             self._segments[-1].truncate_to(offset)
             self._leo = self._segments[-1].next_offset
             self._after_truncation()
             log.info("%s truncated to %d (log end offset now %d)", self.directory.name, offset, self._leo)
             return True
+
+    def _drop_segments_from(self, keep: int) -> None:
+        """Delete segments keep.. (newest first: a crash midway leaves a shorter prefix) and fsync the directory."""
+        removed = self._segments[keep:]
+        for seg in reversed(removed):
+            seg.delete()
+        del self._segments[keep:]
+        del self._bases[keep:]
+        if removed:
+            fsync_dir(self.directory)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (log start = end = offset)."""
@@ -611,6 +614,66 @@ class PartitionLog:
         with self._lock:
             self._check_writable()
             self._truncate_fully_locked(offset)
+
+    def truncate_at_position(self, base_offset: int, position: int) -> bool:
+        """Cut the log at byte `position` of segment `base_offset` and drop every later segment.
+
+        For a batch found corrupt (its offsets may be unreadable, so the cut is by
+        position, as recovery's). Durable on return. Returns False, changing
+        nothing, when no segment starts at `base_offset` any more.
+        """
+        with self._lock:
+            self._check_writable()
+            i = bisect_right(self._bases, base_offset) - 1
+            if i < 0 or self._bases[i] != base_offset or position > self._segments[i].size:
+                return False
+            if position == 0 and i == 0:
+                self._truncate_fully_locked(self._log_start)
+                return True
+            self._truncations += 1
+            # An emptied segment would leave the log end past a hole: it goes too.
+            self._drop_segments_from(i + 1 if position > 0 else i)
+            if position > 0:
+                self._segments[i].truncate_at_position(position)
+            self._segments[-1].ensure_state()  # a closed segment may have become the active one
+            self._leo = self._segments[-1].next_offset
+            if self._leo < self._log_start:
+                self._truncate_fully_locked(self._log_start)
+                return True
+            self._after_truncation()
+            log.warning(
+                "%s cut at position %d of segment %d (log end offset now %d)",
+                self.directory.name,
+                position,
+                base_offset,
+                self._leo,
+            )
+            return True
+
+    def scan_view(self) -> tuple[int, list[tuple[LogSegment, int, int, int]]]:
+        """What a background scan reads outside the lock: (truncation generation, segments).
+
+        Each segment as (segment, start position, first offset there, size): the
+        first starts at the batch holding the log start offset (nothing below it
+        is served). A scan that finds damage checks `truncation_generation`
+        afterwards: a truncation meanwhile may have rewritten what it read.
+        """
+        with self._lock:
+            self._check_open()
+            view = [(seg, 0, seg.base_offset, seg.size) for seg in self._segments]
+            first = self._segments[0]
+            if first.base_offset < self._log_start:
+                try:
+                    span = first.find_batch(self._log_start, first.size)
+                except CorruptRecordError:
+                    span = None  # damaged below the log start too: the scan reads from 0 and says so
+                if span is not None:
+                    view[0] = (first, span.position, span.base_offset, first.size)
+            return self._truncations, view
+
+    @property
+    def truncation_generation(self) -> int:
+        return self._truncations
 
     def _truncate_fully_locked(self, offset: int) -> None:
         self._truncations += 1

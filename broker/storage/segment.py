@@ -461,6 +461,10 @@ class LogSegment:
         with self._handle.use() as fd:
             yield from iter_file_batches(fd, 0, self.size, max_batch_bytes=max_batch_bytes)
 
+    def reading(self) -> contextlib.AbstractContextManager[int]:
+        """The fd for a read outside the log's lock (a scrub); HandleClosedError once the segment is gone."""
+        return self._handle.use()
+
     def fsync(self) -> None:
         with self._handle.use() as fd:
             os.fdatasync(fd)

@@ -201,6 +201,21 @@ def test_corrupt_or_misplaced_data_is_not_appended() -> None:
     assert partition.on_fetch_response(request, FetchPartitionResponse(high_watermark=9, records=misplaced), 2) == []
 
 
+def test_a_refused_answer_is_counted_and_the_same_offset_fetched_again_after_the_backoff() -> None:
+    partition = follower(LogState(0, 10, 8, 4))
+    good = batches(10, [2])
+    corrupt = good[:-1] + bytes([good[-1] ^ 0x01])
+    request = partition.build_fetch(LogState(0, 10, 8, 4), 0)
+    assert partition.on_fetch_response(request, FetchPartitionResponse(high_watermark=9, records=corrupt), 1) == []
+    assert partition.follower.corrupt_answers == 1
+    assert partition.build_fetch(LogState(0, 10, 8, 4), BACKOFF) is None  # backs off
+    again = partition.build_fetch(LogState(0, 10, 8, 4), 1 + BACKOFF)
+    assert again is not None and again.fetch_offset == 10
+    actions = partition.on_fetch_response(again, FetchPartitionResponse(high_watermark=12, records=good), 2)
+    assert any(isinstance(a, AppendAsFollower) and a.records == good for a in actions)
+    assert partition.follower.corrupt_answers == 1 and partition.follower.last_error == ErrorCode.NONE
+
+
 def test_a_follower_of_the_same_leader_and_epoch_is_kept_on_an_isr_change() -> None:
     partition = follower(LogState(0, 10, 8, 4))
     core = partition.follower
