@@ -8,11 +8,11 @@ validates them), so `kraftpy server` settings reach the coordinator; the rest ke
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.broker.groups import GroupCoordinatorConfig
+from kraftpy.protocol.settings import settings_from
 
 # Kafka's offsets.topic.segment.bytes: small segments, so the compacted topic is cleaned (and loads) quickly.
 DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024
@@ -42,16 +42,8 @@ class GroupShellSettings:
     @classmethod
     def from_node_config(cls, config: Any, **overrides: Any) -> GroupShellSettings:
         """The settings a node config names (unknown to it: Kafka's defaults). Raises ValueError for bad values."""
-        coordinator = {
-            f.name: getattr(config, f.name)
-            for f in dataclasses.fields(GroupCoordinatorConfig)
-            if hasattr(config, f.name)
-        }
-        values: dict[str, Any] = {
-            f.name: getattr(config, f.name)
-            for f in dataclasses.fields(cls)
-            if f.name != "coordinator" and hasattr(config, f.name)
-        }
+        coordinator = settings_from(config, GroupCoordinatorConfig)
+        values = settings_from(config, cls, skip=("coordinator",))
         values.update(overrides)
         values.setdefault("coordinator", GroupCoordinatorConfig(**coordinator))
         return cls(**values)

@@ -1,10 +1,9 @@
 """Settings of the broker's data plane, with Kafka's names and defaults.
 
 `ReplicaManagerSettings.from_node_config(config)` takes every field that the
-node config also has (replica_lag_time_max_ms, replica_fetch_wait_max_ms,
-min_insync_replicas, ...) from it, so `kraftpy server` settings reach the
-replica manager; the rest keep Kafka's defaults unless a caller (a test, a
-benchmark) passes other values. Every duration carries its unit.
+node config names (kraftpy.protocol.settings), so every one of them is a
+`kraftpy server` setting; the rest keep Kafka's defaults unless a caller (a
+test, a benchmark) passes other values. Every duration carries its unit.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+from kraftpy.protocol.settings import settings_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +75,7 @@ class ReplicaManagerSettings:
 
     @classmethod
     def from_node_config(cls, config: Any, **overrides: Any) -> ReplicaManagerSettings:
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if hasattr(config, f.name):
-                values[f.name] = getattr(config, f.name)
+        values = settings_from(config, cls)
         if hasattr(config, "controller_quorum_request_timeout_ms"):
             values.setdefault("controller_request_timeout_ms", config.controller_quorum_request_timeout_ms)
         values.update(overrides)

@@ -105,6 +105,7 @@ class MetadataLoader:
             "brokers": len(self.image.brokers),
             "last_snapshot_offset": self.policy.last_snapshot_offset,
             "records_since_snapshot": self.policy.new_records,
+            "snapshots_loaded": self.snapshots_loaded,
             "replay_errors": self.replay_errors,
             "last_error": self.last_error,
         }

@@ -1,7 +1,11 @@
 """Suite-wide rules: a skipped test fails the run, and shared fixtures.
 
 A skip usually means a missing dependency (pyspark, Java, ...); the bar is
-that such a run fails loudly instead of passing with less coverage.
+that such a run fails loudly instead of passing with less coverage. That holds
+for skips while a test runs and for skips at collection (a module-level
+`importorskip`); xfail stays allowed, strict (pyproject's `xfail_strict`), so
+an expected failure that starts passing fails too. tests/unit/test_skip_rule.py
+tests the rule itself.
 """
 
 from __future__ import annotations
@@ -27,8 +31,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--seed-start", type=int, default=0, help="first seed of the simulation runs")
 
 
+pytest_plugins = ["pytester"]  # tests/unit/test_skip_rule.py runs pytest on this very conftest
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:  # a module skipped as a whole at collection: importorskip, skip(allow_module_level=True)
         _skipped.append(report.nodeid)
 
 

@@ -2,6 +2,12 @@
 
 Every value is validated on load; a bad value is an INVALID_CONFIG error that
 names the key, what it must be and what was given. Times carry `_ms`.
+
+Besides its own fields, a node config takes every setting the broker's
+components declare (ReplicaManagerSettings, GroupShellSettings,
+GroupCoordinatorConfig: retention and cleaner intervals, fetcher limits, ...),
+typed and checked by the component itself, and keeps them in `extra`; the
+component reads them back with kraftpy.protocol.settings.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftpy.broker.group_settings import GroupShellSettings
+from kraftpy.broker.groups import GroupCoordinatorConfig
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 ROLES = ("broker", "controller")
@@ -124,6 +133,7 @@ class NodeConfig:
             if value is None or f.name == "extra":
                 continue
             lines.append(f"{f.name} = {_toml_value(f.name, value)}")
+        lines.extend(f"{name} = {_toml_value(name, value)}" for name, value in sorted(self.extra.items()))
         return "\n".join(lines) + "\n"
 
 
@@ -141,12 +151,20 @@ def _toml_value(name: str, value: Any) -> str:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(NodeConfig) if f.name != "extra"}
+# The broker components' own settings, declared (with their defaults) once, in the component.
+_COMPONENT_FIELDS = {
+    f.name: f
+    for cls in (ReplicaManagerSettings, GroupShellSettings, GroupCoordinatorConfig)
+    for f in dataclasses.fields(cls)
+    if f.name not in _FIELDS and f.name != "coordinator"
+}
 _TYPES = {"int": int, "bool": bool, "str": str}
 
 
 def build_config(values: dict[str, Any]) -> NodeConfig:
     """Validate raw values (TOML and/or flags, Kafka dotted names allowed) into a NodeConfig."""
     clean: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     for raw_key, value in values.items():
         key = raw_key.replace(".", "_").replace("-", "_")
         if key in ("log_dirs", "metadata_log_dir"):
@@ -155,13 +173,16 @@ def build_config(values: dict[str, Any]) -> NodeConfig:
             address = str(value).split("://", 1)[-1]
             host, _, port = address.rpartition(":")
             clean["host"], value, key = host or "127.0.0.1", port, "port"
-        if key not in _FIELDS:
+        if key in _FIELDS:
+            clean[key] = _coerce(key, value)
+        elif key in _COMPONENT_FIELDS:
+            extra[key] = _coerce(key, value)
+        else:
             raise config_error(f"unknown setting {raw_key!r}")
-        clean[key] = _coerce(key, value)
     for required in ("node_id", "controller_quorum_voters", "data_dir"):
         if required not in clean:
             raise config_error(f"missing required setting {required!r}")
-    config = NodeConfig(**clean)
+    config = NodeConfig(**clean, extra=extra)
     _check(config)
     return config
 
@@ -177,7 +198,7 @@ def _coerce(key: str, value: Any) -> Any:
         return roles
     if key in ("data_dir", "log_file"):
         return Path(value)
-    annotation = str(_FIELDS[key].type)
+    annotation = str((_FIELDS.get(key) or _COMPONENT_FIELDS[key]).type)
     if annotation == "int":
         if isinstance(value, bool):
             raise config_error(f"{key} must be an integer, got {value!r}")
@@ -213,12 +234,11 @@ def _check(c: NodeConfig) -> None:
         raise config_error("controller_quorum_election_timeout_ms and _fetch_timeout_ms must be >= 10")
     if c.broker_heartbeat_interval_ms >= c.broker_session_timeout_ms:
         raise config_error("broker_heartbeat_interval_ms must be below broker_session_timeout_ms")
-    from kraftpy.broker.group_settings import GroupShellSettings  # the groups' own rules, in one place
-
-    try:
-        GroupShellSettings.from_node_config(c)
-    except ValueError as exc:
-        raise config_error(f"group coordinator settings: {exc}") from None
+    for component, what in ((GroupShellSettings, "group coordinator"), (ReplicaManagerSettings, "replica manager")):
+        try:  # each component's own rules, in one place
+            component.from_node_config(c)
+        except ValueError as exc:
+            raise config_error(f"{what} settings: {exc}") from None
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -10,7 +10,6 @@ NOT_CONTROLLER hints; consumers never see data above the high watermark.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from aiohttp import web
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch, decode_batches
 from kraftpy.protocol.rpc import make_app
-from tests.integration.test_broker_fixtures import BrokerCluster, free_socket, part_of
+from tests.integration.test_broker_fixtures import BrokerCluster, free_socket, part_of, wait_until
 
 
 def produce(topic: str, value: bytes, acks: int = -1, timeout_ms: int = 5000) -> dict[str, Any]:
@@ -112,8 +111,12 @@ async def test_alter_partition_waits_out_a_missing_controller_and_follows_not_co
         try:
             cluster.controller_up = False
             await cluster.rm(3).fetchers.pause()
+            manager = cluster.rm(1).alter_partitions
+            sent_before = manager.requests_sent
             assert part_of(await cluster.call(1, "/kafka/produce", produce("ctl", b"x", acks=1)))["error_code"] == 0
-            await asyncio.sleep(0.6)  # several shrink proposals find no controller: nothing changes
+            # several shrink proposals find no controller: nothing changes
+            await wait_until(lambda: manager.requests_sent >= sent_before + 3, what="three AlterPartition attempts")
+            assert manager.last_error is not None
             assert set(cluster.partition("ctl").isr) == {1, 2, 3}
             assert cluster.rm(1).alter_partitions.pending == 1
             cluster.controller_address_override = stale_address

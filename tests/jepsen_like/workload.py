@@ -3,10 +3,13 @@
 Each producer process sends one unique message at a time (`p<process>-<n>`) to
 a partition it picks at random, through one shared idempotent producer with
 acks=all, and records the send's invocation and outcome in the kafka history
-format: `ok` with the acknowledged offset, `info` when the outcome is unknown
-(a timeout or any error: with retries and idempotence an error does not prove
-the record is absent). A process that saw `info` retires and a fresh process
-number continues, as Jepsen does. Bounded by a deadline and a send count.
+format: `ok` with the acknowledged offset, `info` when the outcome is unknown:
+a timeout or a retriable Kafka error (with retries and idempotence such an
+error does not prove the record is absent). Anything else (a non-retriable
+Kafka error, a TypeError in the client) is recorded as `info` and then fails
+the run: a client bug that shows only under faults must not pass as a fault.
+A process that saw `info` retires and a fresh process number continues, as
+Jepsen does. Bounded by a deadline and a send count.
 
 The final read assigns every partition, reads from the beginning to the end
 offsets and records each poll.
@@ -20,11 +23,19 @@ import time
 from dataclasses import dataclass, field
 
 from kraftpy.client import Consumer, Producer, TopicPartition
+from kraftpy.protocol.errors import KafkaError
 from tests.jepsen_like.history import HistoryWriter
 
 SEND_TIMEOUT_S = 10.0  # bound on one send's wait; the producer's delivery timeout is below it
 READ_TIMEOUT_S = 60.0
 CONSUMER_PROCESS = 1_000_000  # process number of the final reader, apart from the producers'
+
+
+def indeterminate(exc: BaseException) -> bool:
+    """A failure a fault explains: a timeout, or an error Kafka's client would retry."""
+    if isinstance(exc, TimeoutError):  # KafkaTimeoutError, and our own bound on the wait
+        return True
+    return isinstance(exc, KafkaError) and exc.code.retriable
 
 
 @dataclass
@@ -72,9 +83,11 @@ async def produce(
                 try:
                     future = await producer.send(topic, message.encode(), partition=partition)
                     metadata = await asyncio.wait_for(future, SEND_TIMEOUT_S)
-                except Exception as exc:  # any failure: the outcome is unknown (see the module docstring)
+                except Exception as exc:  # the outcome is unknown (see the module docstring)
                     stats.info += 1
                     history.event(process, "info", "send", key=partition, value=message, error=repr(exc)[:200])
+                    if not indeterminate(exc):
+                        raise
                     process, next_process, n = next_process, next_process + 1, 0
                     await asyncio.sleep(0.05)
                     continue

@@ -1,12 +1,16 @@
 """The checkers catch what they claim to: broken core variants and corrupted histories fail.
 
 Each variant breaks one rule of the protocol on purpose (a fault-injected core);
-the random simulation must report an InvariantViolation within a bounded number
-of seeds. Runs are deterministic, so "within N seeds" is a fixed fact, not luck.
+the random simulation must report the invariant that rule protects, by its own
+message, within a bounded number of seeds. A variant that merely crashes (the
+simulator reports a core's exception as a violation too) does not count as
+caught. Runs are deterministic, so "within N seeds" is a fixed fact, not luck.
 The corrupted-history tests feed the invariant checker impossible events directly.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -59,38 +63,67 @@ class TruncatesTooFar(RaftNode):
         super()._truncate(max(self.high_watermark, offset - 3))
 
 
+class CrashesWhenVoting(RaftNode):
+    """Not a broken rule, a broken program: a method it calls is gone (a rename gone wrong)."""
+
+    def _vote_log_ok(self, request) -> bool:
+        return self._no_such_method(request)
+
+
 # a crash in the middle of a step is what exposes a wrong action order: make it frequent
 MID_STEP_CRASHES = {"crash_mid_step_rate": 0.05}
 
+# What the checkers say when each rule is broken (the first line of the violation).
+LEADER_COMPLETENESS = r"became leader of epoch \d+ without committed offset \d+"
+HW_MONOTONIC = r"high watermark went back from \d+ to \d+"
+EPOCH_PERSISTED = r"restarted in epoch \d+ but had sent messages in epoch \d+"
 
-@pytest.mark.parametrize(
-    ("variant", "voters", "within", "changes"),
-    [
-        (VotesForAnyLog, 3, 20, {}),
-        (VotesForAnyLog, 5, 20, {}),
-        (CommitsByCountingOldEntries, 3, 20, {}),
-        (CommitsByCountingOldEntries, 5, 20, {}),
-        (FetchesFromUnflushedEnd, 3, 100, {}),
-        # a rare window (an acknowledged unflushed entry lost in a crash, then needed): 77 seeds since
-        # fetch_high_watermark_linger_ms changed the fetch pattern (33 before)
-        (FetchesFromUnflushedEnd, 5, 100, {}),
-        (SendsBeforePersisting, 3, 50, MID_STEP_CRASHES),
-        (SendsBeforePersisting, 5, 50, MID_STEP_CRASHES),
-        (TruncatesTooFar, 3, 20, {}),
-        (TruncatesTooFar, 5, 20, {}),
-    ],
-    ids=lambda v: v.__name__ if isinstance(v, type) else ("" if isinstance(v, dict) else str(v)),
-)
-def test_broken_core_is_caught(variant: type[RaftNode], voters: int, within: int, changes: dict) -> None:
+
+def first_violation(variant: type[RaftNode], voters: int, within: int, changes: dict) -> tuple[int, str] | None:
+    """(seed, message) of the first seed whose run reports a violation, or None."""
     config = SimConfig(voters=voters, label=f"mutant-{variant.__name__}", **changes)
     for seed in range(within):
         try:
             run_seed(seed, config, variant)
         except InvariantViolation as exc:
-            message = str(exc)
-            assert f"seed {seed}" in message and "replay:" in message and "last events:" in message
-            return
-    pytest.fail(f"{variant.__name__} survived {within} seeds: the checkers missed a broken rule")
+            return seed, str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("variant", "voters", "within", "changes", "expected"),
+    [
+        (VotesForAnyLog, 3, 20, {}, LEADER_COMPLETENESS),
+        (VotesForAnyLog, 5, 20, {}, LEADER_COMPLETENESS),
+        (CommitsByCountingOldEntries, 3, 20, {}, HW_MONOTONIC),
+        (CommitsByCountingOldEntries, 5, 20, {}, HW_MONOTONIC),
+        (FetchesFromUnflushedEnd, 3, 100, {}, LEADER_COMPLETENESS),
+        # a rare window (an acknowledged unflushed entry lost in a crash, then needed): 77 seeds since
+        # fetch_high_watermark_linger_ms changed the fetch pattern (33 before)
+        (FetchesFromUnflushedEnd, 5, 100, {}, LEADER_COMPLETENESS),
+        (SendsBeforePersisting, 3, 50, MID_STEP_CRASHES, EPOCH_PERSISTED),
+        (SendsBeforePersisting, 5, 50, MID_STEP_CRASHES, EPOCH_PERSISTED),
+        (TruncatesTooFar, 3, 20, {}, HW_MONOTONIC),
+        (TruncatesTooFar, 5, 20, {}, HW_MONOTONIC),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else ("" if isinstance(v, dict | str) else str(v)),
+)
+def test_broken_core_is_caught(variant: type[RaftNode], voters: int, within: int, changes: dict, expected: str) -> None:
+    found = first_violation(variant, voters, within, changes)
+    if found is None:
+        pytest.fail(f"{variant.__name__} survived {within} seeds: the checkers missed a broken rule")
+    seed, message = found
+    assert re.search(expected, message.splitlines()[0]), f"caught, but not by the rule it breaks:\n{message}"
+    assert f"seed {seed}" in message and "replay:" in message and "last events:" in message
+
+
+def test_a_crashing_core_is_not_a_caught_one() -> None:
+    """The simulator reports a core's AttributeError as a violation; no checker's message matches it."""
+    found = first_violation(CrashesWhenVoting, 3, 5, {})
+    assert found is not None
+    first_line = found[1].splitlines()[0]
+    assert first_line.startswith("AttributeError")
+    assert not any(re.search(rule, first_line) for rule in (LEADER_COMPLETENESS, HW_MONOTONIC, EPOCH_PERSISTED))
 
 
 def test_correct_core_passes_the_same_seeds() -> None:

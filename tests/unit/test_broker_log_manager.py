@@ -82,7 +82,7 @@ def test_settings_take_node_config_values_and_reject_nonsense() -> None:
     settings = ReplicaManagerSettings.from_node_config(config, replica_fetch_wait_max_ms=50)
     assert (settings.replica_lag_time_max_ms, settings.min_insync_replicas) == (1234, 2)
     assert (settings.controller_request_timeout_ms, settings.replica_fetch_wait_max_ms) == (777, 50)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="replica_lag_time_max_ms and replica_tick_interval_ms must be positive"):
         ReplicaManagerSettings(replica_lag_time_max_ms=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="queued_max_requests must not be negative, got -1"):
         ReplicaManagerSettings(queued_max_requests=-1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.client.errors import LogTruncationError, NoOffsetForPartitionError
+from kraftpy.client.errors import IllegalStateError, LogTruncationError, NoOffsetForPartitionError
 from kraftpy.client.metadata import LeaderAndEpoch
 from kraftpy.client.offset_fetcher import OffsetFetcher
 from kraftpy.client.position_validator import PositionValidator
@@ -196,5 +196,5 @@ def test_reassignment_keeps_positions_of_partitions_that_stay() -> None:
     subs.seek(T0, 5)
     subs.assign_from_user([T0])
     assert subs.position(T0).offset == 5 and not subs.is_assigned(T1)
-    with pytest.raises(Exception, match="no current assignment for partition t-1"):
+    with pytest.raises(IllegalStateError, match="no current assignment for partition t-1"):
         subs.seek(T1, 0)

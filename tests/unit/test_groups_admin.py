@@ -134,7 +134,7 @@ def test_an_unreadable_record_stops_the_load() -> None:
 def test_loading_a_partition_twice_is_a_shell_bug() -> None:
     c = GroupCoordinator(GroupCoordinatorConfig(offsets_topic_num_partitions=2))
     c.complete_loading(0, [], 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="__consumer_offsets-0 is already loaded; unload it first"):
         c.begin_loading(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="partition 7 is not one of the 2 offsets partitions"):
         c.begin_loading(7)

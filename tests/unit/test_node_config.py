@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.broker.group_settings import GroupShellSettings
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import Voter, build_config, load_config, parse_voters
@@ -19,6 +21,24 @@ def test_parse_voters() -> None:
 
 def test_toml_round_trip(tmp_path: Path) -> None:
     config = build_config({**BASE, "rack": "r1", "broker_session_timeout_ms": 3000})
+    path = tmp_path / "node.toml"
+    path.write_text(config.to_toml())
+    assert load_config(path) == config
+
+
+def test_component_settings_are_node_settings(tmp_path: Path) -> None:
+    """Every broker component's setting can be set in node.toml, by either spelling, and reaches the component."""
+    config = build_config(
+        {
+            **BASE,
+            "log.retention.check.interval.ms": 500,
+            "log_cleaner_backoff_ms": "700",
+            "offsets_load_buffer_size": 99,
+        }
+    )
+    replica = ReplicaManagerSettings.from_node_config(config)
+    assert (replica.log_retention_check_interval_ms, replica.log_cleaner_backoff_ms) == (500, 700)
+    assert GroupShellSettings.from_node_config(config).offsets_load_buffer_size == 99
     path = tmp_path / "node.toml"
     path.write_text(config.to_toml())
     assert load_config(path) == config
@@ -51,6 +71,9 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
         ({"auto_create_topics_enable": "yes"}, "must be true or false"),
         ({"no_such_thing": 1}, "unknown setting 'no_such_thing'"),
         ({"log_level": "LOUD"}, "log_level must be"),
+        ({"log_retention_check_interval_ms": "soon"}, "log_retention_check_interval_ms must be an integer"),
+        ({"replica_tick_interval_ms": 0}, "replica manager settings: replica_lag_time_max_ms and replica_tick"),
+        ({"log_cleaner_enable": "maybe"}, "log_cleaner_enable must be true or false"),
     ],
 )
 def test_bad_values_are_invalid_config(change: dict, message: str) -> None:

@@ -11,7 +11,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from kraftpy.client.partitioner import Partitioner, murmur2, partition_for_key
 
-# Apache Kafka's UtilsTest.testMurmur2 vectors (Java signed ints).
+# Apache Kafka's UtilsTest.testMurmur2 vectors (Java signed ints), and one more where noted.
 KAFKA_VECTORS = [
     (b"21", -973932308),
     (b"foobar", -790332482),
@@ -19,6 +19,8 @@ KAFKA_VECTORS = [
     (b"a-little-bit-longer-string", -1486304829),
     (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
     (b"abc", 479470107),
+    # Not in UtilsTest: the empty key, 0x106e08d9, as librdkafka's partitioner test has it (computed there with
+    # Kafka's own Utils.murmur2 through its tests/java/Murmur2Cli); kafka-python's murmur2 agrees.
     (b"", 275646681),
 ]
 

@@ -116,9 +116,9 @@ def test_read_index_waits_for_a_round_of_fetches_after_the_read() -> None:
 
 
 def test_config_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="election_timeout_ms must be positive, got 0"):
         RaftConfig(election_timeout_ms=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"check_quorum_factor must be at least 1\.0"):
         RaftConfig(check_quorum_factor=0.5)
     assert RaftConfig().check_quorum_timeout_ms == 3000
 

@@ -39,7 +39,7 @@ def test_chunked_install_reads_back_at_any_position(tmp_path: Path, payload: byt
         if position <= len(payload):
             assert store.read(sid, position, max_bytes) == payload[position : position + max_bytes]
         else:
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=f"position {position} outside snapshot .* of {len(payload)} bytes"):
                 store.read(sid, position, max_bytes)
     store.close()
 

@@ -37,9 +37,9 @@ def test_lookup_finds_the_last_entry_at_or_below() -> None:
 def test_entries_must_increase() -> None:
     index = OffsetIndex(Path("unused"), 0)
     index.append(10, 100)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"index entry \(10, 200\) does not follow .*offset=10, position=100"):
         index.append(10, 200)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"index entry \(11, 100\) does not follow .*offset=10, position=100"):
         index.append(11, 100)
 
 

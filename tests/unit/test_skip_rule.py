@@ -1,0 +1,64 @@
+"""The suite's skip rule (tests/conftest.py) on small suites of its own: every kind of skip fails the run."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent.parent
+CONFTEST = (REPO / "tests" / "conftest.py").read_text()
+# The suite's own pytest settings that the rule depends on, as pyproject.toml has them.
+XFAIL_STRICT = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"].get(
+    "xfail_strict", False
+)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(f"[pytest]\nxfail_strict = {XFAIL_STRICT}\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester
+
+
+def test_a_clean_run_passes(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_ok="def test_ok():\n    assert True\n")
+    assert suite.runpytest().ret == 0
+
+
+def test_a_skip_during_a_test_fails_the_run(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_skip="import pytest\n\ndef test_x():\n    pytest.skip('no java')\n")
+    result = suite.runpytest()
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*FAILED RUN: 1 test(s) skipped*test_skip.py::test_x*"])
+
+
+def test_a_module_level_importorskip_fails_the_run(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_ok="def test_ok():\n    assert True\n",
+        test_missing="import pytest\n\npytest.importorskip('no_such_module_here')\n\ndef test_y():\n    pass\n",
+    )
+    result = suite.runpytest()
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*FAILED RUN: 1 test(s) skipped*test_missing.py*"])
+
+
+def test_a_module_level_skip_fails_the_run(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_ok="def test_ok():\n    assert True\n",
+        test_gone="import pytest\n\npytest.skip('later', allow_module_level=True)\n",
+    )
+    assert suite.runpytest().ret == 1
+
+
+def test_an_xfail_that_passes_fails_the_run(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_xpass="import pytest\n\n@pytest.mark.xfail(reason='bug 1')\ndef test_z():\n    pass\n")
+    assert suite.runpytest().ret == 1
+
+
+def test_an_xfail_that_fails_is_allowed(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_xfail="import pytest\n\n@pytest.mark.xfail(reason='bug 1')\ndef test_z():\n    assert False\n"
+    )
+    assert suite.runpytest().ret == 0
