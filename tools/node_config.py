@@ -93,9 +93,6 @@ class NodeConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     auto_create_topics_enable: bool = False
-    # The background log scrubber (docs/operations.md); 0 bytes per second turns it off.
-    log_scrub_bytes_per_second: int = 4 * 1024 * 1024
-    log_scrub_interval_ms: int = 86_400_000
     # Consumer groups (Kafka's group.* and offsets.* broker settings; docs/operations.md)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
