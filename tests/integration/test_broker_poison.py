@@ -1,0 +1,82 @@
+"""Poison pills on produce: the leader validates every batch's records once, and the partition keeps serving.
+
+Each hostile batch has a valid CRC32C, so a header-only check took it; once
+stored it broke every consumer of the partition. Now each gets Kafka's code
+(CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC_EXCEPTION) and a readable
+message, nothing reaches the log, and the same broker still takes and serves
+good batches. A request too large to check on the event loop is checked in a
+worker thread without reordering appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records import CompressionType, build_batch, decode_batches
+from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC, OFFSETS_TOPIC
+from tests.integration.test_broker_errors import fetch, produce
+from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of
+from tests.unit.test_records_validation import GARBAGE, _zeros_zstd, forge
+
+
+async def test_poison_batches_are_refused_and_the_partition_keeps_serving(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("poison", assignments=[(1, 2, 3)])
+        cluster.create_topic("compacted", assignments=[(1, 2, 3)], configs={"cleanup_policy": "compact"})
+        good = build_batch([(b"k", b"good")])
+        cases = {f"garbage {codec.name}": (forge(good, section=data, attributes=codec), ErrorCode.CORRUPT_MESSAGE)
+                 for codec, data in GARBAGE.items()}  # fmt: skip
+        cases["a 200 MB zstd bomb"] = (
+            forge(good, section=_zeros_zstd(200 << 20), attributes=CompressionType.ZSTD),
+            ErrorCode.CORRUPT_MESSAGE,
+        )
+        three = build_batch([(b"k", b"v")] * 3, compression=CompressionType.LZ4)
+        cases["a record count of 4 over 3 records"] = (
+            forge(three, records_count=4, last_offset_delta=3),
+            ErrorCode.INVALID_RECORD,
+        )
+        for what, (batch, expected) in cases.items():
+            answer = part_of(await cluster.call(1, "/kafka/produce", produce("poison", batch)))
+            assert (answer["error_code"], what) == (expected, what), answer
+            assert answer["message"], what
+        keyless = build_batch([(b"k", b"v"), (None, b"no key")])
+        answer = part_of(await cluster.call(1, "/kafka/produce", produce("compacted", keyless)))
+        assert answer["error_code"] == ErrorCode.INVALID_RECORD and "without a key" in answer["message"]
+        assert cluster.hosted(1, "poison").log.log_end_offset == 0
+        assert cluster.hosted(1, "compacted").log.log_end_offset == 0
+
+        answer = part_of(await cluster.call(1, "/kafka/produce", produce("poison", good)))
+        assert (answer["error_code"], answer["base_offset"]) == (0, 0)
+        served = part_of(await cluster.call(1, "/kafka/fetch", fetch("poison", 0)))
+        assert [r.value for b in decode_batches(served["records"]) for r in b.records] == [b"good"]
+
+
+async def test_clients_may_not_write_internal_topics(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic(OFFSETS_TOPIC, assignments=[(1, 2, 3)], configs={"cleanup_policy": "compact"})
+        for topic in (OFFSETS_TOPIC, CLUSTER_METADATA_TOPIC, "__transaction_state"):
+            answer = part_of(await cluster.call(1, "/kafka/produce", produce(topic, build_batch([(b"k", b"v")]))))
+            assert answer["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION, answer
+            assert answer["message"] == f"Cannot append to internal topic {topic}"
+        assert cluster.hosted(1, OFFSETS_TOPIC).log.log_end_offset == 0
+
+
+async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_order(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("big", assignments=[(1, 2, 3)])
+        await cluster.settled()
+        handler = cluster.rm(1)._handlers["/kafka/produce"]
+        heavy = build_batch([(b"k%d" % i, b"v" * 50) for i in range(5_000)], compression=CompressionType.LZ4)
+        light = build_batch([(b"after", b"the heavy one")])
+        # Both start before either appends: the heavy one goes to the worker, the light one must wait for it.
+        first = asyncio.create_task(handler(produce("big", heavy, acks=1)))
+        second = asyncio.create_task(handler(produce("big", light, acks=1)))
+        answers = await asyncio.gather(first, second)
+        assert [error_of(a) for a in answers] == [0, 0], answers
+        assert [part_of(a)["base_offset"] for a in answers] == [0, 5_000]
+        bomb = forge(light, section=_zeros_zstd(200 << 20), attributes=CompressionType.ZSTD)
+        answer = part_of(await handler(produce("big", bomb, acks=1)))  # inflates past 1 MiB: the worker refuses it
+        assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE and "inflates beyond" in answer["message"]
+        assert cluster.hosted(1, "big").log.log_end_offset == 5_001
