@@ -66,13 +66,18 @@ MAX_UNCOMPRESSED_BYTES = DEFAULT_MAX_UNCOMPRESSED_BYTES
 
 
 class _Checked(NamedTuple):
-    """A batch whose header passed; `deferred` when its records are left for the worker thread."""
+    """A batch whose header passed; `deferred` when its records are left for the worker thread.
+
+    `unchecked`: the partition was not led here, so its records were not checked (the core refuses
+    the batch); it must not be appended should this broker lead it by the time the request appends.
+    """
 
     key: tuple[str, int]
     hosted: HostedPartition
     header: BatchHeader
     records: bytes
-    deferred: bool
+    deferred: bool = False
+    unchecked: bool = False
 
 
 def check_producer_batch(records: bytes, max_message_bytes: int) -> BatchHeader:
@@ -170,9 +175,12 @@ class ProduceHandler:
             except KafkaError as exc:
                 answers[key] = self._error(topic, partition, exc)
                 continue
-            checked.append(_Checked(key, hosted, header, records, deferred=False))
-        inline = sum(c.header.records_count for c in checked) <= INLINE_MAX_RECORDS
+            # Only a leader spends time on the records (a follower's core answers NOT_LEADER_OR_FOLLOWER).
+            checked.append(_Checked(key, hosted, header, records, unchecked=not hosted.is_leader))
+        inline = sum(c.header.records_count for c in checked if not c.unchecked) <= INLINE_MAX_RECORDS
         for i, c in enumerate(checked):
+            if c.unchecked:
+                continue
             if not inline:
                 checked[i] = c._replace(deferred=True)
                 continue
@@ -215,8 +223,15 @@ class ProduceHandler:
             for i, c in enumerate(checked):
                 if c.key in answers:
                     continue
-                try:  # the partition may have gone offline or been replaced while we waited
-                    checked[i] = c._replace(hosted=self.rm.lookup(*c.key))
+                try:  # the partition may have gone offline, been replaced or come to be led here while we waited
+                    hosted = self.rm.lookup(*c.key)
+                    if c.unchecked and hosted.is_leader:
+                        raise KafkaError(
+                            f"broker {self.rm.broker_id} became the leader of {c.key[0]}-{c.key[1]} while the "
+                            "request waited; send it again",
+                            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        )
+                    checked[i] = c._replace(hosted=hosted)
                 except KafkaError as exc:
                     answers[c.key] = self._error(*c.key, exc)
         finally:

@@ -41,6 +41,9 @@ async def test_poison_batches_are_refused_and_the_partition_keeps_serving(tmp_pa
             answer = part_of(await cluster.call(1, "/kafka/produce", produce("poison", batch)))
             assert (answer["error_code"], what) == (expected, what), answer
             assert answer["message"], what
+        follower = next(b for b in (1, 2, 3) if b != cluster.leader("poison"))
+        answer = part_of(await cluster.call(follower, "/kafka/produce", produce("poison", cases["garbage ZSTD"][0])))
+        assert answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER  # only the leader looks at records
         keyless = build_batch([(b"k", b"v"), (None, b"no key")])
         answer = part_of(await cluster.call(1, "/kafka/produce", produce("compacted", keyless)))
         assert answer["error_code"] == ErrorCode.INVALID_RECORD and "without a key" in answer["message"]
