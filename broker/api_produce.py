@@ -214,7 +214,9 @@ class ProduceHandler:
         self._tail = mine
         try:
             if previous is not None:
-                await previous  # also keeps one request at a time in the worker: its inflated bytes are bounded
+                # Shielded: a cancelled waiter must not cancel the earlier request's future.
+                # Waiting also keeps one request at a time in the worker, which bounds the bytes it inflates.
+                await asyncio.shield(previous)
             deferred = [c for c in checked if c.deferred and c.key not in answers]
             errors = await asyncio.to_thread(_check_deferred, deferred) if deferred else []
             for c, error in zip(deferred, errors, strict=True):
@@ -235,9 +237,17 @@ class ProduceHandler:
                 except KafkaError as exc:
                     answers[c.key] = self._error(*c.key, exc)
         finally:
+            if previous is not None and not previous.done():
+                # Cancelled while an earlier request still waits: later ones must still append after it.
+                previous.add_done_callback(lambda _: self._release(mine))
+            else:
+                self._release(mine)
+
+    def _release(self, mine: asyncio.Future[None]) -> None:
+        if not mine.done():
             mine.set_result(None)
-            if self._tail is mine:
-                self._tail = None
+        if self._tail is mine:
+            self._tail = None
 
     def begin_append(
         self, hosted: HostedPartition, header: BatchHeader, records: bytes, acks: int, timeout_ms: int, now: int

@@ -79,7 +79,16 @@ async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_or
         answers = await asyncio.gather(first, second)
         assert [error_of(a) for a in answers] == [0, 0], answers
         assert [part_of(a)["base_offset"] for a in answers] == [0, 5_000]
+        # A request cancelled while it waits behind the worker does not let the next one overtake.
+        first = asyncio.create_task(handler(produce("big", heavy, acks=1)))
+        cancelled = asyncio.create_task(handler(produce("big", light, acks=1)))
+        third = asyncio.create_task(handler(produce("big", light, acks=1)))
+        await asyncio.sleep(0)  # all three have begun: the first is in the worker, the others wait
+        cancelled.cancel()
+        answers = await asyncio.gather(first, third)
+        assert [part_of(a)["base_offset"] for a in answers] == [5_001, 10_001]
+        assert cancelled.cancelled()
         bomb = forge(light, section=_zeros_zstd(200 << 20), attributes=CompressionType.ZSTD)
         answer = part_of(await handler(produce("big", bomb, acks=1)))  # inflates past 1 MiB: the worker refuses it
         assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE and "inflates beyond" in answer["message"]
-        assert cluster.hosted(1, "big").log.log_end_offset == 5_001
+        assert cluster.hosted(1, "big").log.log_end_offset == 10_002
