@@ -29,34 +29,13 @@ from kraftpy.protocol.records.batch import DEFAULT_MAX_UNCOMPRESSED_BYTES, LOG_A
 from kraftpy.protocol.records.compression import CompressionType, compression_type, decompress
 from kraftpy.protocol.records.header import HEADER_SIZE, BatchHeader
 from kraftpy.protocol.records.record import MIN_RECORD_BODY, MIN_RECORD_SIZE
+from kraftpy.protocol.records.varint import NotFast, fast_varint
 
 
 class InvalidRecordError(CorruptRecordError):
     """Records that decode but break a rule of the log (Kafka's InvalidRecordException)."""
 
     code = ErrorCode.INVALID_RECORD
-
-
-class _Slow(Exception):
-    """The fast walk cannot vouch for these bytes: the reference decoder decides."""
-
-
-def _varint(data: bytes, p: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zigzag varint (max_bytes 5: int32) or varlong (10: int64) of several bytes; one byte is inlined."""
-    raw = shift = 0
-    start = p
-    while True:
-        if p >= end or p - start >= max_bytes:
-            raise _Slow
-        byte = data[p]
-        p += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    if raw >> (32 if max_bytes == 5 else 64):
-        raise _Slow
-    return (raw >> 1) ^ -(raw & 1), p
 
 
 def validate_records(
@@ -90,7 +69,7 @@ def validate_records(
         )
     try:
         _walk(data, start, end, header, require_keys)
-    except _Slow:
+    except NotFast:
         _decide_slowly(buf, header, pos, max_uncompressed_bytes, require_keys)
     return end - start
 
@@ -112,25 +91,25 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
             raw = (b & 0x7F) | (data[p + 1] << 7)
             length, p = (raw >> 1) ^ -(raw & 1), p + 2
         else:
-            length, p = _varint(data, p, end, 5)
+            length, p = fast_varint(data, p, end, 5)
         record_end = p + length
         if length < MIN_RECORD_BODY or record_end > end:
-            raise _Slow
+            raise NotFast
         p += 1  # attributes: no bits are defined for v2 records
         b = data[p]
         if b < 0x80:
             ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            ts_delta, p = _varint(data, p, record_end, 10)
+            ts_delta, p = fast_varint(data, p, record_end, 10)
         if p >= record_end:
-            raise _Slow
+            raise NotFast
         b = data[p]
         if b < 0x80:
             delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            delta, p = _varint(data, p, record_end, 5)
+            delta, p = fast_varint(data, p, record_end, 5)
         if p >= record_end:
-            raise _Slow
+            raise NotFast
         b = data[p]
         if b < 0x80:
             n, p = (b >> 1) ^ -(b & 1), p + 1
@@ -138,13 +117,13 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
             raw = (b & 0x7F) | (data[p + 1] << 7)
             n, p = (raw >> 1) ^ -(raw & 1), p + 2
         else:
-            n, p = _varint(data, p, record_end, 5)
+            n, p = fast_varint(data, p, record_end, 5)
         if n >= 0:
             p += n
         elif n != -1:
-            raise _Slow
+            raise NotFast
         if p >= record_end:
-            raise _Slow
+            raise NotFast
         keyless = n == -1
         b = data[p]
         if b < 0x80:
@@ -153,20 +132,20 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
             raw = (b & 0x7F) | (data[p + 1] << 7)
             n, p = (raw >> 1) ^ -(raw & 1), p + 2
         else:
-            n, p = _varint(data, p, record_end, 5)
+            n, p = fast_varint(data, p, record_end, 5)
         if n >= 0:
             p += n
         elif n != -1:
-            raise _Slow
+            raise NotFast
         if p >= record_end:
-            raise _Slow
+            raise NotFast
         b = data[p]
         if b == 0:
             p += 1  # no headers, the common case
         else:
             p = _headers(data, p, record_end)
         if p != record_end:
-            raise _Slow
+            raise NotFast
         if delta != i:
             raise InvalidRecordError(
                 f"record {i} has offsetDelta {delta}; a producer batch holds offset deltas 0..{count - 1} in order"
@@ -186,25 +165,25 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
 
 
 def _headers(data: bytes, p: int, record_end: int) -> int:
-    count, p = _varint(data, p, record_end, 5)
+    count, p = fast_varint(data, p, record_end, 5)
     if count < 0:
-        raise _Slow
+        raise NotFast
     for _ in range(count):
-        n, p = _varint(data, p, record_end, 5)
+        n, p = fast_varint(data, p, record_end, 5)
         if n < 0 or p + n > record_end:
-            raise _Slow
+            raise NotFast
         try:
             str(data[p : p + n], "utf-8")
         except UnicodeDecodeError:
-            raise _Slow from None
+            raise NotFast from None
         p += n
-        n, p = _varint(data, p, record_end, 5)
+        n, p = fast_varint(data, p, record_end, 5)
         if n >= 0:
             p += n
         elif n != -1:
-            raise _Slow
+            raise NotFast
         if p > record_end:
-            raise _Slow
+            raise NotFast
     return p
 
 
