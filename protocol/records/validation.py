@@ -69,7 +69,7 @@ def validate_records(
         )
     try:
         _walk(data, start, end, header, require_keys)
-    except NotFast:
+    except (NotFast, IndexError):
         _decide_slowly(buf, header, pos, max_uncompressed_bytes, require_keys)
     return end - start
 
