@@ -13,11 +13,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from kraftpy.broker.api_produce import check_producer_batch
+from kraftpy.broker.clock import monotonic_ms
+from kraftpy.broker.groups import PartitionStatus, partition_for
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records import CompressionType, build_batch, decode_batches
 from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC, OFFSETS_TOPIC
 from tests.integration.test_broker_errors import fetch, produce
-from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of
+from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of, wait_for, wait_until
+from tests.integration.test_groups_broker_leadership import FETCH, GROUP, RETRIABLE, commit_body, committed
 from tests.unit.test_records_validation import GARBAGE, _zeros_zstd, forge
 
 
@@ -92,3 +96,39 @@ async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_or
         answer = part_of(await handler(produce("big", bomb, acks=1)))  # inflates past 1 MiB: the worker refuses it
         assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE and "inflates beyond" in answer["message"]
         assert cluster.hosted(1, "big").log.log_end_offset == 10_002
+
+
+async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_path: Path) -> None:
+    """Records that predate produce's refusal (appended here through the coordinator's own path) never block a load."""
+    async with BrokerCluster(tmp_path) as c:
+        c.create_topic(OFFSETS_TOPIC, 50, 3, configs={"cleanup_policy": "compact"})
+        partition = partition_for(GROUP, 50)
+        leader = c.leader(OFFSETS_TOPIC, partition)
+        shell = c.rm(leader).groups
+        led = [p for p in range(50) if c.leader(OFFSETS_TOPIC, p) == leader]
+        await wait_until(
+            lambda: all(shell.coordinator.partition_status(p) is PartitionStatus.ACTIVE for p in led),
+            what="the partitions loaded",
+        )
+        address = c.brokers[leader].address
+        answer = await c.rpc.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
+        assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
+
+        hosted = c.hosted(leader, OFFSETS_TOPIC, partition)
+        handler = c.rm(leader)._handlers["/kafka/produce"]
+        garbage = forge(build_batch([(b"k", b"v")]), section=GARBAGE[CompressionType.ZSTD], attributes=4)
+        for batch in (build_batch([(None, b"keyless")]), build_batch([(b"\xff\xfe", b"not cbor")]), garbage):
+            header = check_producer_batch(batch, hosted.log.config.max_message_bytes)
+            now = monotonic_ms()
+            rid, future = handler.begin_append(hosted, header, batch, -1, 5_000, now)
+            await handler.await_appends({rid: ((OFFSETS_TOPIC, partition), hosted, future)}, now + 5_000)
+            assert future.result().error == ErrorCode.NONE
+
+        loads = shell.loader.loads_completed
+        shell.loader.reload(partition)
+        answer = await wait_for(
+            lambda: c.rpc.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
+            lambda a: a["error_code"] not in RETRIABLE,
+        )
+        assert committed(answer) == 42, answer
+        assert shell.loader.loads_completed == loads + 1
