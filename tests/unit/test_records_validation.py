@@ -14,6 +14,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraftpy.client.batch_builder import ProducerBatchBuilder
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode
 from kraftpy.protocol.records import CompressionType, build_batch, decode_batch, parse_header
 from kraftpy.protocol.records.compression import XERIAL_MAGIC, DecompressedTooLargeError, compress
@@ -193,3 +194,29 @@ def test_whatever_validation_accepts_every_consumer_decodes(records, codec, flip
     decoded = decode_batch(forged)
     assert [r.offset for r in decoded.records] == list(range(len(decoded.records)))
     assert all(r.timestamp <= decoded.header.max_timestamp for r in decoded.records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=300),
+            st.none() | st.binary(max_size=20_000),
+            st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=8)), max_size=2),
+            st.integers(0, 2**42),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    codec=st.sampled_from(list(CompressionType)),
+)
+def test_every_batch_the_producer_builds_passes(records, codec) -> None:
+    """The client's builder (fast path and general path) never makes a batch the leader would refuse."""
+    builder = ProducerBatchBuilder(1 << 20, compression=codec)
+    for key, value, headers, timestamp in records:
+        assert builder.append(key, value, headers, timestamp)
+    builder.set_producer_state(7, 0, 0, False)
+    batch = builder.build()
+    assert check(batch) >= len(records)
+    if all(key is not None for key, *_ in records):
+        check(batch, require_keys=True)
