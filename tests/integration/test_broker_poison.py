@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kraftpy.broker.api_produce import check_producer_batch
+from kraftpy.broker.api_produce import INLINE_MAX_RECORDS, check_producer_batch
 from kraftpy.broker.clock import monotonic_ms
 from kraftpy.broker.groups import PartitionStatus, partition_for
 from kraftpy.protocol.errors import ErrorCode
@@ -75,14 +75,15 @@ async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_or
         cluster.create_topic("big", assignments=[(1, 2, 3)])
         await cluster.settled()
         handler = cluster.rm(1)._handlers["/kafka/produce"]
-        heavy = build_batch([(b"k%d" % i, b"v" * 50) for i in range(5_000)], compression=CompressionType.LZ4)
+        n = INLINE_MAX_RECORDS + 1_000  # more than the event loop checks: the worker thread does
+        heavy = build_batch([(b"k%d" % i, b"v" * 50) for i in range(n)], compression=CompressionType.LZ4)
         light = build_batch([(b"after", b"the heavy one")])
         # Both start before either appends: the heavy one goes to the worker, the light one must wait for it.
         first = asyncio.create_task(handler(produce("big", heavy, acks=1)))
         second = asyncio.create_task(handler(produce("big", light, acks=1)))
         answers = await asyncio.gather(first, second)
         assert [error_of(a) for a in answers] == [0, 0], answers
-        assert [part_of(a)["base_offset"] for a in answers] == [0, 5_000]
+        assert [part_of(a)["base_offset"] for a in answers] == [0, n]
         # A request cancelled while it waits behind the worker does not let the next one overtake.
         first = asyncio.create_task(handler(produce("big", heavy, acks=1)))
         cancelled = asyncio.create_task(handler(produce("big", light, acks=1)))
@@ -90,12 +91,12 @@ async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_or
         await asyncio.sleep(0)  # all three have begun: the first is in the worker, the others wait
         cancelled.cancel()
         answers = await asyncio.gather(first, third)
-        assert [part_of(a)["base_offset"] for a in answers] == [5_001, 10_001]
+        assert [part_of(a)["base_offset"] for a in answers] == [n + 1, 2 * n + 1]
         assert cancelled.cancelled()
         bomb = forge(light, section=_zeros_zstd(200 << 20), attributes=CompressionType.ZSTD)
         answer = part_of(await handler(produce("big", bomb, acks=1)))  # inflates past 1 MiB: the worker refuses it
         assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE and "inflates beyond" in answer["message"]
-        assert cluster.hosted(1, "big").log.log_end_offset == 10_002
+        assert cluster.hosted(1, "big").log.log_end_offset == 2 * n + 2
 
 
 async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_path: Path) -> None:
