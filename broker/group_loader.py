@@ -14,8 +14,12 @@ net; it looks at `offsets_topic_num_partitions` partitions, so it is cheap):
   deleted (or its topic created again), or the broker stops: `unload(p)`, then load again if it leads
   in a new term.
 
-A load that fails on I/O is retried while the leadership lasts; a record that does not decode
-(GroupRecordError) leaves the partition loading, loudly: guessing would lose offsets.
+A load that fails on I/O is retried while the leadership lasts. A record the coordinator cannot use
+never blocks a load (it would keep every group of the partition answering
+COORDINATOR_LOAD_IN_PROGRESS for good): a batch whose records do not decode, a record without a key
+(read_records) and a key or value that does not parse (groups/loader.py) are logged and skipped, as
+Kafka's loader skips unknown record types. Produce refuses such records for clients (internal
+topics, keys on compacted topics); these are records that predate that, or a disk that lied.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.groups import GroupCoordinator, GroupRecordError
+from kraftpy.broker.groups import GroupCoordinator
 from kraftpy.broker.groups.actions import Action
 from kraftpy.broker.groups.records import Record
 from kraftpy.broker.storage.errors import OffsetOutOfRangeError
-from kraftpy.protocol.records import decode_batches
+from kraftpy.protocol.errors import CorruptRecordError
+from kraftpy.protocol.records import decode_batch, iter_batches
 from kraftpy.protocol.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -49,7 +54,8 @@ POLL_S = 0.5
 def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
     """(key, value) of every record of `plog` in [log start, end_offset), in log order (blocking: run in a thread).
 
-    Control batches are skipped; a record without a key cannot be one of ours (GroupRecordError).
+    Control batches are skipped; so are, with an error logged, batches whose records do not decode and
+    records without a key (none of ours has no key).
     """
     records: list[Record] = []
     offset = plog.log_start_offset
@@ -63,13 +69,22 @@ def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
             continue
         if not data:
             break
-        for batch in decode_batches(data):
-            offset = batch.last_offset + 1
-            if batch.is_control:
+        for pos, header in iter_batches(data, check_crc=False):
+            offset = header.next_offset
+            if header.is_control:
+                continue
+            try:
+                batch = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                log.error(
+                    "%s: skipping the batch at offsets %d-%d, its records do not decode: %s",
+                    OFFSETS_TOPIC, header.base_offset, header.last_offset, exc,
+                )  # fmt: skip
                 continue
             for record in batch.records:
                 if record.key is None:
-                    raise GroupRecordError(f"{OFFSETS_TOPIC} holds a record without a key at offset {record.offset}")
+                    log.error("%s: skipping the record without a key at offset %d", OFFSETS_TOPIC, record.offset)
+                    continue
                 records.append((record.key, record.value))
     return records
 
@@ -180,20 +195,13 @@ class OffsetsLoader:
                 continue
             try:
                 records = await asyncio.to_thread(read_records, hosted.log, high_watermark, self.buffer_bytes)
-            except GroupRecordError as exc:
-                log.error("%s-%d cannot be loaded and stays loading: %s", OFFSETS_TOPIC, partition, exc)
-                return
             except Exception as exc:  # I/O, a log closed under us: try again while we still lead
                 log.warning("reading %s-%d failed (%s); retrying", OFFSETS_TOPIC, partition, exc)
                 await asyncio.sleep(POLL_S)
                 continue
             if not self._still_owned(partition, term, hosted):
                 return
-            try:
-                actions = self.coordinator.complete_loading(partition, records, self.now_ms())
-            except GroupRecordError as exc:
-                log.error("%s-%d cannot be loaded and stays loading: %s", OFFSETS_TOPIC, partition, exc)
-                return
+            actions = self.coordinator.complete_loading(partition, records, self.now_ms())
             self.loads_completed += 1
             log.info("loaded %s-%d: %d records", OFFSETS_TOPIC, partition, len(records))
             self.perform(actions)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from kraftpy.protocol.records.batch import DecodedBatch, decode_batch
 from kraftpy.protocol.records.header import HEADER_SIZE, BatchHeader, parse_header
+from kraftpy.protocol.records.varint import NotFast, fast_varint
 
 LOG_APPEND_TIME_BIT = 0x08
 
@@ -47,35 +48,13 @@ class FastBatch(NamedTuple):
         return self.header.is_control
 
 
-class _Fallback(Exception):
-    """Not a plain batch, or something looks wrong: let the general decoder decide."""
-
-
-def _varint(buf: bytes, p: int, end: int, max_bytes: int) -> tuple[int, int]:
-    """A zigzag varint (5 bytes: int32) or varlong (10: int64) of several bytes; the one-byte case is inlined."""
-    raw = shift = 0
-    start = p
-    while True:
-        if p >= end or p - start >= max_bytes:
-            raise _Fallback
-        byte = buf[p]
-        p += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    if raw >> (32 if max_bytes == 5 else 64):
-        raise _Fallback  # wider than int32 / int64
-    return (raw >> 1) ^ -(raw & 1), p
-
-
 def decode_for_consumer(buf: bytes, pos: int, *, check_crc: bool) -> FastBatch | DecodedBatch:
     header = parse_header(buf, pos, check_crc=check_crc)
     if header.compression != 0 or header.attributes & LOG_APPEND_TIME_BIT:
         return decode_batch(buf, pos, check_crc=False)  # (the CRC was just checked, if asked)
     try:
         return FastBatch(header, _plain_records(buf, pos, header))
-    except (_Fallback, IndexError):
+    except (NotFast, IndexError):
         return decode_batch(buf, pos, check_crc=False)
 
 
@@ -85,7 +64,7 @@ def _plain_records(buf: bytes, pos: int, header: BatchHeader) -> list[FastRecord
     base_offset, base_ts, last_delta = header.base_offset, header.base_timestamp, header.last_offset_delta
     count = header.records_count
     if count * 7 > end - p:
-        raise _Fallback
+        raise NotFast
     records: list[FastRecord] = []
     append = records.append
     previous = -1
@@ -94,49 +73,49 @@ def _plain_records(buf: bytes, pos: int, header: BatchHeader) -> list[FastRecord
         if b < 0x80:
             length, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            length, p = _varint(buf, p, end, 5)
+            length, p = fast_varint(buf, p, end, 5)
         record_end = p + length
         if length < 6 or record_end > end:
-            raise _Fallback
+            raise NotFast
         p += 1  # attributes
         b = buf[p]
         if b < 0x80:
             ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            ts_delta, p = _varint(buf, p, record_end, 10)
+            ts_delta, p = fast_varint(buf, p, record_end, 10)
         b = buf[p]
         if b < 0x80:
             delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            delta, p = _varint(buf, p, record_end, 5)
+            delta, p = fast_varint(buf, p, record_end, 5)
         b = buf[p]
         if b < 0x80:
             n, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            n, p = _varint(buf, p, record_end, 5)
+            n, p = fast_varint(buf, p, record_end, 5)
         if n == -1:
             key = None
         elif 0 <= n <= record_end - p:
             key, p = buf[p : p + n], p + n
         else:
-            raise _Fallback
+            raise NotFast
         b = buf[p]
         if b < 0x80:
             n, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            n, p = _varint(buf, p, record_end, 5)
+            n, p = fast_varint(buf, p, record_end, 5)
         if n == -1:
             value = None
         elif 0 <= n <= record_end - p:
             value, p = buf[p : p + n], p + n
         else:
-            raise _Fallback
+            raise NotFast
         # No headers (one 0 byte) and nothing after them; anything else takes the general path.
         if buf[p] != 0 or p + 1 != record_end or not previous < delta <= last_delta:
-            raise _Fallback
+            raise NotFast
         p = record_end
         previous = delta
         append(FastRecord(base_offset + delta, base_ts + ts_delta, key, value))
     if p != end:
-        raise _Fallback
+        raise NotFast
     return records

@@ -12,7 +12,11 @@ batch at a time (batch_decoder.py; each CRC is checked unless check_crcs is off)
   data; only a fetch holding no whole batch at all is an error;
 - a key or value that does not deserialize raises RecordDeserializationError
   naming the partition and offset, after the records before it were handed
-  out; the position stays on the bad record until the application seeks.
+  out; the position stays on the bad record until the application seeks;
+- a batch that does not decode (CRC, framing, compressed data, a section that
+  inflates beyond 64 MiB) raises CorruptFetchError the same way: every record
+  before it is returned first, the position stays at its first offset, and
+  the error names the offset after it for a seek past it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kraftpy.client.errors import CorruptFetchError, RecordDeserializationError
 from kraftpy.client.types import ConsumerRecord, TopicPartition
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import DecodedBatch
-from kraftpy.protocol.records.header import LOG_OVERHEAD, peek_size
+from kraftpy.protocol.records.header import LOG_OVERHEAD, crc_matches, parse_header, peek_size
 
 Deserializer = Callable[[bytes | None], Any]
 
@@ -106,8 +110,13 @@ class CompletedFetch:
             raise self._error
         out: list[ConsumerRecord] = []
         while len(out) < max_records and not self.consumed:
-            if self._batch is None and not self._next_batch():
-                break
+            try:
+                if self._batch is None and not self._next_batch():
+                    break
+            except KafkaError:
+                if out:
+                    return out  # the records before a bad batch first; its error comes with the next call
+                raise
             batch = self._batch
             assert batch is not None
             if self._index >= len(batch.records):
@@ -162,6 +171,24 @@ class CompletedFetch:
         if self._batch is None and self._pos >= len(self._buf) and self._error is None:
             self.drain()
 
+    def _batch_end(self, pos: int) -> int | None:
+        """The offset after the batch at `pos`, from its header alone, or None when even that is unreadable."""
+        try:
+            header = parse_header(self._buf, pos)
+        except CorruptRecordError:
+            return None
+        return header.next_offset if header.next_offset > self.next_fetch_offset else None
+
+    def _wholly_below_fetch_offset(self, pos: int) -> bool:
+        """The batch at `pos` ends below next_fetch_offset (by a sound header, and CRC when checked)."""
+        try:
+            header = parse_header(self._buf, pos)
+        except CorruptRecordError:
+            return False  # decoding it gives the precise error
+        if header.last_offset >= self.next_fetch_offset:
+            return False
+        return not self._check_crcs or crc_matches(self._buf, pos, header)
+
     def _next_batch(self) -> bool:
         """Decode the next whole batch; False when the data ends (or only a cut-off batch is left)."""
         while True:
@@ -178,15 +205,18 @@ class CompletedFetch:
                     raise self._error
                 self.drain()
                 return False
+            if self._wholly_below_fetch_offset(self._pos):
+                self._pos += size  # a bad batch there, which the application sought past, is never decoded
+                self._decoded_any = True
+                continue
             try:
                 batch = decode_for_consumer(self._buf, self._pos, check_crc=self._check_crcs)
             except CorruptRecordError as exc:
-                self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc)
+                # Kafka's consumer stops at the bad offset; the batch's offsets (if its header reads) say where to seek.
+                self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc, self._batch_end(self._pos))
                 raise self._error from exc
             self._pos += batch.size
             self._decoded_any = True
-            if batch.last_offset < self.next_fetch_offset:
-                continue  # wholly below the fetch offset
             if batch.header.partition_leader_epoch >= 0:
                 self.last_epoch = batch.header.partition_leader_epoch
             if batch.is_control:

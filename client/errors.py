@@ -172,12 +172,12 @@ class CorruptFetchError(KafkaError):
 
     code = ErrorCode.CORRUPT_MESSAGE
 
-    def __init__(self, tp: TopicPartition, offset: int, cause: BaseException) -> None:
-        super().__init__(
-            f"corrupt data fetched from {tp} at offset {offset}: {cause}. If needed, seek past it to continue"
-        )
+    def __init__(self, tp: TopicPartition, offset: int, cause: BaseException, next_offset: int | None = None) -> None:
+        past = "seek past it" if next_offset is None else f"seek to {next_offset}, past the batch"
+        super().__init__(f"corrupt data fetched from {tp} at offset {offset}: {cause}. If needed, {past} to continue")
         self.topic_partition = tp
         self.offset = offset
+        self.next_offset = next_offset  # the offset after the bad batch, when its header could be read
 
 
 class IllegalStateError(KafkaError):

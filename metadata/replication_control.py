@@ -58,6 +58,7 @@ from kraftpy.metadata.requests import (
     ElectLeadersResult,
 )
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -202,6 +203,8 @@ def _create_topic(
     validate_only: bool,
 ) -> tuple[list[MetadataRecord], CreateTopicResult]:
     name = validate_topic_name(topic.name)
+    if name == CLUSTER_METADATA_TOPIC:  # the metadata log is Raft's, never a topic clients could write (Kafka's rule)
+        raise _err(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
     if image.topic(name) is not None:
         raise _err(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     colliding = image.topics.colliding_names(name)

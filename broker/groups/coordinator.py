@@ -96,7 +96,7 @@ class GroupCoordinator:
     def complete_loading(self, partition: int, records: Iterable[Record], now_ms: int) -> list[Action]:
         """Rebuild the partition's groups from its records (log order) and start serving them.
 
-        Raises GroupRecordError for a record that does not decode; the partition then stays loading.
+        A record that does not decode is logged and skipped (loader.py): a load never blocks on one.
         """
         if self._rt.partitions.get(partition) is not PartitionStatus.LOADING:
             self.begin_loading(partition)

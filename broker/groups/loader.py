@@ -8,11 +8,14 @@ no protocol), which Kafka loads as Empty too.
 
 Records must come in log order; the result does not depend on compaction
 having run (compaction keeps the last value per key, which is all that
-counts here).
+counts here). A record whose key or value does not parse is logged and
+skipped, never allowed to block the load (Kafka's loader skips unknown
+record types the same way): its group keeps what the other records say.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -20,12 +23,15 @@ from kraftpy.broker.groups.group import GroupMetadata
 from kraftpy.broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
+    GroupRecordError,
     OffsetAndMetadata,
     OffsetCommitKey,
     Record,
     decode_record,
 )
 from kraftpy.client.types import TopicPartition
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,7 +47,11 @@ def replay(records: Iterable[Record]) -> dict[str, LoadedGroup]:
     """The last state of every group the records mention (groups whose state was deleted are absent)."""
     loaded: dict[str, LoadedGroup] = {}
     for key_bytes, value_bytes in records:
-        key, value = decode_record(key_bytes, value_bytes)
+        try:
+            key, value = decode_record(key_bytes, value_bytes)
+        except GroupRecordError as exc:
+            log.error("skipping a record of __consumer_offsets that does not parse (key %r): %s", key_bytes[:40], exc)
+            continue
         entry = loaded.setdefault(key.group, LoadedGroup())
         if isinstance(key, OffsetCommitKey):
             tp = TopicPartition(key.topic, key.partition)

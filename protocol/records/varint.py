@@ -90,3 +90,28 @@ def decode_varint(buf: Buffer, pos: int = 0) -> tuple[int, int]:
 def decode_varlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag varlong at `pos`; returns (value, position after it)."""
     return _decode(buf, pos, MAX_VARLONG_BYTES, 64, "varlong")
+
+
+class NotFast(Exception):
+    """A fast path cannot vouch for these bytes: the reference decoder decides (and names the error)."""
+
+
+def fast_varint(buf: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint (max_bytes 5: int32) or varlong (10: int64) for the hot loops that inline one byte.
+
+    Raises NotFast, without a message, where decode_varint/decode_varlong would raise.
+    """
+    raw = shift = 0
+    start = pos
+    while True:
+        if pos >= end or pos - start >= max_bytes:
+            raise NotFast
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    if raw >> (32 if max_bytes == MAX_VARINT_BYTES else 64):
+        raise NotFast  # wider than int32 / int64
+    return (raw >> 1) ^ -(raw & 1), pos

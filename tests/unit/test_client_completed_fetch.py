@@ -13,6 +13,7 @@ from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.compression import CompressionType
+from tests.unit.test_records_validation import _zeros_zstd, forge
 
 TP = TopicPartition("t", 0)
 
@@ -120,6 +121,16 @@ def test_corrupt_bytes_are_reported_with_the_offset() -> None:
     with pytest.raises(CorruptFetchError, match="offset 20") as info:
         cf.fetch_records(10)
     assert "CRC" in str(info.value.__cause__)
+
+
+def test_records_before_a_bad_batch_are_returned_first_even_within_one_call() -> None:
+    bomb = forge(batch(2, [b"x"]), section=_zeros_zstd(100 << 20), attributes=CompressionType.ZSTD)
+    cf = CompletedFetch(TP, 0, batch(0, [b"a", b"b"]) + bomb + batch(3, [b"c"]))
+    assert values(cf.fetch_records(100)) == [b"a", b"b"]
+    assert cf.next_fetch_offset == 2
+    with pytest.raises(CorruptFetchError, match=r"offset 2: .*inflates beyond the maximum") as info:
+        cf.fetch_records(100)
+    assert (info.value.offset, info.value.next_offset) == (2, 3)
 
 
 def test_null_keys_and_tombstones_survive() -> None:

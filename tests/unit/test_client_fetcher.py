@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.client.errors import LogTruncationError, OffsetOutOfRangeError, RecordDeserializationError
+from kraftpy.client.errors import (
+    CorruptFetchError,
+    LogTruncationError,
+    OffsetOutOfRangeError,
+    RecordDeserializationError,
+)
 from kraftpy.client.fetcher import Fetcher
 from kraftpy.client.metadata import LeaderAndEpoch
 from kraftpy.client.serde import deserializer_for
@@ -12,7 +17,9 @@ from kraftpy.client.subscription import FetchPosition, FetchState, OffsetResetSt
 from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
+from kraftpy.protocol.records.compression import CompressionType
 from tests.unit.test_client_fixtures import fresh_metadata, metadata_body
+from tests.unit.test_records_validation import GARBAGE, forge
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 LEADERS = {("t", 0): (1, 5), ("t", 1): (1, 5), ("t", 2): (2, 5)}
@@ -206,6 +213,29 @@ def test_a_bad_record_is_reported_with_its_offset_and_skipped_after_a_seek() -> 
     req = request_for(fetcher.prepare_fetch_requests(2), 1)
     fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 3)
     assert [r.value for r in fetcher.collect_fetch()] == [3]
+
+
+@pytest.mark.parametrize("codec", list(GARBAGE), ids=lambda c: c.name)
+def test_valid_records_before_a_bad_batch_come_first_then_the_error_at_its_offset(codec: CompressionType) -> None:
+    # A batch stored before the leader validated records: a valid CRC around compressed garbage.
+    _md, subs, fetcher = setup()
+    bad = forge(records(3, 2), section=GARBAGE[codec], attributes=codec)
+    data = records(0, 3) + bad + records(5, 2)
+    req = request_for(fetcher.prepare_fetch_requests(0), 1)
+    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 1)
+    assert [r.offset for r in fetcher.collect_fetch()] == [0, 1, 2]
+    assert subs.position(T0).offset == 3
+    for _ in range(2):  # raised again on every poll until the application seeks
+        with pytest.raises(CorruptFetchError) as info:
+            fetcher.collect_fetch()
+        assert (info.value.topic_partition, info.value.offset, info.value.next_offset) == (T0, 3, 5)
+        assert info.value.code is ErrorCode.CORRUPT_MESSAGE and "seek to 5" in str(info.value)
+        assert subs.position(T0).offset == 3
+    subs.seek(T0, info.value.next_offset)
+    fetcher.clear_buffered({T0})
+    req = request_for(fetcher.prepare_fetch_requests(2), 1)
+    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 3)
+    assert [r.offset for r in fetcher.collect_fetch()] == [5, 6]
 
 
 def test_a_newer_epoch_in_the_data_than_in_metadata_asks_for_fresh_metadata() -> None:

@@ -105,6 +105,13 @@ def test_existing_and_colliding_names(h) -> None:
     assert first.error is None and second.error.code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+def test_the_metadata_log_name_is_never_a_topic(h) -> None:
+    assert create_error(h, CreatableTopic("__cluster_metadata")) == (
+        ErrorCode.INVALID_REQUEST,
+        "Creation of internal topic __cluster_metadata is prohibited.",
+    )
+
+
 def test_duplicate_names_in_one_request_are_invalid_request(h) -> None:
     _result, results = create(h, CreatableTopic("dup"), CreatableTopic("dup"), CreatableTopic("ok"))
     assert [r.error.code if r.error else None for r in results] == [

@@ -13,15 +13,16 @@ import pytest
 from kraftpy.broker.api_find_coordinator import FindCoordinatorHandler, find_coordinator
 from kraftpy.broker.group_loader import read_records
 from kraftpy.broker.group_settings import GroupShellSettings
-from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, GroupRecordError, partition_for
+from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, partition_for
 from kraftpy.broker.offsets_topic import OffsetsTopicCreator, creation_request
 from kraftpy.broker.storage import PartitionLog
 from kraftpy.metadata import wire
 from kraftpy.metadata.harness import ControllerHarness
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.records import build_batch
+from kraftpy.protocol.records import CompressionType, build_batch
 from kraftpy.protocol.topics import OFFSETS_TOPIC, is_internal
 from kraftpy.tools.node_config import build_config
+from tests.unit.test_records_validation import GARBAGE, forge
 
 SETTINGS = GroupShellSettings()
 
@@ -170,9 +171,40 @@ def test_a_partition_read_from_its_log_rebuilds_the_groups(tmp_path: Path) -> No
         assert fetch(reader, "a") == {0: 9, 1: 2} and fetch(reader, "b") == {0: 5}
         assert fetch(reader, "a") == fetch(writer, "a")
 
-        plog.append_as_leader(build_batch([(None, b"keyless")]), 0, now_ms=11)
-        with pytest.raises(GroupRecordError, match="without a key"):
-            read_records(plog, plog.log_end_offset, buffer_bytes=1 << 20)
+    finally:
+        plog.close()
+
+
+def test_records_the_coordinator_cannot_use_are_skipped_and_the_load_completes(tmp_path: Path, caplog) -> None:
+    """Records written before produce refused them (or by a lying disk) never block a load."""
+    config = GroupCoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
+    writer = GroupCoordinator(config)
+    writer.complete_loading(0, [], 0)
+    plog = PartitionLog.open(tmp_path / f"{OFFSETS_TOPIC}-0")
+    try:
+
+        def commit(group: str, offsets: dict[int, int], now: int) -> None:
+            for append in commits_of(writer, group, offsets, now):
+                plog.append_as_leader(build_batch(append.records), 0, now_ms=now)
+                writer.append_completed(append.append_id, ErrorCode.NONE, now)
+
+        commit("a", {0: 1}, 1)
+        plog.append_as_leader(build_batch([(None, b"keyless")]), 0, now_ms=2)
+        plog.append_as_leader(build_batch([(b"\xff\xfe not cbor", b"value")]), 0, now_ms=3)
+        plog.append_as_leader(build_batch([(b"\x82\x07\x61a", b"")]), 0, now_ms=4)  # [7, "a"]: unknown key version
+        garbage = forge(build_batch([(b"k", b"v")]), section=GARBAGE[CompressionType.ZSTD], attributes=4)
+        plog.append_as_leader(garbage, 0, now_ms=5)  # a valid CRC around records that do not decode
+        commit("a", {0: 9, 1: 4}, 6)
+        commit("b", {0: 5}, 7)
+
+        records = read_records(plog, plog.log_end_offset, buffer_bytes=64)
+        reader = GroupCoordinator(config)
+        reader.begin_loading(0)
+        reader.complete_loading(0, records, 10)
+        assert reader.partition_status(0).value == "active"
+        assert fetch(reader, "a") == {0: 9, 1: 4} and fetch(reader, "b") == {0: 5}
+        assert "without a key at offset 1" in caplog.text and "do not decode" in caplog.text
+        assert "does not parse" in caplog.text
     finally:
         plog.close()
 
