@@ -134,6 +134,11 @@ def _show_int(value: int) -> str:
     return str(value) if value.bit_length() <= 64 else f"a {value.bit_length()}-bit integer"
 
 
+def show(value: Any) -> str:
+    """A short, always printable description of an untrusted value, for error messages."""
+    return _show(value)
+
+
 def _show(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"int {_show_int(value)}"

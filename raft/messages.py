@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import INT16_MAX, INT16_MIN, check_int
+from kraftpy.protocol.validate import INT16_MAX, INT16_MIN, check_int, show
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
 
 
@@ -268,9 +268,10 @@ def _decode_field(name: str, kind: str, value: Any) -> Any:
 def from_dict(body: Any) -> Message:
     if not isinstance(body, dict):
         raise _bad("a message is a map")
-    cls = MESSAGE_TYPES.get(body.get("type"))  # type: ignore[arg-type]
+    kind = body.get("type")
+    cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise _bad(f"unknown message type {body.get('type')!r}")
+        raise _bad(f"unknown message type {show(kind)}")
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name not in body:
