@@ -247,6 +247,7 @@ class RaftComponent:
             "latest_snapshot": list(self._log.latest_snapshot() or ()) or None,
             "voters": [replica(v, progress.get(v)) for v in sorted(self.voters)],
             "observers": [replica(o, p) for o, p in sorted(observers.items())],
+            "storage": shell.stall_status(),
         }
 
     # ---- the API --------------------------------------------------------------------------------
