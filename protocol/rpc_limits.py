@@ -47,7 +47,7 @@ class ListenerLimits:
 
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
-    stream_max_in_flight_calls: int = 1024
+    stream_max_in_flight_calls: int = 64
     stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
     max_body_items: int = 200_000
 

@@ -100,7 +100,7 @@ class NodeConfig:
     # The listener's resource bounds (Kafka's max.connections, connections.max.idle.ms; docs/operations.md)
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
-    rpc_stream_max_in_flight_calls: int = 1024
+    rpc_stream_max_in_flight_calls: int = 64
     rpc_stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
     rpc_max_body_items: int = 200_000
     extra: dict[str, Any] = field(default_factory=dict)
