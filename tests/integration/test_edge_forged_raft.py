@@ -28,6 +28,9 @@ async def cluster(tmp_path: Path):
     procs = ProcCluster(tmp_path / "c")
     procs.start_all()
     try:
+        await commit_one(procs, "first")
+        for node_id in (1, 2, 3):  # every node up (a leader needs only two of them)
+            await procs.wait_applied(node_id, 1)
         yield procs
     finally:
         await procs.close()
@@ -62,6 +65,15 @@ async def test_a_forged_top_epoch_is_refused_and_the_quorum_keeps_working(cluste
     last = await commit_one(cluster, "after")
     for node_id in (1, 2, 3):
         await cluster.wait_applied(node_id, last + 1)
+    assert sorted(cluster.alive()) == [1, 2, 3]
+
+    for node_id in (1, 2, 3):  # and every node restarts on what it persisted
+        cluster.kill(node_id)
+    cluster.start_all()
+    last = await commit_one(cluster, "restarted")
+    for node_id in (1, 2, 3):
+        state = await cluster.wait_applied(node_id, last + 1)
+        assert state["raft"]["epoch"] < 1000
     assert sorted(cluster.alive()) == [1, 2, 3]
 
 
