@@ -15,12 +15,10 @@ from typing import Any, TypeVar
 
 from kraftpy.broker.replication.leader import check_leader_epoch
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import field, invalid
+from kraftpy.protocol.validate import INT32_MAX, field, invalid
 
 T = TypeVar("T")
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 # Kafka's longest topic name.
 MAX_TOPIC_NAME = 249
 # Bounds on one request, so a single body cannot make the broker loop for long.

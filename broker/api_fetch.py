@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import INT32_MAX, INT64_MAX, at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.api_common import at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.clock import monotonic_ms
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
@@ -37,7 +37,7 @@ from kraftpy.broker.storage import OffsetOutOfRangeError
 from kraftpy.broker.storage.integrity import check_read
 from kraftpy.broker.storage.validation import hard_max_batch_bytes
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from kraftpy.protocol.validate import field
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager

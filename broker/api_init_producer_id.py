@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import INT64_MAX
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import field, invalid
+from kraftpy.protocol.validate import INT16_MAX, INT64_MAX, field, invalid
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager
-
-INT16_MAX = 2**15 - 1
 
 
 class InitProducerIdHandler:

@@ -15,18 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import (
-    INT32_MAX,
-    INT64_MAX,
-    at,
-    error_fields,
-    group_by_topic,
-    leading_partition,
-    read_partitions,
-)
+from kraftpy.broker.api_common import at, error_fields, group_by_topic, leading_partition, read_partitions
 from kraftpy.broker.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from kraftpy.protocol.validate import field
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager

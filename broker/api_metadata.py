@@ -18,7 +18,7 @@ from kraftpy.broker.api_common import MAX_TOPIC_NAME, MAX_TOPICS_PER_REQUEST, er
 from kraftpy.metadata.image import NO_LEADER, MetadataImage
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.topics import is_internal
-from kraftpy.protocol.validate import field, invalid
+from kraftpy.protocol.validate import field, invalid, show
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager
@@ -75,7 +75,7 @@ class MetadataHandler:
         if names is not None:
             for i, name in enumerate(names):
                 if not isinstance(name, str) or not 0 < len(name) <= MAX_TOPIC_NAME:
-                    raise invalid(f"topics[{i}] must be a topic name (1-{MAX_TOPIC_NAME} characters), got {name!r}")
+                    raise invalid(f"topics[{i}] must be a topic name (1-{MAX_TOPIC_NAME} characters), got {show(name)}")
         image = self.rm.image()
         wanted = sorted(image.topics.by_name) if names is None else list(dict.fromkeys(names))
         return {

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, leading_partition, read_partitions
+from kraftpy.broker.api_common import at, error_fields, group_by_topic, leading_partition, read_partitions
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import field
+from kraftpy.protocol.validate import INT32_MAX, field
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager

@@ -38,7 +38,7 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.api_common import at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.clock import monotonic_ms
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.broker.replication import CompleteProduce, ProduceRequest
@@ -48,7 +48,7 @@ from kraftpy.protocol.records.compression import DecompressedTooLargeError
 from kraftpy.protocol.records.header import DEFAULT_MAX_BATCH_BYTES, BatchHeader, parse_header
 from kraftpy.protocol.records.validation import validate_records
 from kraftpy.protocol.topics import refuses_client_writes
-from kraftpy.protocol.validate import field
+from kraftpy.protocol.validate import INT32_MAX, field
 
 if TYPE_CHECKING:
     from kraftpy.broker.replica_manager import ReplicaManager

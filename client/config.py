@@ -16,9 +16,7 @@ from typing import Any
 from kraftpy.client.assignors import DEFAULT_ASSIGNORS, PartitionAssignor, make_assignors
 from kraftpy.client.errors import ConfigError
 from kraftpy.protocol.records.compression import CompressionType
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,12 @@ from kraftpy.client.producer_batch import ProducerBatch, increment_sequence
 from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import NO_SEQUENCE
+from kraftpy.protocol.validate import INT16_MAX
 
 log = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_LAST_ACKED_SEQUENCE = -1
-INT16_MAX = 2**15 - 1
 
 
 @dataclass(frozen=True, slots=True)

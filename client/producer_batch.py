@@ -19,10 +19,10 @@ from typing import NamedTuple
 from kraftpy.client.types import DeliveryCallback, RecordMetadata, TopicPartition
 from kraftpy.protocol.records.batch import RecordBatchBuilder
 from kraftpy.protocol.records.header import NO_SEQUENCE, write_crc
+from kraftpy.protocol.validate import INT32_MAX
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
 # Producer fields inside the v2 header (header.py documents the layout); they lie
 # inside the CRC'd region, so rewriting them means recomputing the CRC.
 _PRODUCER_FIELDS_AT = 43

@@ -51,14 +51,13 @@ from kraftpy.metadata.requests import (
     IncrementalAlterConfigsResponse,
 )
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import field
+from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, check_int, check_str, field, show
 
 # Bounds on list lengths: a request's size is already capped by the HTTP body limit; these keep
 # one request's decision (and its record batch) to a size the Raft log takes in one append.
 MAX_ITEMS = 10_000
 MAX_NAME_LEN = 1024
 MAX_ISR = 1024
-INT32_MAX = 2**31 - 1  # partition ids are int32 on Kafka's wire
 
 RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
 RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
@@ -106,14 +105,24 @@ def _bool(body: Mapping[str, Any], name: str, where: str = "", default: bool = F
 
 
 def _int_list(values: Any, where: str, max_len: int = MAX_ISR) -> tuple[int, ...]:
+    """A list of int32 ids or indexes (broker ids, partitions): non-negative, as Kafka's schemas."""
     if not isinstance(values, list):
         raise _invalid(f"{where} must be a list of integers, got {type(values).__name__}")
     if len(values) > max_len:
         raise _invalid(f"{where} has {len(values)} entries; at most {max_len} allowed")
     for v in values:
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise _invalid(f"{where} must hold integers, got {v!r:.40}")
+        check_int(v, where, 0, INT32_MAX)
     return tuple(values)
+
+
+def _id(body: Mapping[str, Any], name: str, where: str = "", **kwargs: Any) -> int:
+    """An int32 id or partition index (Kafka: brokerId, partitionIndex), never negative."""
+    return _int(body, name, where, min_value=0, max_value=INT32_MAX, **kwargs)
+
+
+def _int32(body: Mapping[str, Any], name: str, where: str = "", **kwargs: Any) -> int:
+    """An int32 epoch or count; -1 is Kafka's "none" / "default"."""
+    return _int(body, name, where, min_value=-1, max_value=INT32_MAX, **kwargs)
 
 
 def parse_topic_id(value: Any, where: str) -> uuid.UUID:
@@ -124,7 +133,7 @@ def parse_topic_id(value: Any, where: str) -> uuid.UUID:
             return uuid.UUID(value)
         except ValueError:
             pass
-    raise _invalid(f"{where} must be a topic id (UUID text or 16 bytes), got {value!r:.60}")
+    raise _invalid(f"{where} must be a topic id (UUID text or 16 bytes), got {show(value)}")
 
 
 def error_fields(error: KafkaError | None) -> dict[str, Any]:
@@ -141,7 +150,7 @@ def error_fields(error: KafkaError | None) -> dict[str, Any]:
 
 
 def _broker_registration(body: Mapping[str, Any]) -> BrokerRegistrationRequest:
-    broker_id = _int(body, "broker_id", min_value=0)
+    broker_id = _id(body, "broker_id")
     cluster_id = _str(body, "cluster_id")
     incarnation_id = _str(body, "incarnation_id")
     listeners = []
@@ -162,7 +171,7 @@ def _broker_registration(body: Mapping[str, Any]) -> BrokerRegistrationRequest:
 def _broker_heartbeat(body: Mapping[str, Any]) -> BrokerHeartbeatRequest:
     _bool(body, "want_fence")  # checked for type; the controller fences on its own lease
     return BrokerHeartbeatRequest(
-        broker_id=_int(body, "broker_id", min_value=0),
+        broker_id=_id(body, "broker_id"),
         broker_epoch=_int(body, "broker_epoch"),
         current_metadata_offset=_int(body, "current_metadata_offset", min_value=-1),
         want_shutdown=_bool(body, "want_shut_down"),
@@ -193,23 +202,23 @@ def _alter_partition(body: Mapping[str, Any]) -> AlterPartitionRequest:
             items.append(
                 AlterPartitionItem(
                     topic_id=topic_id,
-                    partition=_int(p, "partition", pwhere, min_value=0),
-                    leader_epoch=_int(p, "leader_epoch", pwhere),
+                    partition=_id(p, "partition", pwhere),
+                    leader_epoch=_int32(p, "leader_epoch", pwhere),
                     new_isr=_int_list(p.get("new_isr"), f"{pwhere}.new_isr"),
-                    partition_epoch=_int(p, "partition_epoch", pwhere),
+                    partition_epoch=_int32(p, "partition_epoch", pwhere),
                 )
             )
             if len(items) > MAX_ITEMS:
                 raise _invalid(f"more than {MAX_ITEMS} partitions in one request")
     return AlterPartitionRequest(
-        broker_id=_int(body, "broker_id", min_value=0),
+        broker_id=_id(body, "broker_id"),
         broker_epoch=_int(body, "broker_epoch"),
         partitions=tuple(items),
     )
 
 
 def _allocate_producer_ids(body: Mapping[str, Any]) -> AllocateProducerIdsRequest:
-    return AllocateProducerIdsRequest(_int(body, "broker_id", min_value=0), _int(body, "broker_epoch"))
+    return AllocateProducerIdsRequest(_id(body, "broker_id"), _int(body, "broker_epoch"))
 
 
 def _configs_map(value: Any, where: str) -> dict[str, Any]:
@@ -218,10 +227,20 @@ def _configs_map(value: Any, where: str) -> dict[str, Any]:
     m = _map(value, where)
     for k, v in m.items():
         if not isinstance(k, str):
-            raise _invalid(f"{where} keys must be strings, got {k!r:.40}")
-        if not isinstance(v, str | int | float | bool):
-            raise _invalid(f"{where}.{k} must be a string, number or boolean, got {type(v).__name__}")
+            raise _invalid(f"{where} keys must be strings, got {show(k)}")
+        _config_value(v, f"{where}.{k:.{MAX_NAME_LEN}}")
     return dict(m)
+
+
+def _config_value(value: Any, where: str) -> Any:
+    """A config value as sent: a string, number or boolean; a number within int64 (Kafka's LONG)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return check_int(value, where)
+    if isinstance(value, str):
+        return check_str(value, where)
+    if not isinstance(value, float | bool):
+        raise _invalid(f"{where} must be a string, number or boolean, got {show(value)}")
+    return value
 
 
 def _assignments(value: Any, where: str) -> tuple[tuple[int, ...], ...] | None:
@@ -234,7 +253,7 @@ def _assignments(value: Any, where: str) -> tuple[tuple[int, ...], ...] | None:
     for i, item in enumerate(value):
         iwhere = f"{where}[{i}]"
         m = _map(item, iwhere)
-        index = _int(m, "partition", iwhere, min_value=0)
+        index = _id(m, "partition", iwhere)
         if index in by_partition:
             raise _invalid(f"{iwhere}: partition {index} is assigned twice")
         by_partition[index] = _int_list(m.get("broker_ids"), f"{iwhere}.broker_ids")
@@ -251,8 +270,8 @@ def _create_topics(body: Mapping[str, Any]) -> CreateTopicsRequest:
         topics.append(
             CreatableTopic(
                 name=name,
-                num_partitions=_int(t, "num_partitions", where, default=-1),
-                replication_factor=_int(t, "replication_factor", where, default=-1),
+                num_partitions=_int32(t, "num_partitions", where, default=-1),
+                replication_factor=_int(t, "replication_factor", where, default=-1, min_value=-1, max_value=INT16_MAX),
                 assignments=_assignments(t.get("assignments"), f"{where}.assignments"),
                 configs=_configs_map(t.get("configs"), f"{where}.configs"),
             )
@@ -263,8 +282,7 @@ def _create_topics(body: Mapping[str, Any]) -> CreateTopicsRequest:
 def _delete_topics(body: Mapping[str, Any]) -> DeleteTopicsRequest:
     names = _list(body, "topic_names", default=[])
     for i, name in enumerate(names):
-        if not isinstance(name, str):
-            raise _invalid(f"topic_names[{i}] must be a string, got {name!r:.40}")
+        check_str(name, f"topic_names[{i}]", MAX_NAME_LEN)
     ids = tuple(parse_topic_id(v, f"topic_ids[{i}]") for i, v in enumerate(_list(body, "topic_ids", default=[])))
     if not names and not ids:
         raise _invalid("name at least one topic in 'topic_names' (or 'topic_ids')")
@@ -279,7 +297,7 @@ def _create_partitions(body: Mapping[str, Any]) -> CreatePartitionsRequest:
         topics.append(
             CreatePartitionsTopic(
                 _str(t, "name", where),
-                _int(t, "count", where),
+                _int32(t, "count", where),
                 _assignments(t.get("assignments"), f"{where}.assignments"),
             )
         )
@@ -300,8 +318,7 @@ def _describe_configs(body: Mapping[str, Any]) -> DescribeConfigsRequest:
     keys = _list(body, "configuration_keys", nullable=True, default=None)
     if keys is not None:
         for i, k in enumerate(keys):
-            if not isinstance(k, str):
-                raise _invalid(f"configuration_keys[{i}] must be a string, got {k!r:.40}")
+            check_str(k, f"configuration_keys[{i}]", MAX_NAME_LEN)
         keys = tuple(keys)
     return DescribeConfigsRequest(resources, keys)
 
@@ -320,8 +337,8 @@ def _incremental_alter_configs(body: Mapping[str, Any]) -> IncrementalAlterConfi
             if op not in ALTER_OPS:
                 raise _invalid(f'{cwhere}.op must be "set" or "delete", got {op!r:.40}')
             value = cm.get("value")
-            if op == "set" and not isinstance(value, str | int | float | bool):
-                raise _invalid(f'{cwhere}.value must be a string, number or boolean for "set"')
+            if op == "set":
+                _config_value(value, f"{cwhere}.value")
             ops.append(AlterConfigOp(_str(cm, "name", cwhere), ALTER_OPS[op], value))
         resources.append(AlterConfigsResource(resource, tuple(ops)))
     return IncrementalAlterConfigsRequest(tuple(resources), _bool(body, "validate_only"))

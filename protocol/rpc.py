@@ -34,13 +34,13 @@ import cbor2
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.rpc_limits import ListenerLimits, StreamGate, check_body_items
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/cbor"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 STREAM_PATH = "/rpc/stream"
-MAX_STREAM_CALLS = 4096  # calls in flight on one stream; beyond that the peer is flooding us
 
 Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
 Address = tuple[str, int]
@@ -85,7 +85,9 @@ def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Resp
     async def route(request: web.Request) -> web.Response:
         token = _request_peer.set(request.remote)
         try:
-            body = decode_map(await request.read())
+            data = await request.read()
+            await check_body_items(data, request.app[_LIMITS].max_body_items)
+            body = decode_map(data)
             result = await handler(body)
         except KafkaError as err:
             return error_response(err)
@@ -125,11 +127,20 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
 _STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
 _STREAM_SOCKETS = web.AppKey("rpc_stream_sockets", weakref.WeakSet)
 _STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
+_LIMITS = web.AppKey("rpc_listener_limits", ListenerLimits)
+# Half-open stream connections: a ping this often, closed when its pong does not come back.
+STREAM_HEARTBEAT_S = 30.0
 
 
-def make_app(routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
+def make_app(
+    routes: Mapping[str, Handler],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: ListenerLimits | None = None,
+) -> web.Application:
     """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream."""
     app = web.Application(client_max_size=max_body_bytes, middlewares=[error_middleware])
+    app[_LIMITS] = limits or ListenerLimits()
     app[_STREAM_ROUTES] = {}
     app[_STREAM_SOCKETS] = weakref.WeakSet()
     app[_STREAM_MAX_BYTES] = max_body_bytes
@@ -147,24 +158,39 @@ def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
 
 
 async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
-    """One peer's stream: every binary frame is a call, answered by its own task."""
+    """One peer's stream: every binary frame is a call, answered by its own task.
+
+    Bounded per connection (StreamGate): while the calls in flight or the answer bytes not yet
+    written are over their bounds, no frame is read (TCP backpressure slows the peer) and no
+    task is created. A stream without a frame for connections_max_idle_ms is closed, and a
+    heartbeat ping closes a half-open one."""
     app = request.app
+    limits = app[_LIMITS]
     _request_peer.set(request.remote)  # for every call on the stream (their tasks copy this context)
-    ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES])
+    ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
     await ws.prepare(request)
     app[_STREAM_SOCKETS].add(ws)
+    gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
     tasks: set[asyncio.Task[None]] = set()
     try:
-        async for msg in ws:
+        while True:
+            await gate.wait_for_room()
+            try:
+                msg = await ws.receive(timeout=limits.connections_max_idle_ms / 1000)
+            except TimeoutError:
+                await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle stream")
+                break
+            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                break
             if msg.type is aiohttp.WSMsgType.ERROR:
                 break
-            if len(tasks) >= MAX_STREAM_CALLS:
-                error = KafkaError(f"{len(tasks)} calls in flight on this stream", ErrorCode.REQUEST_TIMED_OUT)
-                task = asyncio.create_task(_answer_frame(ws, app[_STREAM_ROUTES], msg.data, error))
-            else:
-                task = asyncio.create_task(_answer_frame(ws, app[_STREAM_ROUTES], msg.data))
+            gate.call_started()
+            task = asyncio.create_task(
+                _answer_frame(ws, app[_STREAM_ROUTES], msg.data, gate=gate, max_body_items=limits.max_body_items)
+            )
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+            task.add_done_callback(lambda _t: gate.call_finished())
     finally:
         app[_STREAM_SOCKETS].discard(ws)
         for task in tasks:
@@ -173,12 +199,19 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
 
 
 async def _answer_frame(
-    ws: web.WebSocketResponse, routes: Mapping[str, Handler], data: Any, refuse: KafkaError | None = None
+    ws: web.WebSocketResponse,
+    routes: Mapping[str, Handler],
+    data: Any,
+    refuse: KafkaError | None = None,
+    gate: StreamGate | None = None,
+    max_body_items: int | None = None,
 ) -> None:
     call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
     try:
         if not isinstance(data, bytes):
             raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
+        if max_body_items is not None:
+            await check_body_items(data, max_body_items, "stream frame")
         frame = decode_map(data, "stream frame")
         if isinstance(frame.get("id"), int):
             call_id = frame["id"]
@@ -200,8 +233,15 @@ async def _answer_frame(
         log.exception("unexpected error serving a stream call")
         out = KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict()
     if not ws.closed:
-        with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
-            await ws.send_bytes(encode({"id": call_id, "body": out}))
+        answer = encode({"id": call_id, "body": out})
+        if gate is not None:
+            gate.answer_queued(len(answer))
+        try:
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
+                await ws.send_bytes(answer)
+        finally:
+            if gate is not None:
+                gate.answer_written(len(answer))
 
 
 async def _close_streams(app: web.Application) -> None:

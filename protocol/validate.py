@@ -1,8 +1,16 @@
 """Field checks for request bodies decoded from CBOR: one way to say "this field is wrong".
 
-Every RPC handler reads its fields through `field()`, so bad input always
-becomes INVALID_REQUEST with a message naming the field, the expectation and
-what arrived, and a handler never sees a value of the wrong type.
+Every RPC handler reads its fields through `field()` (or `check_int` and
+friends for values not in a map), so bad input always becomes INVALID_REQUEST
+with a message naming the field, the expectation and what arrived, and a
+handler never sees a value of the wrong type or a number wider than the field
+it is stored or sent in.
+
+The widths are Kafka's schema types: int16 (producer epochs, error codes,
+replication factors), int32 (ids, epochs, partition indexes, sizes, timeouts),
+int64 (offsets, producer ids, timestamps, broker epochs). An integer field
+without explicit bounds is at least held to int64, so no bignum gets in; a
+string without `max_len` is held to Kafka's STRING width (int16 length).
 """
 
 from __future__ import annotations
@@ -13,6 +21,12 @@ from typing import Any
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 _MISSING: Any = object()
+
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Kafka's STRING is int16-length-prefixed: the default bound of a string field.
+MAX_STRING_LEN = INT16_MAX
 
 _KIND_NAMES = {
     int: "an integer",
@@ -57,15 +71,79 @@ def field(
         ok, value = True, float(value)
     if not ok:
         raise invalid(f"field {name!r} must be {_KIND_NAMES.get(kind, kind.__name__)}, got {_show(value)}")
+    if kind is int:
+        low = INT64_MIN if min_value is None else min_value
+        high = INT64_MAX if max_value is None else max_value
+        return check_int(value, name, low, high)
     if min_value is not None and value < min_value:
         raise invalid(f"field {name!r} must be >= {min_value}, got {value}")
     if max_value is not None and value > max_value:
         raise invalid(f"field {name!r} must be <= {max_value}, got {value}")
+    if kind is str and max_len is None:
+        max_len = MAX_STRING_LEN
     if max_len is not None and len(value) > max_len:
         raise invalid(f"field {name!r} is {len(value)} long; at most {max_len} allowed")
     return value
 
 
+def check_int(value: Any, name: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
+    """`value` if it is an integer (not a boolean) in [low, high], else INVALID_REQUEST naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"field {name!r} must be an integer, got {_show(value)}")
+    if value < low:
+        raise invalid(f"field {name!r} must be >= {low}, got {_show_int(value)}")
+    if value > high:
+        raise invalid(f"field {name!r} must be <= {high}, got {_show_int(value)}")
+    return value
+
+
+def int32(value: Any, name: str, low: int = INT32_MIN) -> int:
+    """An int32 field (ids, epochs, partition indexes) from `low` up."""
+    return check_int(value, name, low, INT32_MAX)
+
+
+def int64(value: Any, name: str, low: int = INT64_MIN) -> int:
+    """An int64 field (offsets, producer ids, timestamps) from `low` up."""
+    return check_int(value, name, low, INT64_MAX)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(f"field {name!r} must be a boolean, got {_show(value)}")
+    return value
+
+
+def check_str(value: Any, name: str, max_len: int = MAX_STRING_LEN) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"field {name!r} must be a string, got {_show(value)}")
+    if len(value) > max_len:
+        raise invalid(f"field {name!r} is {len(value)} long; at most {max_len} allowed")
+    return value
+
+
+def check_list(value: Any, name: str, max_len: int) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(value, list | tuple):
+        raise invalid(f"field {name!r} must be a list, got {_show(value)}")
+    if len(value) > max_len:
+        raise invalid(f"field {name!r} has {len(value)} items; at most {max_len} allowed")
+    return value
+
+
+def _show_int(value: int) -> str:
+    # a forged bignum can have thousands of digits: name its size, not its digits
+    return str(value) if value.bit_length() <= 64 else f"a {value.bit_length()}-bit integer"
+
+
+def show(value: Any) -> str:
+    """A short, always printable description of an untrusted value, for error messages."""
+    return _show(value)
+
+
 def _show(value: Any) -> str:
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"int {_show_int(value)}"
+    try:
+        text = repr(value)
+    except ValueError:  # a container holding a bignum too long to print
+        text = "..."
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"

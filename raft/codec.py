@@ -7,8 +7,10 @@ sees a message, so that no peer input can trip one of its safety assertions:
 
 * the message type belongs to the route it came on (a request) or answers the
   request that was sent (a response: type, src, dst and correlation id);
-* ids, epochs, offsets, positions and sizes are in range (non-negative, 63
-  bits; a high watermark may be -1), a request is not from the node to itself;
+* ids, epochs, offsets, positions and sizes are in range (non-negative and
+  within the width Kafka stores them in: int32 ids and epochs, int64 offsets;
+  a high watermark may be -1), a request is not from the node to itself
+  (how far a request may move the epoch is the core's call: RaftNode.screen);
 * fetched entries have contiguous offsets from the fetch offset, epochs that
   never go back and none above the leader's epoch;
 * a snapshot chunk lies inside the snapshot and makes progress.
@@ -22,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, check_int, check_list, check_str
 from kraftpy.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -55,25 +58,20 @@ RESPONSE_TYPE: dict[type, type] = {
 }
 REQUEST_FOR_RESPONSE: dict[type, type] = {resp: req for req, resp in RESPONSE_TYPE.items()}
 
-MAX_INT = (1 << 63) - 1
-# Fields that are ids, epochs, offsets, sizes or positions: never negative.
-_NON_NEGATIVE = (
-    "src",
-    "dst",
-    "correlation_id",
-    "candidate_epoch",
-    "last_epoch",
-    "end_offset",
-    "epoch",
-    "fetch_offset",
-    "last_fetched_epoch",
-    "max_wait_ms",
-    "leader_round",
-    "position",
-    "max_bytes",
-    "size",
-    "leader_id",
-)
+MAX_SUCCESSORS = 1024  # a voter set is small; KRaft's quorum is a handful of nodes
+
+# Every integer field of every message, with the range it may take (Kafka's widths: int32 ids and
+# epochs, int64 offsets and positions). A high watermark may be -1 (not known yet).
+_IDS = ("src", "dst", "leader_id")
+_EPOCHS = ("candidate_epoch", "last_epoch", "epoch", "last_fetched_epoch")
+_OFFSETS = ("end_offset", "fetch_offset", "position", "size", "correlation_id", "leader_round")
+_INT32_SIZES = ("max_wait_ms", "max_bytes")
+_RANGES: dict[str, tuple[int, int]] = {
+    **{name: (0, INT32_MAX) for name in _IDS + _INT32_SIZES},
+    **{name: (0, INT32_MAX) for name in _EPOCHS},
+    **{name: (0, INT64_MAX) for name in _OFFSETS},
+    "high_watermark": (-1, INT64_MAX),
+}
 
 
 def _bad(message: str) -> KafkaError:
@@ -90,22 +88,23 @@ def route_of(request: Message) -> str:
 
 def _check_ranges(message: Message) -> None:
     name = type(message).__name__
-    for field in _NON_NEGATIVE:
+    for field, (low, high) in _RANGES.items():
         value = getattr(message, field, None)
-        if value is None:
-            continue
-        if not 0 <= value <= MAX_INT:
-            raise _bad(f"{name}.{field} = {value} is out of range")
-    hw = getattr(message, "high_watermark", None)
-    if hw is not None and not -1 <= hw <= MAX_INT:
-        raise _bad(f"{name}.high_watermark = {hw} is out of range")
+        if value is not None:
+            check_int(value, f"{name}.{field}", low, high)
+    check_str(message.cluster_id, f"{name}.cluster_id")
     for field in ("diverging", "snapshot_id"):
         pair = getattr(message, field, None)
-        if pair is not None and not (0 <= pair.offset <= MAX_INT and 0 <= pair.epoch <= MAX_INT):
-            raise _bad(f"{name}.{field} = {tuple(pair)} is out of range")
-    for voter in getattr(message, "preferred_successors", ()):
-        if not 0 <= voter <= MAX_INT:
-            raise _bad(f"{name}.preferred_successors holds {voter}")
+        if pair is not None:
+            check_int(pair.offset, f"{name}.{field}.offset", 0, INT64_MAX)
+            check_int(pair.epoch, f"{name}.{field}.epoch", 0, INT32_MAX)
+    successors = getattr(message, "preferred_successors", ())
+    check_list(successors, f"{name}.preferred_successors", MAX_SUCCESSORS)
+    for voter in successors:
+        check_int(voter, f"{name}.preferred_successors", 0, INT32_MAX)
+    for entry in getattr(message, "entries", ()):
+        check_int(entry.offset, f"{name}.entries.offset", 0, INT64_MAX)
+        check_int(entry.epoch, f"{name}.entries.epoch", 0, INT32_MAX)
     if message.src == message.dst:
         raise _bad(f"{name} from node {message.src} to itself")
 

@@ -126,6 +126,7 @@ class RaftComponent:
             deliver=self._deliver,
             request_timeout_ms=config.request_timeout_ms,
             fetch_max_wait_ms=config.fetch_max_wait_ms,
+            screen=self._screen,
         )
         self._applied = 0  # the next offset the listeners apply
         self._commit_target = 0  # the highest high watermark the core exposed
@@ -246,6 +247,7 @@ class RaftComponent:
             "latest_snapshot": list(self._log.latest_snapshot() or ()) or None,
             "voters": [replica(v, progress.get(v)) for v in sorted(self.voters)],
             "observers": [replica(o, p) for o, p in sorted(observers.items())],
+            "storage": shell.stall_status(),
         }
 
     # ---- the API --------------------------------------------------------------------------------
@@ -392,6 +394,9 @@ class RaftComponent:
         )
 
     # ---- transport glue -------------------------------------------------------------------------
+
+    def _screen(self, message: Message) -> KafkaError | None:
+        return None if self._shell is None else self._shell.core.screen(message)
 
     def _deliver(self, message: Message) -> None:
         if self._shell is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT16_MAX, INT16_MIN, check_int, show
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
 
 
@@ -207,9 +208,7 @@ def _bad(message: str) -> KafkaError:
 
 
 def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(f"{name} must be an integer")
-    return value
+    return check_int(value, name)  # int64 at most here; codec.py holds each field to its own width
 
 
 def _pair(value: Any, name: str) -> OffsetAndEpoch:
@@ -241,7 +240,7 @@ def _decode_field(name: str, kind: str, value: Any) -> Any:
         return bytes(value)
     if base == "ErrorCode":
         try:
-            return ErrorCode(_int(value, name))
+            return ErrorCode(check_int(value, name, INT16_MIN, INT16_MAX))
         except ValueError:
             return ErrorCode.UNKNOWN_SERVER_ERROR
     if base == "OffsetAndEpoch":
@@ -269,9 +268,10 @@ def _decode_field(name: str, kind: str, value: Any) -> Any:
 def from_dict(body: Any) -> Message:
     if not isinstance(body, dict):
         raise _bad("a message is a map")
-    cls = MESSAGE_TYPES.get(body.get("type"))  # type: ignore[arg-type]
+    kind = body.get("type")
+    cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise _bad(f"unknown message type {body.get('type')!r}")
+        raise _bad(f"unknown message type {show(kind)}")
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name not in body:

@@ -25,6 +25,7 @@ from collections import deque
 import cbor2
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX
 from kraftpy.raft.actions import (
     Action,
     AppendEntries,
@@ -74,10 +75,15 @@ from kraftpy.raft.messages import (
     Message,
     VoteRequest,
     VoteResponse,
+    is_request,
 )
 from kraftpy.raft.quorum_state import QuorumState, Role
 
 NEVER = 1 << 62
+
+# How far one peer request may move this node's epoch (see RaftNode.screen): more elections than a
+# healthy quorum runs while one voter is away for many minutes.
+MAX_EPOCH_JUMP = 1024
 
 
 class RaftInvariantError(AssertionError):
@@ -175,6 +181,34 @@ class RaftNode:
         out, self._actions = self._actions, []
         return out
 
+    def screen(self, message: Message) -> KafkaError | None:
+        """Why the core refuses a peer's request before acting on it, or None (a pure check).
+
+        A request may raise this node's epoch by at most MAX_EPOCH_JUMP: a forged epoch near
+        the top of the int32 range would otherwise be persisted and leave the quorum no epoch
+        to elect in. A voter further behind than that learns the epoch from the answers to its
+        own requests (answers are not screened). A BeginQuorumEpoch may not claim an epoch
+        this node already knows another leader of (or leads itself): only a forged or broken
+        peer sends one, and taking it would trip the core's safety checks.
+        """
+        if not is_request(message):
+            return None
+        epoch = message.candidate_epoch if isinstance(message, VoteRequest) else message.epoch
+        if epoch > self.epoch + MAX_EPOCH_JUMP:
+            return KafkaError(
+                f"{type(message).__name__} from {message.src} for epoch {epoch}: more than "
+                f"{MAX_EPOCH_JUMP} epochs above this node's epoch {self.epoch}",
+                ErrorCode.INVALID_REQUEST,
+            )
+        if isinstance(message, BeginQuorumEpochRequest) and message.epoch == self.epoch:
+            known = self.node_id if self.role in (Role.LEADER, Role.RESIGNED) else self.leader_id
+            if known is not None and known != message.leader_id:
+                return KafkaError(
+                    f"BeginQuorumEpoch from {message.src} claims epoch {epoch}, which node {known} leads",
+                    ErrorCode.INVALID_REQUEST,
+                )
+        return None
+
     def handle(self, message: Message, now_ms: int) -> None:
         self._begin(now_ms)
         if message.dst != self.node_id:
@@ -182,6 +216,8 @@ class RaftNode:
         if message.cluster_id != self.cluster_id:
             self._reject_foreign(message)
             return
+        if self.screen(message) is not None:
+            return  # dropped, as the network may drop it: the route already answered the error
         handler = _HANDLERS.get(type(message))
         if handler is not None:
             handler(self, message)
@@ -493,6 +529,11 @@ class RaftNode:
     def _to_prospective(self) -> None:
         if not self.is_voter:
             raise RaftInvariantError("an observer never runs for election")
+        if self.epoch >= INT32_MAX:
+            # No epoch left to run in (every batch header stores it as int32): wait for a leader
+            # rather than write an epoch no batch can carry. codec.MAX_PEER_EPOCH keeps peers away.
+            self._to_unattached(self.epoch, self.voted_for, backoff=True)
+            return
         self._leave_role()
         self.role = Role.PROSPECTIVE
         self._election_attempts += 1

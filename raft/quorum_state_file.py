@@ -22,6 +22,7 @@ from typing import Any
 import crc32c
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX
 from kraftpy.raft.quorum_state import QuorumState
 
 FILE_NAME = "quorum-state"
@@ -37,6 +38,7 @@ def _canonical(body: dict[str, Any]) -> bytes:
 
 
 def encode(state: QuorumState, cluster_id: str) -> bytes:
+    _check_widths(state)
     body: dict[str, Any] = {
         "clusterId": cluster_id,
         "leaderId": -1 if state.leader_id is None else state.leader_id,
@@ -46,6 +48,14 @@ def encode(state: QuorumState, cluster_id: str) -> bytes:
     }
     body["crc"] = crc32c.crc32c(_canonical(body))
     return json.dumps(body, sort_keys=True).encode() + b"\n"
+
+
+def _check_widths(state: QuorumState) -> None:
+    """KRaft's quorum-state holds int32s: a value outside that is refused before it is written,
+    so the file never holds a state the node could not act on after a restart."""
+    for name, value in (("epoch", state.epoch), ("voted_for", state.voted_for), ("leader_id", state.leader_id)):
+        if value is not None and not 0 <= value <= INT32_MAX:
+            raise QuorumStateFileError(f"refusing to persist {name} = {value}: outside [0, {INT32_MAX}]")
 
 
 def decode(data: bytes, path: Path, cluster_id: str) -> QuorumState:
@@ -67,7 +77,8 @@ def decode(data: bytes, path: Path, cluster_id: str) -> QuorumState:
         raise QuorumStateFileError(f"{path} must hold exactly {', '.join(fields)} and crc; {advice}")
     for name in ("leaderId", "leaderEpoch", "votedId", "data_version"):
         value = body[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "leaderEpoch" else -1):
+        low = 0 if name == "leaderEpoch" else -1
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT32_MAX:
             raise QuorumStateFileError(f"{path}: {name} = {value!r} is not a valid value; {advice}")
     if body["data_version"] != DATA_VERSION:
         raise QuorumStateFileError(f"{path}: unknown data_version {body['data_version']}")
@@ -104,9 +115,9 @@ def write(directory: Path, state: QuorumState, cluster_id: str) -> None:
     directory = Path(directory)
     path = directory / FILE_NAME
     tmp = directory / (FILE_NAME + ".tmp")
+    data = encode(state, cluster_id)  # refuses a value outside int32 before anything is touched
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        data = encode(state, cluster_id)
         written = 0
         while written < len(data):
             written += os.write(fd, data[written:])

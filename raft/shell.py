@@ -33,12 +33,25 @@ Faults: a RaftInvariantError or ShellContractError from the core, or a storage
 error while performing an action, means this node can no longer be trusted:
 the shell logs it, stops taking inputs and calls `on_fatal` (the component
 stops the node). Fail-stop, as KRaft halts the process.
+
+Except a resource error (EMFILE, ENFILE, ENOSPC, EDQUOT, ENOMEM: too many open
+files, a full disk): the node is fine, its environment is short. The shell
+stalls instead: it keeps the failed action and every one after it, retries
+them in order with a backoff (100 ms doubling to 5 s), reports the stall (log
+and `stall_status()`), drops peer messages meanwhile (as a lossy network would;
+Raft resends) and refuses proposals with a retriable KAFKA_STORAGE_ERROR. Once
+the actions are done, the step completes as it would have, flushes that came
+back meanwhile are handed to the core, and the node carries on. Nothing the
+core sends leaves before the actions before it are durable, so a stall is only
+a pause. A Raft log that went offline on the error stays stalled (reported, not
+fatal) until the node restarts and recovery truncates its torn tail.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import random
 import time
@@ -74,6 +87,20 @@ from kraftpy.raft.quorum_state import QuorumState, Role
 log = logging.getLogger(__name__)
 
 MAX_TIMER_S = 1.0  # a tick at least this often even when the core needs none (cheap, bounds any drift)
+# Resource shortages: the node is healthy, its environment is short of descriptors, space or memory.
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
+STALL_BACKOFF_MS = (100, 5_000)  # first retry, cap (doubling)
+
+
+def resource_error(exc: BaseException | None) -> OSError | None:
+    """The EMFILE/ENOSPC-like OSError behind `exc` (itself, its cause or context), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
 
 
 def monotonic_ms() -> int:
@@ -131,6 +158,11 @@ class RaftShell:
         self.failed: BaseException | None = None
         self.stopped = False
         self.flushes = 0
+        self._stalled: deque[Action] | None = None  # actions still to perform after a resource error
+        self._stall_error: str | None = None
+        self._stall_delay_ms = STALL_BACKOFF_MS[0]
+        self._stalled_flushes: deque[int] = deque()
+        self.stalls = 0
         self.core = RaftNode(
             node_id=node_id,
             voters=voters,
@@ -151,9 +183,14 @@ class RaftShell:
                 f"node {self.node_id}: the Raft layer is {'failed' if self.failed else 'stopped'}",
                 ErrorCode.BROKER_NOT_AVAILABLE,
             )
+        if self._stalled is not None:
+            raise KafkaError(
+                f"node {self.node_id}: Raft storage is stalled ({self._stall_error}); retrying",
+                ErrorCode.KAFKA_STORAGE_ERROR,
+            )
 
     def handle(self, message: Message) -> None:
-        if self.failed is not None or self.stopped:
+        if self.failed is not None or self.stopped or self._stalled is not None:
             return
         self._step(self.core.handle, message, self._clock())
 
@@ -175,11 +212,14 @@ class RaftShell:
 
     def _on_timer(self) -> None:
         self._timer = self._timer_at = None
-        if self.failed is None and not self.stopped:
+        if self.failed is None and not self.stopped and self._stalled is None:
             self._ticked_at = self._clock()
             self._step(self.core.tick, self._ticked_at)
 
     def _on_flushed(self, up_to_offset: int) -> None:
+        if self._stalled is not None:
+            self._stalled_flushes.append(up_to_offset)  # the core learns it once the stall is over
+            return
         if self.failed is None and not self.stopped:
             self.flushes += 1
             self._step(self.core.on_flushed, up_to_offset, self._clock())
@@ -198,14 +238,65 @@ class RaftShell:
         return result
 
     def _after_input(self) -> None:
-        try:
-            for action in self.core.take_actions():
-                self._perform(action)
-        except Exception as exc:
-            self._fail(exc)
+        if not self._perform_all(deque(self.core.take_actions())):
             return
         self._dispatch()
         self._arm_timer()
+
+    def _perform_all(self, actions: deque[Action]) -> bool:
+        """Perform `actions` in order; False if they stalled on a resource error or failed."""
+        while actions:
+            try:
+                self._perform(actions[0])
+            except Exception as exc:
+                shortage = resource_error(exc)
+                if shortage is None and self._stalled is None:
+                    self._fail(exc)
+                    return False
+                self._stall(actions, exc)
+                return False
+            actions.popleft()
+        return True
+
+    # ---- resource stalls ----------------------------------------------------------------------
+
+    def _stall(self, actions: deque[Action], exc: BaseException) -> None:
+        first = self._stalled is None
+        self._stalled = actions
+        self._stall_error = f"{type(exc).__name__}: {exc}"
+        if first:
+            self.stalls += 1
+            self._stall_delay_ms = STALL_BACKOFF_MS[0]
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = self._timer_at = None
+            log.error(
+                "node %d: Raft storage stalled on %s; retrying %s (peer messages are dropped meanwhile)",
+                self.node_id,
+                self._stall_error,
+                type(actions[0]).__name__,
+            )
+        else:
+            self._stall_delay_ms = min(self._stall_delay_ms * 2, STALL_BACKOFF_MS[1])
+        self._loop.call_later(self._stall_delay_ms / 1000, self._retry_stalled)
+
+    def _retry_stalled(self) -> None:
+        actions = self._stalled
+        if actions is None or self.failed is not None or self.stopped:
+            return
+        if not self._perform_all(actions):
+            return  # stalled again (rescheduled) or failed
+        log.warning("node %d: Raft storage recovered after %s", self.node_id, self._stall_error)
+        self._stalled = None
+        self._stall_error = None
+        self._dispatch()
+        while self._stalled_flushes and self._stalled is None and self.failed is None:
+            self._on_flushed(self._stalled_flushes.popleft())
+        self._arm_timer()
+
+    def stall_status(self) -> dict[str, Any]:
+        """For the node's status: whether storage is stalled now, on what, and how often it was."""
+        return {"stalled": self._stalled is not None, "error": self._stall_error, "stalls": self.stalls}
 
     # ---- actions ------------------------------------------------------------------------------
 

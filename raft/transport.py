@@ -12,7 +12,8 @@ Rejected before the core sees them, with an error answer: malformed bodies
 (INVALID_REQUEST), another cluster's messages (INCONSISTENT_CLUSTER_ID),
 messages for another node id (INVALID_REQUEST: a voter list that names the
 wrong address), anything while the component is not running
-(BROKER_NOT_AVAILABLE). A fetch from a replica supersedes that replica's
+(BROKER_NOT_AVAILABLE), and what the core screens out (`RaftNode.screen`: an epoch
+jump no honest peer makes, a second leader claimed for a known epoch). A fetch from a replica supersedes that replica's
 older parked fetch: the older waiter is answered with an error at once, so a
 retried fetch never leaves a request hanging.
 """
@@ -46,10 +47,12 @@ class RaftRoutes:
         deliver: Callable[[Message], None],
         request_timeout_ms: int,
         fetch_max_wait_ms: int,
+        screen: Callable[[Message], KafkaError | None] = lambda message: None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self._deliver = deliver
+        self._screen = screen
         self._request_timeout_ms = request_timeout_ms
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._waiters: dict[WaiterKey, deque[asyncio.Future[Message]]] = {}
@@ -80,6 +83,9 @@ class RaftRoutes:
                 f"request for node {request.dst} reached node {self.node_id}: check controller_quorum_voters",
                 ErrorCode.INVALID_REQUEST,
             )
+        refused = self._screen(request)  # the core's own refusal, answered as an error here
+        if refused is not None:
+            raise refused
         if self._count >= MAX_WAITERS:
             raise KafkaError(f"node {self.node_id} owes {self._count} answers already", ErrorCode.REQUEST_TIMED_OUT)
         timeout_ms = self._request_timeout_ms

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from kraftpy.protocol.rpc import Handler, RpcClient, make_app
+from kraftpy.protocol.rpc_limits import LimitedTCPSite
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
 
@@ -73,6 +74,7 @@ class Node:
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._site: LimitedTCPSite | None = None
 
     @property
     def cluster_id(self) -> str:
@@ -96,6 +98,7 @@ class Node:
             "roles": list(self.config.process_roles),
             "address": f"{self.config.host}:{self.config.port}",
             "uptime_ms": int((time.time() - self.started_at) * 1000),
+            "listener": self._site.status() if self._site is not None else {},
             **{c.name: c.status() for c in self.components},
         }
 
@@ -110,10 +113,16 @@ class Node:
                 if path in routes:
                     raise RuntimeError(f"two components serve {path}")
                 routes[path] = handler
-        self._runner = web.AppRunner(make_app(routes), access_log=None, handle_signals=False)
+        limits = self.config.listener_limits()
+        self._runner = web.AppRunner(
+            make_app(routes, limits=limits),
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=limits.connections_max_idle_ms / 1000,  # from accept on: idle and half-open
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
-        await site.start()
+        self._site = LimitedTCPSite(self._runner, self.config.host, self.config.port, limits, reuse_address=True)
+        await self._site.start()
         for component in self.components:
             await component.start()
         log.info(

@@ -22,6 +22,7 @@ from kraftpy.broker.group_settings import GroupShellSettings
 from kraftpy.broker.groups import GroupCoordinatorConfig
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.rpc_limits import ListenerLimits
 
 ROLES = ("broker", "controller")
 
@@ -105,6 +106,12 @@ class NodeConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2_147_483_647
+    # The listener's resource bounds (Kafka's max.connections, connections.max.idle.ms; docs/operations.md)
+    max_connections: int = 1000
+    connections_max_idle_ms: int = 600_000
+    rpc_stream_max_in_flight_calls: int = 64
+    rpc_stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
+    rpc_max_body_items: int = 200_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -118,6 +125,15 @@ class NodeConfig:
     @property
     def address(self) -> tuple[str, int]:
         return (self.host, self.port)
+
+    def listener_limits(self) -> ListenerLimits:
+        return ListenerLimits(
+            max_connections=self.max_connections,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            stream_max_in_flight_calls=self.rpc_stream_max_in_flight_calls,
+            stream_max_queued_answer_bytes=self.rpc_stream_max_queued_answer_bytes,
+            max_body_items=self.rpc_max_body_items,
+        )
 
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
         return {v.node_id: (v.host, v.port) for v in self.controller_quorum_voters}
@@ -229,6 +245,11 @@ def _check(c: NodeConfig) -> None:
             raise config_error(f"{f.name} must be >= 0, got {getattr(c, f.name)}")
     if c.controller_quorum_election_timeout_ms < 10 or c.controller_quorum_fetch_timeout_ms < 10:
         raise config_error("controller_quorum_election_timeout_ms and _fetch_timeout_ms must be >= 10")
+    for name in ("max_connections", "rpc_stream_max_in_flight_calls", "rpc_max_body_items"):
+        if getattr(c, name) < 1:
+            raise config_error(f"{name} must be >= 1, got {getattr(c, name)}")
+    if c.connections_max_idle_ms < 1000:
+        raise config_error(f"connections_max_idle_ms must be >= 1000, got {c.connections_max_idle_ms}")
     if c.broker_heartbeat_interval_ms >= c.broker_session_timeout_ms:
         raise config_error("broker_heartbeat_interval_ms must be below broker_session_timeout_ms")
     for component, what in ((GroupShellSettings, "group coordinator"), (ReplicaManagerSettings, "replica manager")):

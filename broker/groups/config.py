@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INT32_MAX = 2**31 - 1
+from kraftpy.protocol.validate import INT32_MAX
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.broker.groups.config import GroupCoordinatorConfig
-from kraftpy.protocol.validate import field, invalid
+from kraftpy.protocol.validate import INT32_MAX, field, invalid
 
-INT32_MAX = 2**31 - 1
 MAX_ITEMS = 100_000  # topics, partitions, members or groups in one request
 
 

@@ -38,8 +38,8 @@ import cbor2
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
+from kraftpy.protocol.validate import INT32_MAX
 
-INT32_MAX = (1 << 31) - 1
 _SEQUENCE_SPACE = 1 << 31
 SNAPSHOT_VERSION = 1
 

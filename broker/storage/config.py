@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 
 HOUR_MS = 60 * 60 * 1000
 DAY_MS = 24 * HOUR_MS
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
 

@@ -47,6 +47,7 @@ from kraftpy.protocol.records.record import (
     normalize_headers,
     record_size,
 )
+from kraftpy.protocol.validate import INT32_MAX
 
 # Inflated records sections are bounded separately from the batch: a 1 MiB
 # zstd batch can legally hold far more, but not more than this by default.
@@ -57,7 +58,6 @@ NO_TIMESTAMP = -1
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-INT32_MAX = (1 << 31) - 1
 
 RecordLike = (
     Record

@@ -9,11 +9,7 @@ varint that runs off the end of the buffer, each with the position it began.
 from __future__ import annotations
 
 from kraftpy.protocol.errors import TruncatedBatchError, VarintOverflowError
-
-INT32_MIN = -(1 << 31)
-INT32_MAX = (1 << 31) - 1
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
+from kraftpy.protocol.validate import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

@@ -228,7 +228,7 @@ MALFORMED = [
     (
         "create_topics",
         {"topics": [{"name": "a", "assignments": [{"partition": 0, "broker_ids": ["1"]}]}]},
-        "topics[0].assignments[0].broker_ids must hold integers",
+        "'topics[0].assignments[0].broker_ids' must be an integer",
     ),
     (
         "create_topics",
@@ -237,7 +237,7 @@ MALFORMED = [
     ),
     ("create_topics", {"topics": [], "validate_only": "yes"}, "field 'validate_only' must be a boolean"),
     ("delete_topics", {}, "name at least one topic"),
-    ("delete_topics", {"topic_names": [1]}, "topic_names[0] must be a string"),
+    ("delete_topics", {"topic_names": [1]}, "'topic_names[0]' must be a string"),
     ("delete_topics", {"topic_ids": ["nope"]}, "topic_ids[0] must be a topic id"),
     ("create_partitions", {"topics": [{"name": "a"}]}, "topics[0]: missing required field 'count'"),
     ("describe_configs", {"resources": [{"resource_type": "group", "resource_name": "g"}]}, "resource_type must be"),

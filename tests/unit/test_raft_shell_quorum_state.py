@@ -18,13 +18,28 @@ CLUSTER = "c-1"
 
 @settings(max_examples=50, deadline=None)
 @given(
-    epoch=st.integers(0, 2**40),
+    epoch=st.integers(0, 2**31 - 1),
     voted=st.none() | st.integers(0, 1000),
     leader=st.none() | st.integers(0, 1000),
 )
 def test_round_trip(epoch: int, voted: int | None, leader: int | None) -> None:
     state = QuorumState(epoch, voted, leader)
     assert qsf.decode(qsf.encode(state, CLUSTER), Path("quorum-state"), CLUSTER) == state
+
+
+@pytest.mark.parametrize("state", [QuorumState(2**31), QuorumState(3, 2**31, None), QuorumState(3, None, -2)])
+def test_a_value_outside_int32_is_never_persisted(tmp_path: Path, state: QuorumState) -> None:
+    qsf.write(tmp_path, QuorumState(2, 1, 1), CLUSTER)
+    with pytest.raises(qsf.QuorumStateFileError, match="refusing to persist"):
+        qsf.write(tmp_path, state, CLUSTER)
+    assert qsf.read(tmp_path, CLUSTER) == QuorumState(2, 1, 1)  # the old state stands
+
+
+def test_a_file_holding_an_epoch_beyond_int32_is_refused() -> None:
+    body = {"clusterId": CLUSTER, "leaderId": -1, "leaderEpoch": 2**31 + 1, "votedId": -1, "data_version": 0}
+    body["crc"] = qsf.crc32c.crc32c(qsf._canonical(body))
+    with pytest.raises(qsf.QuorumStateFileError, match="leaderEpoch"):
+        qsf.decode(json.dumps(body).encode(), Path("quorum-state"), CLUSTER)
 
 
 def test_kraft_field_names_and_minus_one_for_none(tmp_path: Path) -> None:

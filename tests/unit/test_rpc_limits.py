@@ -1,0 +1,177 @@
+"""The listener's resource bounds (protocol/rpc_limits.py), on real aiohttp servers on loopback:
+a body with too many CBOR items is refused before it is decoded, a stream client that never reads
+its answers stops being read (no task per frame beyond the bound), connections beyond
+max_connections are closed at once, and idle connections are closed (issue 11, section 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import aiohttp
+import cbor2
+import pytest
+from aiohttp import web
+
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.rpc import CONTENT_TYPE, STREAM_PATH, make_app
+from kraftpy.protocol.rpc_limits import LimitedTCPSite, ListenerLimits, count_items
+
+WAIT_S = 10
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, -1, 2**64, 1.5, "text", b"bytes" * 100, [], {}, [1, [2, {"a": b"x" * 300}]], {"k": [None, True] * 50}],
+)
+def test_count_items_counts_every_cbor_item(value: object) -> None:
+    def walk(v: object) -> int:
+        if isinstance(v, list):
+            return 1 + sum(walk(x) for x in v)
+        if isinstance(v, dict):
+            return 1 + sum(walk(k) + walk(x) for k, x in v.items())
+        return 2 if isinstance(v, int) and not -(2**64) <= v < 2**64 else 1  # a bignum is a tag + bytes
+
+    assert count_items(cbor2.dumps(value), 10**6) == walk(value)
+
+
+def test_count_items_stops_at_the_limit() -> None:
+    assert count_items(cbor2.dumps([0] * 1000), 10) == 11
+
+
+async def serve(limits: ListenerLimits, routes: dict) -> tuple[web.AppRunner, LimitedTCPSite, int]:
+    runner = web.AppRunner(make_app(routes, limits=limits), keepalive_timeout=limits.connections_max_idle_ms / 1000)
+    await runner.setup()
+    site = LimitedTCPSite(runner, "127.0.0.1", 0, limits)
+    await site.start()
+    return runner, site, site._server.sockets[0].getsockname()[1]
+
+
+async def echo(body: dict) -> dict:
+    return {"echo": body.get("value")}
+
+
+async def test_a_body_with_too_many_items_is_refused_undecoded() -> None:
+    runner, _, port = await serve(ListenerLimits(max_body_items=1000), {"/echo": echo})
+    try:
+        async with aiohttp.ClientSession() as session:
+            for body in ({"value": [{}] * 5000}, {"value": [0] * 1_000_000}):
+                data = cbor2.dumps(body)
+                async with session.post(
+                    f"http://127.0.0.1:{port}/echo", data=data, headers={"Content-Type": CONTENT_TYPE}
+                ) as resp:
+                    answer = cbor2.loads(await resp.read())
+                assert answer["error_code"] == ErrorCode.INVALID_REQUEST and "CBOR items" in answer["message"]
+            small = cbor2.dumps({"value": [1, 2]})
+            async with session.post(f"http://127.0.0.1:{port}/echo", data=small) as resp:
+                assert cbor2.loads(await resp.read()) == {"echo": [1, 2], "error_code": 0}
+    finally:
+        await runner.cleanup()
+
+
+def raw_stream(port: int) -> socket.socket:
+    """A websocket client that never reads: the upgrade by hand, then frames only (another process
+    would behave the same; an aiohttp client in this process would read the answers for us)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(
+        f"GET {STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert b" 101 " in head.split(b"\r\n")[0]
+    return sock
+
+
+def ws_frame(payload: bytes) -> bytes:
+    """One masked binary frame (mask key 0: the payload goes as it is)."""
+    size = len(payload)
+    length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack(">H", size)
+    return b"\x82" + length + b"\x00\x00\x00\x00" + payload
+
+
+async def test_a_stream_client_that_never_reads_is_not_read_either() -> None:
+    calls = 0
+
+    async def big(body: dict) -> dict:
+        nonlocal calls
+        calls += 1
+        return {"payload": b"x" * 65536}
+
+    limits = ListenerLimits(stream_max_in_flight_calls=16, stream_max_queued_answer_bytes=256 * 1024)
+    runner, _, port = await serve(limits, {"/big": big})
+    frames = 20_000
+    sock = await asyncio.to_thread(raw_stream, port)
+    frame = ws_frame(cbor2.dumps({"id": 1, "path": "/big", "body": {"pad": b"p" * 1024}}))  # 20 MB in all
+    sock.settimeout(3)  # sendall blocks once the server stops reading
+
+    def flood() -> int:
+        sent = 0
+        try:
+            for _ in range(frames):
+                sock.sendall(frame)
+                sent += 1
+        except TimeoutError:
+            pass
+        return sent
+
+    try:
+        sent = await asyncio.to_thread(flood)
+        tasks_while_flooded = len(asyncio.all_tasks())
+        # Before the bound, every frame was read and became a task holding a 64 KiB answer.
+        assert sent < frames, "the server read every frame of a client that reads nothing"
+        assert calls <= limits.stream_max_in_flight_calls + limits.stream_max_queued_answer_bytes // 65536 + 64
+        assert tasks_while_flooded < 100
+    finally:
+        sock.close()
+        await runner.cleanup()
+
+
+async def test_connections_beyond_the_limit_are_closed_at_once() -> None:
+    runner, site, port = await serve(ListenerLimits(max_connections=5), {"/echo": echo})
+    sockets = []
+    try:
+        for _ in range(5):
+            sockets.append(socket.create_connection(("127.0.0.1", port)))
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(WAIT_S):
+            while site.limiter.open_connections < 5:
+                await asyncio.sleep(0.01)
+        extra = socket.create_connection(("127.0.0.1", port))
+        sockets.append(extra)
+        extra.settimeout(WAIT_S)
+        assert await loop.run_in_executor(None, extra.recv, 1) == b""  # closed by the server
+        assert site.status()["refused_connections"] == 1
+        for s in sockets[:5]:
+            s.close()
+        async with asyncio.timeout(WAIT_S):
+            while site.limiter.open_connections > 0:
+                await asyncio.sleep(0.01)
+        async with (
+            aiohttp.ClientSession() as session,  # room again
+            session.post(f"http://127.0.0.1:{port}/echo", data=cbor2.dumps({"value": 1})) as resp,
+        ):
+            assert cbor2.loads(await resp.read())["echo"] == 1
+    finally:
+        for s in sockets:
+            s.close()
+        await runner.cleanup()
+
+
+async def test_an_idle_connection_is_closed() -> None:
+    runner, _, port = await serve(ListenerLimits(connections_max_idle_ms=300), {"/echo": echo})
+    try:
+        silent = socket.create_connection(("127.0.0.1", port))  # never sends a byte (or half-open)
+        silent.settimeout(WAIT_S)
+        assert await asyncio.get_running_loop().run_in_executor(None, silent.recv, 1) == b""
+        silent.close()
+        async with aiohttp.ClientSession() as session:
+            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
+            msg = await ws.receive(timeout=WAIT_S)  # no frames sent: the stream is idle
+            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            await ws.close()
+    finally:
+        await runner.cleanup()
