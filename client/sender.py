@@ -33,6 +33,7 @@ from kraftpy.client.metadata import Address, Metadata
 from kraftpy.client.producer_batch import ProducerBatch
 from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class Sender:
         *,
         idempotence: IdempotenceManager | None = None,
         acks: int = -1,
-        retries: int = 2**31 - 1,
+        retries: int = INT32_MAX,
         request_timeout_ms: int = 30_000,
         max_request_size: int = 1_048_576,
         max_in_flight: int = 5,

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX
 
 LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
-INT_MAX = 2**31 - 1
+
 INT_MIN = -(2**31)
 
 
@@ -120,7 +121,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
 TOPIC_CONFIG_DEFAULTS: dict[str, Any] = {d.name: d.default for d in TOPIC_CONFIGS.values()}
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_TYPE_BOUNDS = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
+_TYPE_BOUNDS = {ConfigType.INT: (INT_MIN, INT32_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
 
 
 def invalid_config(name: str, value: Any, reason: str) -> KafkaError:
