@@ -23,8 +23,8 @@ its previous incarnation leading and in ISRs. Acting on that would let it
 lead in an old leader epoch with whatever its disk kept (a power loss drops
 the unsynced tail) and make the followers truncate to it. So
 `may_take_partition_roles(image)` says no until this incarnation is
-registered and the image holds that registration: the controller wrote the
-RegisterBroker record together with the fencing of the old incarnation (its
+registered and the image holds that registration: the controller writes the
+RegisterBroker record after the fencing of the old incarnation (its
 leaderships moved, it left the ISRs), so an image that holds it also holds
 those moves. From then on the answer stays yes for this process.
 """
