@@ -16,6 +16,17 @@ so the controller tells a restarted broker from a retry. Heartbeats go every
 The active controller is the last NOT_CONTROLLER hint, else the Raft
 leader's address among the voters; an unreachable target is forgotten.
 Failures back off exponentially (100 ms .. heartbeat interval).
+
+Partition roles wait for the controller (KIP-631's catch-up). A restarted
+broker replays its own copy of the metadata log at start, which still shows
+its previous incarnation leading and in ISRs. Acting on that would let it
+lead in an old leader epoch with whatever its disk kept (a power loss drops
+the unsynced tail) and make the followers truncate to it. So
+`may_take_partition_roles(image)` says no until this incarnation is
+registered and the image holds that registration: the controller writes the
+RegisterBroker record after the fencing of the old incarnation (its
+leaderships moved, it left the ISRs), so an image that holds it also holds
+those moves. From then on the answer stays yes for this process.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.metadata import wire
+from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.metadata.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -93,11 +105,31 @@ class BrokerLifecycle:
         self.shutdown_released = False
         # Replicas this broker cannot serve (the replica manager's offline partitions), in every heartbeat.
         self.offline_replicas: tuple[tuple[uuid.UUID, int], ...] = ()
+        self.partition_roles_allowed = False
+        # Metadata offset of the first image that held this incarnation's registration (for status).
+        self.roles_from_offset = -1
 
     # --- properties ----------------------------------------------------------------------------------
     @property
     def registered(self) -> bool:
         return self.broker_epoch >= 0
+
+    def may_take_partition_roles(self, image: MetadataImage) -> bool:
+        """Whether the broker may lead, follow and serve partitions as `image` assigns them.
+
+        Yes once `image` holds this incarnation's own registration (see the module docstring); the
+        answer then stays yes, as later images only move forward.
+        """
+        if self.partition_roles_allowed:
+            return True
+        if not self.registered:
+            return False
+        own = image.broker(self.broker_id)
+        if own is None or own.broker_epoch != self.broker_epoch or own.incarnation_id != self.incarnation_id:
+            return False
+        self.partition_roles_allowed = True
+        self.roles_from_offset = image.offset
+        return True
 
     def controller_address(self, raft_leader_id: int | None) -> Address | None:
         if self.hint is not None:
@@ -216,6 +248,7 @@ class BrokerLifecycle:
             "metadata_offset": metadata_offset,
             "state": self.state.value,
             "incarnation_id": self.incarnation_id,
+            "partition_roles_from_offset": self.roles_from_offset,
             "controller": None if self.hint is None else f"{self.hint[0]}:{self.hint[1]}",
             "last_error": None if self.last_error is None else str(self.last_error),
         }

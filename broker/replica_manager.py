@@ -6,7 +6,10 @@ The broker node component constructs it as
                    controller_address_provider=lambda: (host, port) | None)
 
 serves its `routes()`, calls `start()`, `apply_metadata(old, new)` on every
-committed image in order, and `stop(graceful)` at the end.
+committed image in order, and `stop(graceful)` at the end. It takes partition
+roles only from images handed to `apply_metadata` (never from
+`image_provider` at start), and the broker component hands over none before
+this incarnation's registration is in the image.
 
 What it owns:
 - one HostedPartition (core + log) per partition this broker replicates,
@@ -168,9 +171,8 @@ class ReplicaManager:
         await self.logs.start()
         self.alter_partitions.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name="kraftpy-replica-tick")
-        image = self.image()
-        if self._applied is None and image is not None and image.offset >= 0:
-            self.apply_metadata(MetadataImage.EMPTY, image)
+        # No partition role from the image at start: it may be this node's stale replay of the metadata
+        # log. The owner hands over the first image it may act on (docs/replication.md, restarts).
         await self.groups.start()
 
     async def stop(self, graceful: bool = True) -> None:

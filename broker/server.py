@@ -5,9 +5,13 @@ Kafka's BrokerServer, composed of three parts:
 - **Metadata publisher.** Subscribed to the node's metadata component (the
   Raft observer or voter's replay of the metadata log): every new image goes to
   `replica_manager.apply_metadata(old, new)`, which acts on what changed for
-  this broker (`local_replica_changes`). Images that arrive before the replica
-  manager starts (Raft replays its log during its own start) are handed over
-  as one change from the empty image when it starts.
+  this broker (`local_replica_changes`). Nothing goes to it before the
+  lifecycle allows partition roles (`may_take_partition_roles`: this
+  incarnation registered and its registration replayed, so the controller's
+  fencing of the previous incarnation is in the image too); the first image
+  after that goes as one change from the empty image. Until then the replica
+  manager hosts nothing: it leads, follows and serves no partition, and
+  answers OffsetsForLeaderEpoch for none.
 - **Lifecycle.** `BrokerLifecycle` (sans-I/O) driven by one task: register
   with a new incarnation id, heartbeat every `broker_heartbeat_interval_ms` to
   the active controller (following NOT_CONTROLLER hints, else the Raft
@@ -111,8 +115,22 @@ class BrokerComponent:
 
     # --- metadata publishing -------------------------------------------------------------------------
     def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
-        if self.replica_manager is not None and self._replica_manager_started:
-            self._publish(new)
+        self._maybe_publish(new)
+
+    def _maybe_publish(self, new: MetadataImage) -> None:
+        if self.replica_manager is None or not self._replica_manager_started:
+            return
+        first = not self.lifecycle.partition_roles_allowed
+        if not self.lifecycle.may_take_partition_roles(new):
+            return
+        if first:
+            log.info(
+                "broker %d takes its partition roles at metadata offset %d (registered with broker epoch %d)",
+                self.lifecycle.broker_id,
+                new.offset,
+                self.lifecycle.broker_epoch,
+            )
+        self._publish(new)
 
     def _publish(self, new: MetadataImage) -> None:
         old, self._published = self._published, new
@@ -149,6 +167,8 @@ class BrokerComponent:
         try:
             answer = await self.node.rpc.call(outgoing.address, outgoing.path, outgoing.body, timeout_ms=timeout_ms)
             self.lifecycle.on_answer(outgoing, answer, monotonic_ms())
+            if not self.lifecycle.partition_roles_allowed:
+                self._maybe_publish(self.metadata.image)  # the registration may have been replayed already
         except KafkaError as e:
             self._log_error(outgoing, e)
             self.lifecycle.on_error(outgoing, e, monotonic_ms())
@@ -171,7 +191,7 @@ class BrokerComponent:
         if self.replica_manager is not None:
             await self.replica_manager.start()
             self._replica_manager_started = True
-            self._publish(self.metadata.image)
+            self._maybe_publish(self.metadata.image)
         self._task = asyncio.get_running_loop().create_task(self._lifecycle_loop(), name="broker-lifecycle")
 
     async def stop(self, graceful: bool) -> None:

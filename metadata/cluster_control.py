@@ -10,8 +10,10 @@ Lifecycle of a broker:
 
 1. RegisterBroker (cluster id checked) -> a new broker epoch, registered
    *fenced*. A new incarnation id replaces the old registration: the old
-   incarnation is fenced at once (its leaderships move, it leaves ISRs) and its
-   heartbeats get STALE_BROKER_EPOCH. The same incarnation registering again
+   incarnation is fenced at once (FenceBroker, its leaderships move, it leaves
+   ISRs; these records come before the RegisterBroker record, so any log
+   prefix holding the new registration holds them) and its heartbeats get
+   STALE_BROKER_EPOCH. The same incarnation registering again
    is a retry and gets the same epoch back, unless its listeners or rack
    differ (DUPLICATE_BROKER_REGISTRATION: two processes share an incarnation).
 2. Heartbeats carry the broker's metadata offset; once it reaches the offset
@@ -148,10 +150,15 @@ class ClusterControlManager:
             return ControllerResult((), BrokerRegistrationResponse(existing.broker_epoch))
         epoch = image.cluster.next_broker_epoch
         batch = RecordBatch(image)
-        batch.add(RegisterBrokerRecord(broker_id, request.incarnation_id, epoch, listeners, request.rack))
         if existing is not None:
-            # The old incarnation is gone: the new registration is fenced, so move what it held.
+            # The old incarnation is gone (a restart may have lost its unsynced tail): fence it and move
+            # what it held *before* the new registration. A large decision may span several Raft
+            # batches, and the restarted broker acts on no image before the one holding its new
+            # registration, so every image that holds it must already hold these moves.
+            if not existing.fenced:
+                batch.add(FenceBrokerRecord(broker_id, existing.broker_epoch))
             batch.add(*changes_for_unusable_broker(batch.image, broker_id))
+        batch.add(RegisterBrokerRecord(broker_id, request.incarnation_id, epoch, listeners, request.rack))
         self.heartbeats.forget(broker_id)
         self.heartbeats.touch(broker_id, now_ms)
         return batch.result(BrokerRegistrationResponse(epoch))

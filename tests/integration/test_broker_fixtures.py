@@ -208,6 +208,8 @@ class BrokerCluster:
         sock.bind(("127.0.0.1", handle.port))
         await web.SockSite(handle.runner, sock).start()
         await rm.start()
+        if self.image.offset >= 0:  # as the broker component does once the broker is registered
+            rm.apply_metadata(MetadataImage.EMPTY, self.image)
         handle.rm = rm
         await self.settled()
         return rm

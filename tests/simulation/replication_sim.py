@@ -10,13 +10,19 @@ Pieces (none of them from the Raft simulator; this one stands alone):
   performs the core's actions on its MemoryLog, runs one fetcher towards the
   leader, long-polls follower fetches with the core's DelayedFetch rules,
   heartbeats to the controller and re-registers with a new broker epoch
-  after a restart.
+  after a restart. It acts on metadata only once the metadata holds its
+  current registration (KIP-631's catch-up; `broken_roles_before_registration`
+  is b78d6bc's broker, which acted on the metadata it had persisted).
 - Controller: a minimal, always-up KRaft controller for one partition: it
   fences brokers whose heartbeats lapse (dropping them from the ISR unless
   they are its last member), treats a re-registration with a new broker
   epoch as a restart (same), elects leaders from the ISR only (unclean
   election off), and commits AlterPartition requests checked against the
   leader epoch, the partition epoch and the members' broker epochs.
+- Faults: crashes of any broker (each loses its unsynced tail) with a
+  restart after `downtime_ms`; power loss of the partition's leader with a
+  restart after `fast_restart_ms`, before the controller has noticed;
+  partitions between brokers and between a broker and the controller.
 - Network: per-message delay, loss, and partitions between any two nodes.
 - Client: one idempotent producer, acks=all, one batch in flight, retrying
   the same batch until it is acknowledged.
@@ -306,8 +312,15 @@ class SimConfig:
     fault_interval_ms: tuple[int, int] = (60, 400)
     downtime_ms: tuple[int, int] = (20, 400)
     partition_ms: tuple[int, int] = (50, 500)
+    # "Power loss of a leader's unsynced tail plus a fast restart": the partition's leader loses what it
+    # had not fsynced and is back this soon, well inside its session timeout (the controller has not
+    # fenced it: only its new registration tells the controller it restarted).
+    fast_restart_ms: tuple[int, int] = (1, 40)
     # The deliberately broken variant: on becoming follower, truncate to the local HW first (pre-KIP-101).
     broken_truncate_to_hw: bool = False
+    # The broken variant of b78d6bc's broker: a restarted broker acts on the metadata it persisted (and on
+    # any it receives) before the controller has acted on its new registration.
+    broken_roles_before_registration: bool = False
 
 
 @dataclass
@@ -508,6 +521,8 @@ class Broker:
         self.produce_bytes: dict[object, bytes] = {}
         self.produce_replies: dict[object, Callable[[CompleteProduce], None]] = {}
         self.parked: list[ParkedFetch] = []
+        # The last metadata it acted on; it survives a crash (the metadata log is fsynced).
+        self.persisted: PartitionRegistration | None = None
 
     # -- actions -----------------------------------------------------------------------------------------------
 
@@ -557,9 +572,18 @@ class Broker:
 
     # -- metadata and liveness ---------------------------------------------------------------------------------
 
-    def on_metadata(self, registration: PartitionRegistration) -> None:
-        if not self.alive or not self.registered:
+    def on_metadata(self, registration: PartitionRegistration, registered_epoch: int) -> None:
+        """Metadata from the controller; `registered_epoch` is this broker's epoch in the same image."""
+        if not self.alive:
             return
+        if registered_epoch != self.broker_epoch and not self.sim.config.broken_roles_before_registration:
+            # Not yet an image that holds this incarnation's registration (KIP-631's catch-up): it may
+            # still show the previous incarnation leading, so take no role from it.
+            return
+        self.persisted = registration
+        self._apply(registration)
+
+    def _apply(self, registration: PartitionRegistration) -> None:
         old_follower = self.partition.follower
         actions = self.partition.apply_registration(registration, self.log.state(), self.sim.loop.now)
         new_follower = self.partition.follower
@@ -610,6 +634,8 @@ class Broker:
         self.broker_epoch += 1
         self.partition = Partition(self.id, self.replication_config, broker_epoch=self.broker_epoch)
         self.partition.load_producer_state(rebuild_producer_state(self.log, self.replication_config))
+        if self.sim.config.broken_roles_before_registration and self.persisted is not None:
+            self._apply(self.persisted)  # b78d6bc: the replayed image, before registering
         self.register()
 
     def flush(self) -> None:
@@ -935,6 +961,11 @@ class Checker:
         for offset in range(lost_from, lost_to):
             if offset in self.committed and broker in self.ever_held[offset]:
                 self.disk_lost[offset].add(broker)
+        # Back in the same epoch (a restart the controller has not noticed), it leads a shorter log:
+        # check it again from where the crash cut it.
+        for key, verified in self.leader_verified.items():
+            if key[0] == broker:
+                self.leader_verified[key] = min(verified, lost_from)
         self.on_truncate(broker)
         self.dirty = True
 
@@ -1053,9 +1084,11 @@ class Simulation:
         self.push_metadata(broker)
 
     def push_metadata(self, broker: int) -> None:
+        # The image a broker replays holds the partition and the broker's own current registration.
         registration = self.controller.registration
+        broker_epoch = self.controller.brokers[broker].broker_epoch
         target = self.brokers[broker]
-        self.net.send(CONTROLLER, broker, lambda: target.on_metadata(registration))
+        self.net.send(CONTROLLER, broker, lambda: target.on_metadata(registration, broker_epoch))
 
     def on_registration_committed(self, old: PartitionRegistration, new: PartitionRegistration) -> None:
         if old.leader_epoch != new.leader_epoch:
@@ -1072,22 +1105,31 @@ class Simulation:
         if self.loop.now >= self.config.duration_ms:
             return
         rng, config = self.rng, self.config
-        kind = rng.choice(("crash", "crash", "partition", "partition", "isolate_controller"))
+        kind = rng.choice(("crash", "crash", "power_loss_leader", "partition", "partition", "isolate_controller"))
         alive = [b for b in self.brokers.values() if b.alive]
-        if kind == "crash" and len(alive) > 1:
-            victim = rng.choice(alive)
-            leo_before = victim.log.log_end_offset
-            victim.crash()
-            self.crashes += 1
-            self.checker.on_crash(victim.id, victim.log.log_end_offset, leo_before)
-            self.trace.append(f"t={self.loop.now} crash {victim.id} (LEO {leo_before} -> {victim.log.log_end_offset})")
-            self.loop.after(rng.randint(*config.downtime_ms), victim.restart)
+        leader = self.brokers.get(self.controller.registration.leader)
+        if kind == "power_loss_leader" and leader is not None and leader.alive and len(alive) > 1:
+            self._crash(leader, rng.randint(*config.fast_restart_ms))
+        elif kind in ("crash", "power_loss_leader") and len(alive) > 1:
+            self._crash(rng.choice(alive), rng.randint(*config.downtime_ms))
         elif kind == "partition":
             a, b = rng.sample([*config.brokers], 2)
             self._cut(a, b, rng.randint(*config.partition_ms))
         elif kind == "isolate_controller":
             self._cut(rng.choice(config.brokers), CONTROLLER, rng.randint(*config.partition_ms))
         self._schedule_fault()
+
+    def _crash(self, victim: Broker, downtime_ms: int) -> None:
+        """Power loss: the victim keeps only what it had fsynced, and restarts after `downtime_ms`."""
+        leo_before = victim.log.log_end_offset
+        victim.crash()
+        self.crashes += 1
+        self.checker.on_crash(victim.id, victim.log.log_end_offset, leo_before)
+        self.trace.append(
+            f"t={self.loop.now} crash {victim.id} (LEO {leo_before} -> {victim.log.log_end_offset}), "
+            f"back in {downtime_ms} ms"
+        )
+        self.loop.after(downtime_ms, victim.restart)
 
     def _cut(self, a: object, b: object, duration_ms: int) -> None:
         link = frozenset((a, b))
@@ -1114,7 +1156,7 @@ class Simulation:
     def run(self) -> SimResult:
         config = self.config
         for broker in self.brokers.values():
-            broker.on_metadata(self.controller.registration)
+            broker.on_metadata(self.controller.registration, self.controller.brokers[broker.id].broker_epoch)
             self.loop.after(config.heartbeat_interval_ms, lambda b=broker: b.heartbeat(0))
             self._periodic(config.tick_interval_ms, broker.tick)
             self._periodic(config.flush_interval_ms, broker.flush)

@@ -62,6 +62,21 @@ def test_truncating_to_the_high_watermark_loses_acknowledged_writes() -> None:
     assert run(SimConfig(seed=seed)).ok
 
 
+def test_a_leader_acting_on_its_persisted_metadata_after_a_power_loss_loses_acknowledged_writes() -> None:
+    """Issue 11, section 1: the fault "power loss of a leader's unsynced tail plus a fast restart".
+
+    b78d6bc's broker took the roles its persisted metadata gave it before the controller had acted
+    on its new registration: back within its session timeout, the leader led again in its old epoch
+    with a shorter log, and followers truncated to it. The checker must see that on some seed (seed 0
+    of the default profile), and the same seed must pass when roles wait for the registration.
+    """
+    seed, violations = first_violation(broken_roles_before_registration=True)
+    assert any(
+        "below the HW" in v or "lacks an acknowledged batch" in v or "lacks a committed batch" in v for v in violations
+    ), violations
+    assert run(SimConfig(seed=seed)).ok
+
+
 def test_a_leader_that_skips_the_divergence_check_lets_replicas_differ_below_the_hw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.broker.lifecycle import HEARTBEAT, REGISTRATION, BrokerLifecycle, BrokerState
-from kraftpy.metadata.records import Listener
+from kraftpy.metadata.delta import apply_records
+from kraftpy.metadata.image import MetadataImage
+from kraftpy.metadata.records import Listener, RegisterBrokerRecord, UnfenceBrokerRecord
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 VOTERS = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002), 3: ("127.0.0.1", 9003)}
@@ -142,3 +144,30 @@ def test_a_malformed_answer_raises_for_the_shell_to_treat_as_a_failure() -> None
     with pytest.raises(KafkaError) as info:
         lc.on_answer(sent, {"broker_epoch": "seven"}, 0)
     assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def image_with(*records) -> MetadataImage:
+    return apply_records(MetadataImage.EMPTY, records)
+
+
+def registration(lc: BrokerLifecycle, incarnation: str, broker_epoch: int) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(lc.broker_id, incarnation, broker_epoch, lc.listeners, lc.rack)
+
+
+def test_partition_roles_wait_for_this_incarnations_registration_in_the_image() -> None:
+    """KIP-631's catch-up: a restarted broker must not act on the image its previous incarnation left."""
+    lc = lifecycle()
+    stale = image_with(registration(lc, "inc-0", 3), UnfenceBrokerRecord(lc.broker_id, 3))
+    assert not lc.may_take_partition_roles(stale)  # not registered yet
+    sent = lc.next_request(0, stale.offset, 2)
+    lc.on_answer(sent, {"broker_epoch": 9}, 10)
+    assert not lc.may_take_partition_roles(stale)  # registered, but the image predates the registration
+    # Another incarnation's registration under our epoch number is not ours either.
+    assert not lc.may_take_partition_roles(image_with(registration(lc, "someone-else", 9)))
+    assert not lc.partition_roles_allowed and lc.status(0)["partition_roles_from_offset"] == -1
+    caught_up = apply_records(stale, [registration(lc, "inc-1", 9)], offset=0)
+    assert lc.may_take_partition_roles(caught_up)
+    assert lc.partition_roles_allowed and lc.roles_from_offset == caught_up.offset == 0
+    # Once allowed, it stays allowed (images only move forward; a re-registration is followed in them).
+    lc.on_error(lc.next_request(10, caught_up.offset, 2), KafkaError("gone", ErrorCode.STALE_BROKER_EPOCH), 20)
+    assert not lc.registered and lc.may_take_partition_roles(caught_up)

@@ -10,7 +10,7 @@ from kraftpy.broker.lifecycle import BrokerState
 from kraftpy.broker.server import BrokerComponent
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.publisher import MetadataComponent
-from kraftpy.metadata.records import NoOpRecord, encode_record
+from kraftpy.metadata.records import NoOpRecord, RegisterBrokerRecord, UnfenceBrokerRecord, encode_record
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_controller_shell_fakes import FakeNode, FakeRaft, FakeRpc
 
@@ -85,11 +85,17 @@ async def test_registers_follows_the_hint_heartbeats_and_publishes_images(tmp_pa
     component, raft, metadata, node = broker(tmp_path, controller)
     rm: FakeReplicaManager = component.replica_manager
     raft.elect(1)  # Raft thinks node 1 leads; the controller there redirects to node 2
-    # Raft replays the log before the broker starts: the replica manager gets it as one change at start.
+    # Raft replays the log before the broker starts; nothing of it reaches the replica manager yet.
+    raft.write_committed([encode_record(NoOpRecord())])
+    await component.start()
+    assert rm.events == ["start"] and rm.applied == []
+    await until(lambda: component.lifecycle.registered, "registered")
+    # Registered, but the image does not hold the registration yet: still no partition role.
     raft.write_committed([encode_record(NoOpRecord())])
     assert rm.applied == []
-    await component.start()
-    assert rm.events == ["start"] and rm.applied == [(MetadataImage.EMPTY, metadata.image)]
+    raft.write_committed([register_record(component, 11)])
+    assert rm.applied == [(MetadataImage.EMPTY, metadata.image)]
+    assert component.status()["partition_roles_from_offset"] == metadata.image.offset
     await until(lambda: component.lifecycle.state is BrokerState.RUNNING, "unfenced")
     paths = [(addr[1], path.rsplit("/", 1)[1]) for addr, path, _ in node.rpc.calls[:3]]
     assert paths == [(9001, "broker_registration"), (9002, "broker_registration"), (9002, "broker_heartbeat")]
@@ -105,6 +111,40 @@ async def test_registers_follows_the_hint_heartbeats_and_publishes_images(tmp_pa
     await component.stop(graceful=True)
     assert controller.shutdown_requests == 2  # asked until the controller released it
     assert component.lifecycle.shutdown_released and rm.events == ["start", "stop graceful=True"]
+
+
+def register_record(component: BrokerComponent, broker_epoch: int) -> bytes:
+    lc = component.lifecycle
+    return encode_record(RegisterBrokerRecord(lc.broker_id, lc.incarnation_id, broker_epoch, lc.listeners, lc.rack))
+
+
+async def test_a_restarted_broker_takes_no_role_from_its_stale_image(tmp_path: Path) -> None:
+    """The replayed log shows the previous incarnation leading; only this incarnation's registration counts.
+
+    Here the controller commits the registration before its answer arrives (the image holds it when the
+    answer is handled): the broker takes its roles on the answer.
+    """
+    holder: dict[str, Any] = {}
+
+    def controller(address, path, body):
+        if path.endswith("broker_registration"):
+            assert holder["rm"].applied == []  # nothing acted on while unregistered
+            holder["raft"].write_committed([register_record(holder["component"], 11)])
+            assert holder["rm"].applied == []  # in the image, but the answer is not handled yet
+            return {"broker_epoch": 11}
+        return {"is_caught_up": True, "is_fenced": False, "should_shut_down": False}
+
+    component, raft, metadata, _node = broker(tmp_path, controller)
+    holder.update(component=component, raft=raft, rm=component.replica_manager)
+    lc = component.lifecycle
+    # What the previous incarnation (broker epoch 5) left in the log this node replays at start.
+    previous = RegisterBrokerRecord(lc.broker_id, "previous-incarnation", 5, lc.listeners, lc.rack)
+    raft.write_committed([encode_record(previous), encode_record(UnfenceBrokerRecord(lc.broker_id, 5))])
+    raft.elect(2)
+    await component.start()
+    await until(lambda: lc.partition_roles_allowed, "partition roles")
+    assert holder["rm"].applied == [(MetadataImage.EMPTY, metadata.image)]
+    await component.stop(graceful=False)
 
 
 async def test_controlled_shutdown_gives_up_bounded_when_no_controller_answers(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from kraftpy.metadata.records import (
     FenceBrokerRecord,
     Listener,
     PartitionChangeRecord,
+    RegisterBrokerRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
@@ -107,6 +108,29 @@ def test_new_incarnation_fences_the_old_one_and_moves_its_leaderships() -> None:
     assert p1.leader == 1 and p1.isr == (1, 2) and p1.leader_epoch == 0
     stale = h.send(BrokerHeartbeatRequest(0, old_epoch, 100))
     assert error_of(stale).code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_a_new_incarnations_fencing_and_moves_precede_its_registration_record() -> None:
+    """A restarted broker acts on no image before the one holding its new registration (issue 11).
+
+    The controller may split a large decision over several Raft batches, so the old incarnation's
+    fencing and every leadership move must come before the RegisterBroker record in the log.
+    """
+    h = ControllerHarness()
+    h.start_brokers([0, 1, 2])
+    create(h, "t", [(0, 1, 2), (1, 0, 2), (0, 2, 1)])
+    old_epoch = h.broker_epochs[0]
+    result = h.send(
+        BrokerRegistrationRequest(0, "test-cluster", "restarted", (Listener("PLAINTEXT", "127.0.0.1", 9092),))
+    )
+    kinds = [type(r) for r in result.records]
+    assert kinds[0] is FenceBrokerRecord and result.records[0].broker_epoch == old_epoch
+    assert kinds[-1] is RegisterBrokerRecord and kinds.count(RegisterBrokerRecord) == 1
+    moves = [r for r in result.records if isinstance(r, PartitionChangeRecord)]
+    assert len(moves) == 3  # two leaderships moved, and it left the third partition's ISR
+    h.commit()
+    for p in partitions(h, "t"):
+        assert p.leader != 0 and 0 not in p.isr
 
 
 # --- heartbeats and fencing ---------------------------------------------------------------------
