@@ -6,7 +6,7 @@ acks=all, and records the send's invocation and outcome in the kafka history
 format: `ok` with the acknowledged offset, `info` when the outcome is unknown
 (a timeout or any error: with retries and idempotence an error does not prove
 the record is absent). A process that saw `info` retires and a fresh process
-number continues, as Jepsen does. Bounded by a deadline and a send count.
+number continues, as Jepsen does. Bounded by the run's end and a send count.
 
 The final read assigns every partition, reads from the beginning to the end
 offsets and records each poll.
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from kraftpy.client import Consumer, Producer, TopicPartition
-from tests.jepsen_like.history import HistoryWriter
+from tests.jepsen_like.history import HistoryWriter, RunEnd
 
 SEND_TIMEOUT_S = 10.0  # bound on one send's wait; the producer's delivery timeout is below it
 READ_TIMEOUT_S = 60.0
@@ -42,7 +42,7 @@ async def produce(
     partitions: int,
     *,
     processes: int,
-    deadline: float,
+    end: RunEnd,
     max_sends: int,
     rng: random.Random,
 ) -> WorkloadStats:
@@ -63,7 +63,7 @@ async def produce(
         async def one_process(process: int) -> None:
             nonlocal next_process
             n = 0
-            while time.monotonic() < deadline and stats.invoked < max_sends:
+            while not end.passed() and stats.invoked < max_sends:
                 partition = rng.randrange(partitions)
                 message = f"p{process}-{n}"
                 n += 1
