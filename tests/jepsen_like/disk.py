@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftpy.broker.log_manager import PARTITIONS_DIR
 from kraftpy.broker.storage import layout as storage_layout
 from kraftpy.broker.storage.checkpoints import read_checkpoint
 from kraftpy.broker.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
@@ -188,7 +189,7 @@ def tear_raft_tail(data_dir: Path, rng: random.Random) -> Cut | None:
 def cut_unsynced_tails(data_dir: Path, topic: str, rng: random.Random) -> list[Cut]:
     """Power loss on a stopped node: one random partition of `topic` loses its unsynced tail, the Raft log
     a torn append. Returns what was cut (an empty cut means the random position was the end)."""
-    partitions = sorted(d for d in data_dir.glob(f"{topic}-*") if d.is_dir())
+    partitions = sorted(d for d in (data_dir / PARTITIONS_DIR).glob(f"{topic}-*") if d.is_dir())
     cuts = []
     if partitions:
         cut = cut_partition_tail(rng.choice(partitions), rng)
