@@ -13,13 +13,21 @@ then SIGKILL by pid). The faults:
   partition (inbound isolation). It needs CAP_NET_ADMIN and the `ip` tool;
   `partition_supported()` says whether this machine allows it (docs/jepsen.md).
 
-Everything started or changed is undone in `close()`, by pid and by route.
+- lose_tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a
+  restart at once: the restarted node must never lead or be a truncation source with the
+  shorter log while an in-sync replica holds the acknowledged data.
+- fill_disk / free_disk: the node given `small_disk_node` keeps its data directory on a small
+  ext4 of its own (disk.py), which the fault fills to the last byte.
+
+Everything started or changed is undone in `close()`, by pid and by route; the small disk in
+`release_disk()`, once the audit has read it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,9 +37,11 @@ from pathlib import Path
 from kraftpy.tools.cluster_cmd import spawn_node
 from kraftpy.tools.cluster_layout import NodeEntry
 from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.jepsen_like.disk import Cut, LoopDisk, cut_unsynced_tails
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 IP_TIMEOUT_S = 10
+SMALL_DISK_MIB = 256  # room for a CI run's data several times over; the fault takes what is left
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,14 +64,19 @@ def partition_supported() -> tuple[bool, str]:
 
 
 class JepsenCluster(LocalCluster):
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, small_disk_node: int | None = None) -> None:
         super().__init__(directory, nodes=len(HOSTS))
         self.paused: set[int] = set()
         self.isolated: set[int] = set()
+        self.small_disk_node = small_disk_node
+        self.disk: LoopDisk | None = None
         for host in HOSTS:  # a route left behind by an earlier run that was killed
             _blackhole(host, False)
 
     def start_cluster(self) -> None:
+        if self.small_disk_node is not None:  # mounted before `cluster start` formats the directory
+            self.disk = LoopDisk(self.dir / f"node-{self.small_disk_node}" / "data", size_mib=SMALL_DISK_MIB)
+            self.disk.mount()
         self.start("--host", ",".join(HOSTS))
 
     @property
@@ -106,8 +121,24 @@ class JepsenCluster(LocalCluster):
         _blackhole(self.entry(node_id).host, False)
         self.isolated.discard(node_id)
 
+    def lose_tail(self, node_id: int, topic: str, rng: random.Random) -> list[Cut]:
+        """SIGKILL, cut the unsynced tails as a power loss would, restart at once."""
+        self.kill(node_id)
+        cuts = cut_unsynced_tails(self.layout().data_dir(self.entry(node_id)), topic, rng)
+        self.restart(node_id)
+        return cuts
+
+    def fill_disk(self, node_id: int) -> int:
+        assert self.disk is not None and node_id == self.small_disk_node, f"node {node_id} has no small disk"
+        return self.disk.fill()
+
+    def free_disk(self) -> None:
+        if self.disk is not None:
+            self.disk.free()
+
     def heal_all(self) -> list[int]:
         """Undo every fault; start any node whose process is gone. Returns the nodes started."""
+        self.free_disk()
         for node_id in list(self.paused):
             self.resume(node_id)
         for node_id in list(self.isolated):
@@ -125,3 +156,8 @@ class JepsenCluster(LocalCluster):
         for host in HOSTS:
             _blackhole(host, False)
         self.stop()
+
+    def release_disk(self) -> None:
+        """Unmount the small disk: after the audit has read the files on it."""
+        if self.disk is not None:
+            self.disk.close()

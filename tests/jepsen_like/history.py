@@ -13,6 +13,22 @@ from pathlib import Path
 from typing import Any
 
 
+class RunEnd:
+    """When the workload under faults ends: at its time limit, later while the nemesis finishes its first round
+    (a run must have done every named fault), and never past `hard_limit_s` beyond the time limit."""
+
+    def __init__(self, time_s: float, *, hard_limit_s: float = 120.0) -> None:
+        self.at = time.monotonic() + time_s
+        self._limit = self.at + hard_limit_s
+
+    def hold_until_done(self) -> None:
+        """The nemesis calls this before each fault of its first round."""
+        self.at = max(self.at, min(time.monotonic() + 5.0, self._limit))
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
+
+
 class HistoryWriter:
     """Appends events to a .jsonl file (flushed per line, so a crashed run still leaves its history)."""
 

@@ -1,11 +1,14 @@
-"""A Jepsen-like run: idempotent acks=all producers on a real 3-node cluster under kills, pauses and partitions.
+"""A Jepsen-like run: idempotent acks=all producers on a real 3-node cluster under every fault we know.
 
-Three `kraftpy server` processes on 127.0.0.2-4 (`cluster start --host ...`);
-a topic of three partitions, replication factor 3, min_insync_replicas 2.
-Producer processes record every send in a history while the nemesis kills,
-pauses and isolates nodes, one at a time (nemesis.py). Then every fault is
-healed, the test waits (bounded) until every replica is back in its ISR, a
-consumer reads everything back into the same history, and:
+Three `kraftpy server` processes on 127.0.0.2-4 (`cluster start --host ...`),
+one of them with its data on a small disk of its own; a topic of three
+partitions, replication factor 3, min_insync_replicas 2. Producer processes
+record every send in a history while the nemesis kills, pauses, isolates,
+cuts unsynced tails and fills the disk, one fault at a time (nemesis.py), and
+a hostile local process sends malformed, forged and oversized requests
+throughout (hostile.py). Every named fault must have happened at least once.
+Then every fault is healed, the test waits (bounded) until every replica is
+back in its ISR, a consumer reads everything back into the same history, and:
 
 1. `kraftpy check HISTORY --model kafka` must find no anomaly (no lost,
    duplicated or reordered write; every acknowledged value read at its offset);
@@ -13,7 +16,8 @@ consumer reads everything back into the same history, and:
    nothing in the replicas' files (no divergence below the high watermark, no
    gap, no epoch going back, no acknowledged write missing, no duplicate).
 
-`--jepsen-time-s 600` makes it a soak; `--jepsen-seed N` replays a nemesis order.
+No node may die on its own, and no poison batch of the hostile process may be
+stored. `--jepsen-time-s 600` makes it a soak; `--jepsen-seed N` replays a nemesis order.
 The history, the audit's HTML and the cluster's files stay in the test's tmp dir.
 """
 
@@ -29,7 +33,9 @@ import pytest
 
 from tests.integration.test_cluster_support import wait_for
 from tests.jepsen_like.cluster import JepsenCluster, partition_supported
-from tests.jepsen_like.history import HistoryWriter
+from tests.jepsen_like.disk import loop_disk_supported
+from tests.jepsen_like.history import HistoryWriter, RunEnd
+from tests.jepsen_like.hostile import HostileClient
 from tests.jepsen_like.nemesis import FAULTS, run_nemesis
 from tests.jepsen_like.workload import produce, read_all
 
@@ -38,29 +44,44 @@ pytestmark = pytest.mark.slow
 TOPIC = "jepsen"
 PARTITIONS = 3
 PROCESSES = 6
-DEFAULT_TIME_S = 15.0
+DEFAULT_TIME_S = 30.0  # two rounds of the five faults, on average
 MAX_SENDS_PER_S = 2_000  # bounds the send count however fast the cluster is
 AUDIT_TIMEOUT_S = 300
+
+
+def hostile_client(cluster: JepsenCluster, rng: random.Random) -> HostileClient:
+    layout = cluster.layout()
+    nodes = {n.node_id: (n.host, n.port) for n in layout.nodes}
+    return HostileClient(nodes, layout.cluster_id, TOPIC, random.Random(rng.random()))
 
 
 async def workload_under_faults(
     cluster: JepsenCluster, history: HistoryWriter, time_s: float, rng: random.Random, faults: tuple[str, ...]
 ):
-    deadline = time.monotonic() + time_s
-    stats, done = await asyncio.gather(
+    end = RunEnd(time_s)
+    hostile = hostile_client(cluster, rng)
+    stats, done, attacks = await asyncio.gather(
         produce(
             history,
             cluster.bootstrap,
             TOPIC,
             PARTITIONS,
             processes=PROCESSES,
-            deadline=deadline,
+            end=end,
             max_sends=int(time_s * MAX_SENDS_PER_S),
             rng=random.Random(rng.random()),
         ),
-        run_nemesis(cluster, history, deadline=deadline, rng=rng, faults=faults),
+        run_nemesis(cluster, history, end=end, rng=rng, faults=faults, topic=TOPIC),
+        hostile.run(end),
     )
-    return stats, done
+    return stats, done, attacks
+
+
+def machine_supports_every_fault() -> None:
+    """A fault the machine cannot do fails the run: a run that skips a fault proves nothing about it."""
+    for name, (ok, how) in (("isolate", partition_supported()), ("disk-full", loop_disk_supported())):
+        if not ok:
+            pytest.fail(f"the {name} fault cannot run here: {how} (fault runs need root; see docs/jepsen.md)")
 
 
 class Phases:
@@ -91,17 +112,34 @@ def replicas_in_sync(cluster: JepsenCluster) -> bool:
     return all(len(p["isr"]) == 3 and p["leader"] in (1, 2, 3) for p in partitions)
 
 
-def test_acked_writes_survive_kills_pauses_and_partitions(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_acked_writes_survive_every_fault(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     time_s = request.config.getoption("--jepsen-time-s", default=None) or DEFAULT_TIME_S
     seed = request.config.getoption("--jepsen-seed", default=None)
     seed = random.randrange(2**32) if seed is None else seed
     rng = random.Random(seed)
-    can_partition, how = partition_supported()
-    faults = FAULTS if can_partition else tuple(f for f in FAULTS if f != "isolate")
-    print(f"jepsen run: seed {seed}, {time_s:.0f} s, faults {faults} (partitions: {how})")
+    machine_supports_every_fault()
+    faults = FAULTS
+    small_disk_node = rng.choice((1, 2, 3))
+    print(f"jepsen run: seed {seed}, {time_s:.0f} s, faults {faults}, small disk on node {small_disk_node}")
     history_path = tmp_path / "history.jsonl"
     history = HistoryWriter(history_path)
-    cluster = JepsenCluster(tmp_path / "cluster")
+    cluster = JepsenCluster(tmp_path / "cluster", small_disk_node=small_disk_node)
+    try:
+        run_checked(cluster, history, history_path, time_s, seed, rng, faults)
+    finally:
+        cluster.release_disk()
+
+
+def run_checked(
+    cluster: JepsenCluster,
+    history: HistoryWriter,
+    history_path: Path,
+    time_s: float,
+    seed: int,
+    rng: random.Random,
+    faults: tuple[str, ...],
+) -> None:
+    tmp_path = history_path.parent
     phases = Phases()
     try:
         cluster.start_cluster()
@@ -110,8 +148,12 @@ def test_acked_writes_survive_kills_pauses_and_partitions(tmp_path: Path, reques
             "topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "3",
             "--config", "min_insync_replicas=2",
         )  # fmt: skip
-        stats, done = asyncio.run(workload_under_faults(cluster, history, time_s, rng, faults))
+        stats, done, attacks = asyncio.run(workload_under_faults(cluster, history, time_s, rng, faults))
         phases.done("workload under faults")
+        print(f"hostile client: {json.dumps(attacks.summary())}")
+        missing = [f for f in faults if not done[f]]
+        assert not missing, f"seed {seed}: faults {missing} never happened in {time_s:.0f} s (done: {dict(done)})"
+        assert attacks.poison_accepted == 0, f"seed {seed}: a leader stored {attacks.poison_accepted} poison batch(es)"
         restarted = cluster.heal_all()
         assert not restarted, f"seed {seed}: nodes {restarted} died during the run (see their server.log)"
         try:

@@ -9,7 +9,7 @@ error does not prove the record is absent). Anything else (a non-retriable
 Kafka error, a TypeError in the client) is recorded as `info` and then fails
 the run: a client bug that shows only under faults must not pass as a fault.
 A process that saw `info` retires and a fresh process number continues, as
-Jepsen does. Bounded by a deadline and a send count.
+Jepsen does. Bounded by the run's end and a send count.
 
 The final read assigns every partition, reads from the beginning to the end
 offsets and records each poll.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.protocol.errors import KafkaError
-from tests.jepsen_like.history import HistoryWriter
+from tests.jepsen_like.history import HistoryWriter, RunEnd
 
 SEND_TIMEOUT_S = 10.0  # bound on one send's wait; the producer's delivery timeout is below it
 READ_TIMEOUT_S = 60.0
@@ -53,7 +53,7 @@ async def produce(
     partitions: int,
     *,
     processes: int,
-    deadline: float,
+    end: RunEnd,
     max_sends: int,
     rng: random.Random,
 ) -> WorkloadStats:
@@ -74,7 +74,7 @@ async def produce(
         async def one_process(process: int) -> None:
             nonlocal next_process
             n = 0
-            while time.monotonic() < deadline and stats.invoked < max_sends:
+            while not end.passed() and stats.invoked < max_sends:
                 partition = rng.randrange(partitions)
                 message = f"p{process}-{n}"
                 n += 1
