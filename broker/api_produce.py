@@ -81,7 +81,7 @@ class _Checked(NamedTuple):
     unchecked: bool = False
 
 
-def check_producer_batch(records: bytes, max_message_bytes: int) -> BatchHeader:
+def check_producer_batch(records: bytes, max_message_bytes: int, segment_bytes: int) -> BatchHeader:
     """The header of the one batch in `records`, or the KafkaError Kafka's LogValidator would give."""
     header = parse_header(records, 0, max_batch_bytes=max(DEFAULT_MAX_BATCH_BYTES, max_message_bytes), check_crc=True)
     if header.size != len(records):
@@ -93,6 +93,13 @@ def check_producer_batch(records: bytes, max_message_bytes: int) -> BatchHeader:
     if header.size > max_message_bytes:
         raise KafkaError(
             f"batch of {header.size} bytes is above max_message_bytes {max_message_bytes}", ErrorCode.MESSAGE_TOO_LARGE
+        )
+    if header.size > segment_bytes:
+        # The log cannot store it (a segment holds whole batches); refused here, before the core
+        # accepts it, an append the storage then rejects would take the partition offline.
+        raise KafkaError(
+            f"batch of {header.size} bytes is larger than a whole segment (segment_bytes {segment_bytes})",
+            ErrorCode.RECORD_LIST_TOO_LARGE,
         )
     if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
         raise KafkaError(
@@ -172,7 +179,8 @@ class ProduceHandler:
                 if refuses_client_writes(topic):
                     raise KafkaError(f"Cannot append to internal topic {topic}", ErrorCode.INVALID_TOPIC_EXCEPTION)
                 hosted = rm.lookup(topic, partition)
-                header = check_producer_batch(records, hosted.log.config.max_message_bytes)
+                config = hosted.log.config
+                header = check_producer_batch(records, config.max_message_bytes, config.segment_bytes)
             except KafkaError as exc:
                 answers[key] = self._error(topic, partition, exc)
                 continue

@@ -74,7 +74,8 @@ class OffsetsAppender:
             if action.records:
                 hosted = leading_partition(self.rm, OFFSETS_TOPIC, action.partition, leader_epoch)
                 batch = build_batch(action.records)
-                header = check_producer_batch(batch, hosted.log.config.max_message_bytes)
+                config = hosted.log.config
+                header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
                 rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)
                 waits[rid] = ((OFFSETS_TOPIC, action.partition), hosted, future)
             error = ErrorCode.NONE

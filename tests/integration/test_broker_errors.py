@@ -130,6 +130,22 @@ async def test_bad_batches_are_refused_per_partition(tmp_path: Path) -> None:
         assert (answer["error_code"], answer["base_offset"]) == (0, 0)  # the partition took nothing bad
 
 
+async def test_a_batch_larger_than_a_segment_is_refused_and_the_partition_stays_online(tmp_path: Path) -> None:
+    """Kafka answers RECORD_LIST_TOO_LARGE; taking the partition offline let any client stop it for good."""
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("small-segments", assignments=[(1, 2, 3)], configs={"segment_bytes": 2048})
+        big = build_batch([(None, b"x" * 100)] * 40)  # about 4.6 KiB, under max_message_bytes
+        assert len(big) > 2048
+        answer = part_of(await cluster.call(1, "/kafka/produce", produce("small-segments", big)))
+        assert answer["error_code"] == ErrorCode.RECORD_LIST_TOO_LARGE
+        assert "segment_bytes 2048" in answer["message"]
+        assert cluster.hosted(1, "small-segments").offline is None
+        answer = part_of(
+            await cluster.call(1, "/kafka/produce", produce("small-segments", build_batch([(None, b"ok")])))
+        )
+        assert (answer["error_code"], answer["base_offset"]) == (0, 0)
+
+
 MALFORMED = [
     ("/kafka/produce", {"timeout_ms": 10, "topics": []}, "'acks'"),
     (

@@ -119,7 +119,7 @@ async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_p
         handler = c.rm(leader)._handlers["/kafka/produce"]
         garbage = forge(build_batch([(b"k", b"v")]), section=GARBAGE[CompressionType.ZSTD], attributes=4)
         for batch in (build_batch([(None, b"keyless")]), build_batch([(b"\xff\xfe", b"not cbor")]), garbage):
-            header = check_producer_batch(batch, hosted.log.config.max_message_bytes)
+            header = check_producer_batch(batch, hosted.log.config.max_message_bytes, hosted.log.config.segment_bytes)
             now = monotonic_ms()
             rid, future = handler.begin_append(hosted, header, batch, -1, 5_000, now)
             await handler.await_appends({rid: ((OFFSETS_TOPIC, partition), hosted, future)}, now + 5_000)

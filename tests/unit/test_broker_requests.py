@@ -56,24 +56,27 @@ def test_answers_group_by_topic_and_carry_error_names() -> None:
 
 def test_producer_batches_are_checked_at_header_level() -> None:
     good = build_batch([(None, b"a"), (None, b"b")])
-    assert check_producer_batch(good, 1000).records_count == 2
+    segment = 1 << 30
+    assert check_producer_batch(good, 1000, segment).records_count == 2
     flipped = bytearray(good)
     flipped[-1] ^= 1
     with pytest.raises(CorruptRecordError):
-        check_producer_batch(bytes(flipped), 1000)
+        check_producer_batch(bytes(flipped), 1000, segment)
     with pytest.raises(CorruptRecordError):
-        check_producer_batch(good[:30], 1000)
+        check_producer_batch(good[:30], 1000, segment)
     expectations = [
-        (good + good, 1000, ErrorCode.INVALID_RECORD),
-        (good, 20, ErrorCode.MESSAGE_TOO_LARGE),
-        (build_batch([(None, b"c")], is_control=True), 1000, ErrorCode.INVALID_RECORD),
+        (good + good, 1000, segment, ErrorCode.INVALID_RECORD),
+        (good, 20, segment, ErrorCode.MESSAGE_TOO_LARGE),
+        (good, 1000, len(good) - 1, ErrorCode.RECORD_LIST_TOO_LARGE),  # a segment could not hold it
+        (build_batch([(None, b"c")], is_control=True), 1000, segment, ErrorCode.INVALID_RECORD),
         (
             build_batch([(None, b"t")], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0),
             1000,
+            segment,
             ErrorCode.INVALID_RECORD,
         ),
     ]
-    for records, limit, code in expectations:
+    for records, limit, segment_bytes, code in expectations:
         with pytest.raises(KafkaError) as raised:
-            check_producer_batch(records, limit)
+            check_producer_batch(records, limit, segment_bytes)
         assert raised.value.code == code
