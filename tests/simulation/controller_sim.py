@@ -18,6 +18,11 @@ Invariants, checked at every commit (InvariantViolation names seed and step):
   history, and leader epochs and partition epochs never go back;
 - a partition's ISR and leader change only through committed PartitionChange
   records for that partition;
+- a new leader comes from the partition's previous ISR (no topic here allows
+  unclean election);
+- an AlterPartition is accepted only at the partition epoch the controller
+  holds (Kafka's INVALID_UPDATE_VERSION otherwise): a stale view of the ISR
+  never becomes the ISR;
 and at the end of a fault-free period: every dead broker is fenced and leads
 nothing, every live broker is unfenced, and every partition with a live ISR
 member has a leader.
@@ -176,6 +181,8 @@ class ControllerSim:
                         self.stats.leader_changes += 1
                         if key not in leader_changed:
                             self.fail(f"{topic.name}-{p} leader {prev.leader} -> {part.leader} without a record")
+                        if part.leader != NO_LEADER and part.leader not in prev.isr:
+                            self.fail(f"{topic.name}-{p} elected {part.leader} from outside its ISR {prev.isr}")
                     if part.leader_epoch < prev.leader_epoch or part.partition_epoch < prev.partition_epoch:
                         self.fail(f"{topic.name}-{p} epochs went back: {prev} -> {part}")
                 if part.leader != NO_LEADER:
@@ -236,7 +243,14 @@ class ControllerSim:
                 return
             new_isr = (*part.isr, self.rng.choice(outside))
         item = AlterPartitionItem(topic.topic_id, p, part.leader_epoch, new_isr, part.partition_epoch)
-        self.send(-1, "alter", AlterPartitionRequest(broker.broker_id, broker.epoch, (item,)))
+        current = self.harness.latest.partition(topic.topic_id, p)
+        result = self.harness.send(AlterPartitionRequest(broker.broker_id, broker.epoch, (item,)))
+        (answer,) = result.response.results
+        if answer.error is None and current is not None and item.partition_epoch != current.partition_epoch:
+            self.fail(
+                f"{topic.name}-{p}: AlterPartition at partition epoch {item.partition_epoch} accepted while the "
+                f"controller held {current.partition_epoch}"
+            )
 
     # --- the run -------------------------------------------------------------------------------------
     def random_event(self) -> None:

@@ -11,6 +11,9 @@ import dataclasses
 
 import pytest
 
+from kraftpy.metadata import replication_control
+from kraftpy.metadata.image import NO_LEADER
+from kraftpy.metadata.partition_change import PartitionChangeBuilder
 from tests.simulation.controller_sim import ControllerSim, InvariantViolation
 
 CI_SEEDS = 40
@@ -55,3 +58,45 @@ def test_the_checker_catches_an_isr_change_without_a_record() -> None:
     forged_image = dataclasses.replace(image, offset=image.offset + 1, topics=topics)
     with pytest.raises(InvariantViolation, match="without a committed record"):
         sim.check_commit(image, forged_image)
+
+
+def first_violation(within: int) -> str | None:
+    for seed in range(within):
+        try:
+            ControllerSim(seed).run()
+        except InvariantViolation as exc:
+            return str(exc)
+    return None
+
+
+def test_the_checker_catches_a_controller_that_elects_outside_the_isr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken controller: every election takes the first live replica, in the ISR or not, and adds it."""
+    resolve = PartitionChangeBuilder.resolve
+
+    def elects_outside_isr(self: PartitionChangeBuilder) -> tuple[int, tuple[int, ...]]:
+        leader, isr = resolve(self)
+        if leader != self.partition.leader:  # an election happened: take anyone alive
+            anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
+            if anyone not in (NO_LEADER, leader):
+                return anyone, tuple(dict.fromkeys((*isr, anyone)))
+        return leader, isr
+
+    monkeypatch.setattr(PartitionChangeBuilder, "resolve", elects_outside_isr)
+    message = first_violation(within=20)
+    assert message is not None, "the checkers missed elections from outside the ISR"
+    assert "from outside its ISR" in message, message
+
+
+def test_the_checker_catches_a_controller_that_accepts_stale_isr_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken controller: an AlterPartition at an old partition epoch is applied as if it were current."""
+    check = replication_control._check_alter_partition
+
+    def accepts_stale(image, broker_id, topic, part, item):
+        if item.partition_epoch < part.partition_epoch:
+            item = dataclasses.replace(item, partition_epoch=part.partition_epoch)
+        return check(image, broker_id, topic, part, item)
+
+    monkeypatch.setattr(replication_control, "_check_alter_partition", accepts_stale)
+    message = first_violation(within=20)
+    assert message is not None, "the checkers missed ISR changes accepted at a stale partition epoch"
+    assert "accepted while the controller held" in message, message
