@@ -161,3 +161,32 @@ async def test_a_peer_without_a_stream_is_called_over_http() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_calls_to_a_peer_are_written_in_the_order_they_were_made_while_the_stream_connects() -> None:
+    """Issue 11 §2: a call made while the stream connected waited for the connection and resumed a
+    loop iteration after a call made later could already see the new stream, so the later call's
+    frame left first (the leader then saw a producer's second batch before its first). Each call now
+    takes its turn when it is made, so frames leave in call order."""
+    arrived: list[int] = []
+
+    async def record(body: dict) -> dict:
+        arrived.append(body["n"])
+        return {}
+
+    runner, port = await serve(make_app({"/record": record}))
+    client = RpcClient(request_timeout_ms=5000)
+    address = ("127.0.0.1", port)
+    try:
+        first = asyncio.create_task(client.call(address, "/record", {"n": 1}, stream=True))
+        # Make the second call in the window between the stream becoming visible and the first
+        # call resuming from its wait for the connection.
+        async with asyncio.timeout(WAIT_S):
+            while address not in client._streams:
+                await asyncio.sleep(0)
+        await client.call(address, "/record", {"n": 2}, stream=True)
+        await asyncio.wait_for(first, WAIT_S)
+        assert arrived == [1, 2]
+    finally:
+        await client.close()
+        await runner.cleanup()
