@@ -171,8 +171,15 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
             task.add_done_callback(tasks.discard)
     finally:
         app[_STREAM_SOCKETS].discard(ws)
-        for task in tasks:
-            task.cancel()  # the caller is gone: nobody reads these answers
+        try:
+            # Calls read before the peer left still start: a handler changes state before its first
+            # await (a produce appends before it waits for acks), and an acks=0 produce has no answer to
+            # wait for, so its records must not depend on the connection staying open (Kafka handles the
+            # requests it read before a disconnect). What they wait for after that is cancelled.
+            await asyncio.sleep(0)
+        finally:
+            for task in tasks:
+                task.cancel()  # the caller is gone: nobody reads these answers
     return ws
 
 
@@ -397,8 +404,28 @@ class RpcClient:
             raise KafkaError.from_dict(answer)
         return answer
 
-    async def _stream_call(self, address: Address, path: str, body: Mapping[str, Any], total_ms: int) -> Any:
-        """The answer body, or None if the peer serves no stream (the caller falls back to HTTP)."""
+    async def send(
+        self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
+    ) -> None:
+        """Write a call whose answer nobody waits for (a produce with acks=0, which Kafka does not answer).
+
+        Returns once the frame is written to the peer's stream, in call order with every other call;
+        the answer the peer still sends is dropped. Closing the client afterwards completes the stream's
+        close handshake, so the peer has read the frame before the connection ends. A peer without a
+        stream is called over HTTP (its answer is awaited, and then dropped).
+        """
+        total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        sent = address not in self._http_only and (
+            await self._stream_call(address, path, body, total_ms, answer_wanted=False) is not None
+        )
+        if sent:
+            return
+        await self.call(address, path, body, timeout_ms=total_ms, raise_errors=False)
+
+    async def _stream_call(
+        self, address: Address, path: str, body: Mapping[str, Any], total_ms: int, *, answer_wanted: bool = True
+    ) -> Any:
+        """The answer body ({} when not `answer_wanted`), or None if the peer serves no stream (then HTTP)."""
         where = f"{address[0]}:{address[1]}"
         started = time.monotonic()
         stream: _Stream | None = None
@@ -416,7 +443,7 @@ class RpcClient:
                     call_id, answer = await stream.send(path, body)
                 finally:
                     turns.release(turn)
-                return await answer
+                return await answer if answer_wanted else {}
         except TimeoutError:
             if stream is not None and stream.last_answer < started:
                 await stream.close()  # nothing came back on it since this call left: a dead connection
