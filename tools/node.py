@@ -24,6 +24,7 @@ from aiohttp import web
 from kraftpy.protocol.rpc import Handler, RpcClient, make_app
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
+from kraftpy.tools.start_errors import ListenError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,10 @@ class Node:
         self._runner = web.AppRunner(make_app(routes), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ListenError(self.config.host, self.config.port, exc) from exc
         for component in self.components:
             await component.start()
         log.info(
