@@ -55,19 +55,31 @@ class Tally:
     notes: list[str] = field(default_factory=list)
 
 
-def cli(cluster_dir: Path, *args: str, stdin: bytes | None = None, timeout_s: float = 120) -> None:
-    subprocess.run(
+def cli(cluster_dir: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", *args, "--dir", str(cluster_dir)],
-        input=stdin,
         capture_output=True,
         timeout=timeout_s,
-        check=True,
+        stdin=subprocess.DEVNULL,
     )
 
 
-def create_topic(cluster_dir: Path, topic: str) -> None:
+def create_topic(cluster_dir: Path, topic: str, attempts: int = 3) -> None:
+    """Create (or find) the topic; an admin call can time out on a loaded machine, so try a few times."""
     configs = [arg for c in TOPIC_CONFIGS for arg in ("--config", c)]
-    cli(cluster_dir, "topics", "create", topic, "--partitions", "6", "--replication-factor", "3", *configs)
+    args = ("topics", "create", topic, "--partitions", "6", "--replication-factor", "3", "--if-not-exists")
+    last = ""
+    for _ in range(attempts):
+        try:
+            done = cli(cluster_dir, *args, *configs)
+        except subprocess.TimeoutExpired as exc:
+            last = str(exc)
+            continue
+        if done.returncode == 0:
+            return
+        last = done.stderr.decode(errors="replace").strip()
+        time.sleep(1)
+    raise RuntimeError(f"cannot create {topic}: {last}")
 
 
 async def high_watermarks(consumer: Consumer, topic: str) -> int:
@@ -120,7 +132,9 @@ async def watch(
     return outcome, elapsed, detail
 
 
-async def soak(cluster_dir: Path, only: str, runs: int, stall_s: float, timeout_s: float) -> dict[str, Tally]:
+async def soak(
+    cluster_dir: Path, only: str, runs: int, stall_s: float, timeout_s: float, hogs: BusyLoops
+) -> dict[str, Tally]:
     layout = ClusterLayout.load(cluster_dir)
     kraftpy = [sys.executable, "-m", "kraftpy.tools.cli"]
     tallies: dict[str, Tally] = {}
@@ -144,6 +158,7 @@ async def soak(cluster_dir: Path, only: str, runs: int, stall_s: float, timeout_
                             "--record-size", "100", "--throughput", "-1", "--acks", "all",
                             "--dir", str(cluster_dir)]  # fmt: skip
                     stdin = None
+                hogs.refresh()
                 outcome, seconds, detail = await watch(consumer, topic, argv, stdin, stall_s, timeout_s)
                 tally.runs += 1
                 tally.seconds.append(round(seconds, 2))
@@ -151,8 +166,8 @@ async def soak(cluster_dir: Path, only: str, runs: int, stall_s: float, timeout_
                     setattr(tally, outcome, getattr(tally, outcome) + 1)
                     tally.notes.append(f"run {i}: {outcome} after {seconds:.1f} s ({detail})")
                 err.print(f"{kind} run {i + 1}/{runs}: {outcome} in {seconds:.1f} s")
-                if kind == "cli":
-                    cli(cluster_dir, "topics", "delete", topic)
+                if kind == "cli" and cli(cluster_dir, "topics", "delete", topic).returncode != 0:
+                    err.print(f"[yellow]could not delete {topic}; left in place[/]")
     return tallies
 
 
@@ -163,10 +178,25 @@ async def topic_exists(consumer: Consumer, topic: str) -> bool:
         return False
 
 
-def busy_loops(count: int, seconds: float) -> list[subprocess.Popen[bytes]]:
-    """CPU hogs bounded in time (`timeout`), as the issue's 'one busy loop per core'."""
-    script = "while :; do :; done"
-    return [subprocess.Popen(["timeout", str(int(seconds)), "sh", "-c", script]) for _ in range(count)]
+class BusyLoops:
+    """CPU hogs, as the issue's 'one busy loop per core'. Each lives at most `lifetime_s` (`timeout`), and
+    `refresh()` before every run replaces those that ended, so a soak that is killed leaves none for long."""
+
+    def __init__(self, count: int, lifetime_s: float) -> None:
+        self.count, self.lifetime_s = count, lifetime_s
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def refresh(self) -> None:
+        self.procs = [p for p in self.procs if p.poll() is None]
+        while len(self.procs) < self.count:
+            argv = ["timeout", str(int(self.lifetime_s)), "sh", "-c", "while :; do :; done"]
+            self.procs.append(subprocess.Popen(argv))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()  # `timeout` passes SIGTERM on to its busy loop
+            proc.wait()
+        self.procs = []
 
 
 @click.command()
@@ -192,7 +222,7 @@ def busy_loops(count: int, seconds: float) -> list[subprocess.Popen[bytes]]:
     type=click.IntRange(0, 8),
     default=0,
     show_default=True,
-    help="Busy loops to run meanwhile (bounded by the soak's expected length).",
+    help="Busy loops to run meanwhile (each ends within 2 x --timeout-s; replaced before every run).",
 )
 @click.option("--json", "as_json", is_flag=True)
 def main(
@@ -205,14 +235,12 @@ def main(
         bench = BenchCluster(Path(tmp.name) / "cluster")
         bench.start()
         cluster_dir = bench.dir
-    hogs = busy_loops(busy, runs * 2 * timeout_s) if busy else []
+    hogs = BusyLoops(busy, 2 * timeout_s)
     load_before = os.getloadavg()[0]
     try:
-        tallies = asyncio.run(soak(cluster_dir, only, runs, stall_s, timeout_s))
+        tallies = asyncio.run(soak(cluster_dir, only, runs, stall_s, timeout_s, hogs))
     finally:
-        for hog in hogs:
-            hog.terminate()  # `timeout` passes SIGTERM on to its busy loop
-            hog.wait()
+        hogs.stop()
         if bench is not None:
             bench.stop()
         if tmp is not None:
