@@ -272,9 +272,6 @@ class SendTurns:
         if head and self._queue and not self._queue[0].done():
             self._queue[0].set_result(None)
 
-    def __len__(self) -> int:
-        return len(self._queue)
-
 
 class _Stream:
     """The client end of one peer's stream: calls in flight by id, one reader task."""
