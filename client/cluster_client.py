@@ -139,6 +139,12 @@ class ClusterClient:
     ) -> dict[str, Any]:
         return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors, stream=stream)
 
+    async def send(
+        self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
+    ) -> None:
+        """Write a call whose answer nobody waits for (acks=0); returns once it is written."""
+        await self.rpc.send(address, path, body, timeout_ms=timeout_ms)
+
     async def call_any(self, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None) -> dict[str, Any]:
         """Call the first candidate that answers (known brokers, then bootstrap servers)."""
         last: KafkaError | None = None

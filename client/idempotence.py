@@ -21,7 +21,9 @@ The ordering rules are Kafka's (KIP-360 for the idempotent producer):
   Kafka: requests travel over HTTP and may overtake each other, so a batch
   sent while an earlier one was still unsettled is simply retried;
 - UNKNOWN_PRODUCER_ID (the broker lost our state, e.g. retention removed it)
-  bumps the epoch likewise;
+  bumps the epoch likewise, unless the batch was sent while an earlier one
+  was unsettled: then the earlier batch, which would create the state, may
+  not have landed yet, and the batch is retried in order instead;
 - a batch that expired or failed after it was sent leaves its sequence
   "unresolved": no new batch is drained for the partition until the ones in
   flight settle, then either the acks cover it or the epoch is bumped.
@@ -326,6 +328,12 @@ class IdempotenceManager:
                 return True  # we cannot judge without the log start offset; retry until we get it
             if batch.sequence_has_been_reset:
                 return True  # renumbered already because of an earlier batch of this partition
+            if batch.sent_behind_unsettled:
+                # An earlier batch that starts the producer's state may simply not have landed yet (it was
+                # refused, or this one overtook it). Bumping now would renumber that earlier batch while it
+                # is on the wire, and its acknowledgement would then count for the new epoch: every later
+                # batch is refused as out of order, forever (issue 11, the producer stall). Retry in order.
+                return True
             # Our state fell off the log head (retention), or the broker lost it: bump and renumber.
             self.request_epoch_bump_for_partition(tp)
             return True

@@ -409,6 +409,9 @@ class Producer:
 
     async def _send_request(self, request: ProduceRequest) -> None:
         assert self._cluster is not None
+        if not request.expects_response:
+            await self._send_without_answer(request)
+            return
         try:
             answer = await self._cluster.call(
                 request.address,
@@ -424,6 +427,19 @@ class Producer:
             self._sender.handle_request_failure(request.request_id, exc, monotonic_ms())
         else:
             self._sender.handle_response(request.request_id, answer, monotonic_ms())
+        self._wake_sender()
+
+    async def _send_without_answer(self, request: ProduceRequest) -> None:
+        """acks=0: the batches are done once the request is written to the broker's stream (as Kafka's)."""
+        assert self._cluster is not None
+        try:
+            await self._cluster.send(
+                request.address, PRODUCE_PATH, request.body, timeout_ms=self.config.request_timeout_ms
+            )
+        except KafkaError as exc:
+            self._sender.handle_request_failure(request.request_id, exc, monotonic_ms())
+        else:
+            self._sender.handle_sent(request.request_id, monotonic_ms())
         self._wake_sender()
 
     async def _init_producer_id(self, body: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ find the leaders with sendable batches, drain them into one produce request
 per leader (respecting max_in_flight_requests_per_connection), expire batches
 past delivery_timeout_ms, and return the requests for the shell to send with
 the time until the next round is due. The shell reports each outcome back
-with `handle_response` or `handle_request_failure`, and each batch then
+with `handle_response` or `handle_request_failure` (`handle_sent` once an
+acks=0 request, which has no answer, is written), and each batch then
 succeeds, is retried (same bytes, same sequence) or fails, following Kafka's
 completeBatch/canRetry rules.
 """
@@ -219,13 +220,21 @@ class Sender:
             expects_response=self.acks != 0,
             created_ms=now,
         )
-        if request.expects_response:
-            self._in_flight[request.request_id] = request
-        else:
-            # acks=0: nothing comes back, so a batch counts as done once it is handed to the network.
-            for batch in batches:
-                self._succeed(batch, -1, -1)
+        # acks=0 too: nothing comes back, but the request counts as in flight until the shell reports it
+        # written (handle_sent), so close() waits for it and max_in_flight bounds it (Kafka completes
+        # such a request when its send completes).
+        self._in_flight[request.request_id] = request
         return request
+
+    def handle_sent(self, request_id: int, now: int) -> None:
+        """An acks=0 request was written to the socket: its batches succeed, offset unknown (-1)."""
+        request = self._in_flight.get(request_id)
+        if request is None or request.expects_response:
+            return
+        del self._in_flight[request_id]
+        for batch in request.batches.values():
+            if not batch.is_done:
+                self._succeed(batch, -1, -1)
 
     # Expiry ----------------------------------------------------------------
 

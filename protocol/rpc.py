@@ -10,10 +10,13 @@ and errors in answers raised again as KafkaError on the caller's side.
 The same routes are also served over one websocket per peer (`STREAM_PATH`,
 `RpcClient.call(..., stream=True)`): each call is a frame {id, path, body},
 each answer a frame {id, body}, many calls in flight on one connection and
-answered in any order. Same handlers, same errors, same timeouts; a frame costs
-a fraction of an HTTP request (no headers, no request objects), which is what
-a peer exchanging thousands of small messages a second (Raft) needs. A peer
-that does not serve the stream is called over HTTP instead.
+answered in any order. Frames are written in the order the calls were made,
+also while the stream connects (SendTurns): a producer's batches reach the
+leader in the order it sent them, as over Kafka's one connection. Same
+handlers, same errors, same timeouts; a frame costs a fraction of an HTTP
+request (no headers, no request objects), which is what a peer exchanging
+thousands of small messages a second (Raft) needs. A peer that does not
+serve the stream is called over HTTP instead.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import logging
 import random
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,8 +197,15 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
             task.add_done_callback(lambda _t: gate.call_finished())
     finally:
         app[_STREAM_SOCKETS].discard(ws)
-        for task in tasks:
-            task.cancel()  # the caller is gone: nobody reads these answers
+        try:
+            # Calls read before the peer left still start: a handler changes state before its first
+            # await (a produce appends before it waits for acks), and an acks=0 produce has no answer to
+            # wait for, so its records must not depend on the connection staying open (Kafka handles the
+            # requests it read before a disconnect). What they wait for after that is cancelled.
+            await asyncio.sleep(0)
+        finally:
+            for task in tasks:
+                task.cancel()  # the caller is gone: nobody reads these answers
     return ws
 
 
@@ -269,6 +280,39 @@ class Backoff:
         self.attempts = 0
 
 
+class SendTurns:
+    """First come, first written: the order in which calls to one peer write their frames.
+
+    A call takes its turn when it is made, before any await, and writes only
+    after every call made before it has written or given up. Without this, a
+    call that waited for the stream to connect resumed a loop iteration after
+    the stream became visible, and a call made in that iteration was written
+    first: a producer's second batch then reached the leader before its first
+    (issue 11, the producer stall). Kafka gets the same order from its one
+    connection per broker; the server answers a stream's frames in parallel,
+    but starts handling them in the order they arrive.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    def take(self) -> asyncio.Future[None]:
+        """This call's turn: a future done when it may write (at once when nobody is ahead)."""
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._queue:
+            turn.set_result(None)
+        self._queue.append(turn)
+        return turn
+
+    def release(self, turn: asyncio.Future[None]) -> None:
+        """The call wrote its frame or gave up (timeout, cancellation, error): the next one may write."""
+        head = bool(self._queue) and self._queue[0] is turn
+        with contextlib.suppress(ValueError):
+            self._queue.remove(turn)
+        if head and self._queue and not self._queue[0].done():
+            self._queue[0].set_result(None)
+
+
 class _Stream:
     """The client end of one peer's stream: calls in flight by id, one reader task."""
 
@@ -281,16 +325,21 @@ class _Stream:
         self.closed = False
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
-    async def call(self, path: str, body: Mapping[str, Any]) -> Any:
+    async def send(self, path: str, body: Mapping[str, Any]) -> tuple[int, asyncio.Future[Any]]:
+        """Write one call's frame; its id and the future its answer completes (`forget` the id when done)."""
         self.next_id += 1
         call_id = self.next_id
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[call_id] = future
         try:
             await self.ws.send_bytes(encode({"id": call_id, "path": path, "body": dict(body)}))
-            return await future
-        finally:
+        except BaseException:
             self.pending.pop(call_id, None)
+            raise
+        return call_id, future
+
+    def forget(self, call_id: int) -> None:
+        self.pending.pop(call_id, None)
 
     async def _read(self) -> None:
         reason = "closed by the peer"
@@ -345,6 +394,7 @@ class RpcClient:
         self._streams: dict[Address, _Stream] = {}
         self._connecting: dict[Address, asyncio.Task[_Stream | None]] = {}
         self._http_only: set[Address] = set()  # peers that do not serve the stream
+        self._turns: dict[Address, SendTurns] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -391,23 +441,55 @@ class RpcClient:
             raise KafkaError.from_dict(answer)
         return answer
 
-    async def _stream_call(self, address: Address, path: str, body: Mapping[str, Any], total_ms: int) -> Any:
-        """The answer body, or None if the peer serves no stream (the caller falls back to HTTP)."""
+    async def send(
+        self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
+    ) -> None:
+        """Write a call whose answer nobody waits for (a produce with acks=0, which Kafka does not answer).
+
+        Returns once the frame is written to the peer's stream, in call order with every other call;
+        the answer the peer still sends is dropped. Closing the client afterwards completes the stream's
+        close handshake, so the peer has read the frame before the connection ends. A peer without a
+        stream is called over HTTP (its answer is awaited, and then dropped).
+        """
+        total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        sent = address not in self._http_only and (
+            await self._stream_call(address, path, body, total_ms, answer_wanted=False) is not None
+        )
+        if sent:
+            return
+        await self.call(address, path, body, timeout_ms=total_ms, raise_errors=False)
+
+    async def _stream_call(
+        self, address: Address, path: str, body: Mapping[str, Any], total_ms: int, *, answer_wanted: bool = True
+    ) -> Any:
+        """The answer body ({} when not `answer_wanted`), or None if the peer serves no stream (then HTTP)."""
         where = f"{address[0]}:{address[1]}"
         started = time.monotonic()
         stream: _Stream | None = None
+        call_id = -1
+        # Taken before the first await, so turns follow the order the calls were made.
+        turns = self._turns.setdefault(address, SendTurns())
+        turn = turns.take()
         try:
             async with asyncio.timeout(total_ms / 1000):
-                stream = await self._get_stream(address)
-                if stream is None:
-                    return None
-                return await stream.call(path, body)
+                try:
+                    await turn
+                    stream = await self._get_stream(address)
+                    if stream is None:
+                        return None
+                    call_id, answer = await stream.send(path, body)
+                finally:
+                    turns.release(turn)
+                return await answer if answer_wanted else {}
         except TimeoutError:
             if stream is not None and stream.last_answer < started:
                 await stream.close()  # nothing came back on it since this call left: a dead connection
             raise KafkaError(f"{path} to {where} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT) from None
         except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
             raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        finally:
+            if stream is not None:
+                stream.forget(call_id)
 
     async def _get_stream(self, address: Address) -> _Stream | None:
         stream = self._streams.get(address)

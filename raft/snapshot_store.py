@@ -47,6 +47,17 @@ class SnapshotStoreError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
+def open_failure(path: Path, exc: BaseException) -> str:
+    """What went wrong opening the store at `path`, and what the operator can do (one line)."""
+    if isinstance(exc, lmdb.DiskError | lmdb.MapFullError):
+        return f"no space left for the Raft snapshot store {path} ({exc}): free space on its device, then start again"
+    return (
+        f"the Raft snapshot store {path} is damaged ({type(exc).__name__}: {exc}): move that directory aside "
+        "and start the node again; the metadata is then replayed from the Raft log (a log that no longer "
+        "starts at offset 0 needs the snapshot, and the next start says so)"
+    )
+
+
 def _id_key(snapshot_id: OffsetAndEpoch) -> bytes:
     return _ID.pack(snapshot_id.offset, snapshot_id.epoch)
 
@@ -62,20 +73,26 @@ class SnapshotStore:
         self.path = Path(path)
         self.keep = keep
         self.path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(self.path), map_size=map_size, max_dbs=4, sync=False, metasync=False)
-        self._complete = self._env.open_db(b"complete")
-        self._chunks = self._env.open_db(b"chunks")
-        self._pending = self._env.open_db(b"pending")
         self._sizes: dict[OffsetAndEpoch, int] = {}
         self._pending_id: OffsetAndEpoch | None = None
         self._pending_size = 0
         self._pending_crc = 0
-        with self._env.begin(write=True) as txn:
-            txn.drop(self._pending, delete=False)  # a fetch interrupted by a crash starts over
-            for key, value in txn.cursor(db=self._complete):
-                offset, epoch = _ID.unpack(key)
-                self._sizes[OffsetAndEpoch(offset, epoch)] = int(cbor2.loads(value)["size"])
-        self._env.sync(True)
+        self._env = None
+        try:
+            self._env = lmdb.open(str(self.path), map_size=map_size, max_dbs=4, sync=False, metasync=False)
+            self._complete = self._env.open_db(b"complete")
+            self._chunks = self._env.open_db(b"chunks")
+            self._pending = self._env.open_db(b"pending")
+            with self._env.begin(write=True) as txn:
+                txn.drop(self._pending, delete=False)  # a fetch interrupted by a crash starts over
+                for key, value in txn.cursor(db=self._complete):
+                    offset, epoch = _ID.unpack(key)
+                    self._sizes[OffsetAndEpoch(offset, epoch)] = int(cbor2.loads(value)["size"])
+            self._env.sync(True)
+        except (lmdb.Error, struct.error, ValueError, KeyError, TypeError, cbor2.CBORDecodeError) as exc:
+            if self._env is not None:
+                self._env.close()
+            raise SnapshotStoreError(open_failure(self.path, exc)) from exc
         self._latest = max(self._sizes) if self._sizes else None
 
     # ---- reads ------------------------------------------------------------------------------

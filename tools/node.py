@@ -25,6 +25,7 @@ from kraftpy.protocol.rpc import Handler, RpcClient, make_app
 from kraftpy.protocol.rpc_limits import LimitedTCPSite
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
+from kraftpy.tools.start_errors import ListenError
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,10 @@ class Node:
         )
         await self._runner.setup()
         self._site = LimitedTCPSite(self._runner, self.config.host, self.config.port, limits, reuse_address=True)
-        await self._site.start()
+        try:
+            await self._site.start()
+        except OSError as exc:
+            raise ListenError(self.config.host, self.config.port, exc) from exc
         for component in self.components:
             await component.start()
         log.info(

@@ -82,6 +82,7 @@ class _NodeIdFilter(logging.Filter):
 def server(config_path: Path | None, extra_settings: tuple[str, ...], **flags: Any) -> None:
     """Run one node (broker, controller, or both) until SIGTERM or SIGINT."""
     from kraftpy.tools.node import Node
+    from kraftpy.tools.start_errors import start_error_line
 
     config = config_from_flags(config_path, extra_settings, **flags)
     configure_logging(config)
@@ -97,10 +98,12 @@ def server(config_path: Path | None, extra_settings: tuple[str, ...], **flags: A
 
     try:
         asyncio.run(main())
-    except KafkaError as err:
-        raise click.ClickException(str(err)) from None
-    except OSError as err:
-        raise click.ClickException(f"cannot serve on {config.host}:{config.port}: {err}") from None
+    except Exception as err:
+        line = start_error_line(err, config.data_dir)
+        if line is None:
+            raise  # not a known cause: a bug, keep the traceback
+        logging.getLogger(__name__).debug("the node stopped at start", exc_info=True)
+        raise click.ClickException(line) from None
 
 
 @click.group("storage")

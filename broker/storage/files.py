@@ -76,6 +76,9 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         write_all(fd, data)
         os.fsync(fd)
+    except OSError as exc:
+        # A bare write error (ENOSPC above all) names no file; the operator needs to know which.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:
         os.close(fd)
     os.replace(tmp, path)

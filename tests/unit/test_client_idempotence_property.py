@@ -40,7 +40,9 @@ class PartitionLog:
             return ErrorCode.INVALID_PRODUCER_EPOCH, -1
         if epoch > self.epoch:
             if first_seq != 0:
-                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+                # kraftpy's leader (ProducerStateManager, pre-KIP-360): no state for the producer yet.
+                unknown = self.epoch == -1
+                return ErrorCode.UNKNOWN_PRODUCER_ID if unknown else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
             self.epoch, self.last_seq, self.recent = epoch, -1, []
         else:
             for f, lst, base in self.recent:

@@ -81,12 +81,16 @@ def test_log_append_time_replaces_the_create_time() -> None:
     assert core.delivery.results[0][0].timestamp == 77
 
 
-def test_acks_zero_completes_on_send_with_unknown_offset() -> None:
+def test_acks_zero_completes_once_written_with_unknown_offset() -> None:
     core = producer_core(LEADERS, idempotent=False, acks=0)
     core.send(T0, b"v", now=0)
     out = core.sender.poll(0)
     assert out.requests[0].body["acks"] == 0 and not out.requests[0].expects_response
+    # Issue 11 §3: done at drain time, close() found nothing pending and exited before the write.
+    assert core.delivery.results == [] and core.sender.has_pending_work(), "pending until written"
+    core.sender.handle_sent(out.requests[0].request_id, 1)
     assert core.delivery.offsets == [-1] and core.sender.in_flight_count() == 0
+    assert not core.sender.has_pending_work()
     assert header(out.requests[0]).producer_id == -1, "no idempotence without acks=all"
 
 

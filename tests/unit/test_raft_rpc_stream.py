@@ -161,3 +161,81 @@ async def test_a_peer_without_a_stream_is_called_over_http() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_calls_to_a_peer_are_written_in_the_order_they_were_made_while_the_stream_connects() -> None:
+    """Issue 11 §2: a call made while the stream connected waited for the connection and resumed a
+    loop iteration after a call made later could already see the new stream, so the later call's
+    frame left first (the leader then saw a producer's second batch before its first). Each call now
+    takes its turn when it is made, so frames leave in call order."""
+    arrived: list[int] = []
+
+    async def record(body: dict) -> dict:
+        arrived.append(body["n"])
+        return {}
+
+    runner, port = await serve(make_app({"/record": record}))
+    client = RpcClient(request_timeout_ms=5000)
+    address = ("127.0.0.1", port)
+    try:
+        first = asyncio.create_task(client.call(address, "/record", {"n": 1}, stream=True))
+        # Make the second call in the window between the stream becoming visible and the first
+        # call resuming from its wait for the connection.
+        async with asyncio.timeout(WAIT_S):
+            while address not in client._streams:
+                await asyncio.sleep(0)
+        await client.call(address, "/record", {"n": 2}, stream=True)
+        await asyncio.wait_for(first, WAIT_S)
+        assert arrived == [1, 2]
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+async def test_a_call_read_before_the_peer_closes_is_still_handled() -> None:
+    """Issue 11 §3: an acks=0 produce has no answer to wait for, so its client writes the frame and
+    may close at once; the server cancelled every call of a stream that ended, including ones it had
+    read but not started, and the records were never appended."""
+    handled: list[int] = []
+
+    async def record(body: dict) -> dict:
+        handled.append(body["n"])
+        return {}
+
+    runner, port = await serve(make_app({"/record": record}))
+    try:
+        async with aiohttp.ClientSession() as session:
+            for n in range(5):
+                ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
+                await ws.send_bytes(cbor2.dumps({"id": 1, "path": "/record", "body": {"n": n}}))
+                await ws.close()  # the close handshake: the server has read the frame when this returns
+        async with asyncio.timeout(WAIT_S):
+            while len(handled) < 5:
+                await asyncio.sleep(0.01)
+        assert handled == [0, 1, 2, 3, 4]
+    finally:
+        await runner.cleanup()
+
+
+async def test_send_returns_once_written_and_close_lets_the_peer_read_it() -> None:
+    """`RpcClient.send` (acks=0): no answer awaited; frames still in call order, and closing the
+    client right after does not lose them."""
+    handled: list[int] = []
+
+    async def record(body: dict) -> dict:
+        handled.append(body["n"])
+        return {}
+
+    runner, port = await serve(make_app({"/record": record}))
+    sender = RpcClient(request_timeout_ms=5000)
+    try:
+        for n in range(3):
+            await sender.send(("127.0.0.1", port), "/record", {"n": n})
+        await sender.close()
+        async with asyncio.timeout(WAIT_S):
+            while len(handled) < 3:
+                await asyncio.sleep(0.01)
+        assert handled == [0, 1, 2]
+    finally:
+        await sender.close()
+        await runner.cleanup()

@@ -119,3 +119,25 @@ def test_damaged_data_fails_the_crc(tmp_path: Path) -> None:
     with pytest.raises(SnapshotStoreError, match="CRC"):
         store.read_all(sid)
     store.close()
+
+
+@pytest.mark.parametrize("damage", ["data_pages", "meta_pages"])
+def test_a_damaged_store_is_refused_at_open_naming_its_directory(tmp_path: Path, damage: str) -> None:
+    """Issue 11 §9: a damaged store surfaced as a raw lmdb.CorruptedError; now one readable error
+    (KAFKA_STORAGE_ERROR) naming the directory and what to do, on the real LMDB file."""
+    path = tmp_path / snapshot_store.DIR_NAME
+    store = SnapshotStore(path)
+    store.create(OffsetAndEpoch(5, 1), b"image" * 100)
+    store.close()
+    data = path / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    rng = random.Random(11)
+    if damage == "data_pages":  # every page after the two meta pages becomes garbage
+        raw[8192:] = rng.randbytes(len(raw) - 8192)
+    else:
+        raw[:8192] = bytes(8192)
+    data.write_bytes(bytes(raw))
+    with pytest.raises(SnapshotStoreError) as info:
+        SnapshotStore(path)
+    message = str(info.value)
+    assert str(path) in message and "damaged" in message and "move that directory aside" in message
