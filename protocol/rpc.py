@@ -176,6 +176,7 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     app[_STREAM_SOCKETS].add(ws)
     gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
     tasks: set[asyncio.Task[None]] = set()
+    previous_started: asyncio.Event | None = None
     try:
         while True:
             await gate.wait_for_room()
@@ -189,9 +190,19 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
             if msg.type is aiohttp.WSMsgType.ERROR:
                 break
             gate.call_started()
+            started = asyncio.Event()
             task = asyncio.create_task(
-                _answer_frame(ws, app[_STREAM_ROUTES], msg.data, gate=gate, max_body_items=limits.max_body_items)
+                _answer_frame(
+                    ws,
+                    app[_STREAM_ROUTES],
+                    msg.data,
+                    gate=gate,
+                    max_body_items=limits.max_body_items,
+                    after=previous_started,
+                    started=started,
+                )
             )
+            previous_started = started
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             task.add_done_callback(lambda _t: gate.call_finished())
@@ -216,26 +227,37 @@ async def _answer_frame(
     refuse: KafkaError | None = None,
     gate: StreamGate | None = None,
     max_body_items: int | None = None,
+    after: asyncio.Event | None = None,
+    started: asyncio.Event | None = None,
 ) -> None:
+    """Answer one frame. `after`/`started` keep a stream's handlers starting in arrival order: a large
+    frame is checked off the loop, and a later frame must not overtake it (a producer's batches to a
+    partition would reach the log out of sequence)."""
     call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
     try:
-        if not isinstance(data, bytes):
-            raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
-        if max_body_items is not None:
-            await check_body_items(data, max_body_items, "stream frame")
-        frame = decode_map(data, "stream frame")
-        if isinstance(frame.get("id"), int):
-            call_id = frame["id"]
-        else:
-            raise KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
-        if refuse is not None:
-            raise refuse
-        handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
-        if handler is None:
-            raise KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
-        body = frame.get("body")
-        if not isinstance(body, dict):
-            raise KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+        try:
+            if after is not None:
+                await after.wait()
+            if not isinstance(data, bytes):
+                raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
+            if max_body_items is not None:
+                await check_body_items(data, max_body_items, "stream frame")
+            frame = decode_map(data, "stream frame")
+            if isinstance(frame.get("id"), int):
+                call_id = frame["id"]
+            else:
+                raise KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
+            if refuse is not None:
+                raise refuse
+            handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
+            if handler is None:
+                raise KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
+            body = frame.get("body")
+            if not isinstance(body, dict):
+                raise KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+        finally:
+            if started is not None:
+                started.set()  # the handler below starts before the next frame's resumes
         out = dict(await handler(body) or {})
         out.setdefault("error_code", 0)
     except KafkaError as err:

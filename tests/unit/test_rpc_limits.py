@@ -175,3 +175,27 @@ async def test_an_idle_connection_is_closed() -> None:
             await ws.close()
     finally:
         await runner.cleanup()
+
+
+async def test_a_streams_calls_start_in_the_order_they_arrived() -> None:
+    """A large frame is checked off the loop; a small one behind it must not start first (a producer's
+    batches to one partition would reach the log out of sequence, issue 11 section 2)."""
+    order: list[int] = []
+
+    async def record(body: dict) -> dict:
+        order.append(body["n"])
+        return {}
+
+    runner, _, port = await serve(ListenerLimits(), {"/record": record})
+    try:
+        async with aiohttp.ClientSession() as session:
+            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
+            big = {"n": 0, "items": [0] * 150_000}  # counted in a worker thread: takes a while
+            for n, body in enumerate([big, {"n": 1}, {"n": 2}]):
+                await ws.send_bytes(cbor2.dumps({"id": n, "path": "/record", "body": body}))
+            answers = [cbor2.loads((await ws.receive(timeout=WAIT_S)).data) for _ in range(3)]
+            assert sorted(a["id"] for a in answers) == [0, 1, 2]
+            assert order == [0, 1, 2]
+            await ws.close()
+    finally:
+        await runner.cleanup()
