@@ -27,13 +27,17 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import cbor2
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
+    from kraftpy.protocol.credentials import Credential
+    from kraftpy.protocol.rpc_auth import ServerAuth
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +129,20 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
 _STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
 _STREAM_SOCKETS = web.AppKey("rpc_stream_sockets", weakref.WeakSet)
 _STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
+_AUTH = web.AppKey("rpc_auth", object)
+STREAM_AUTH_HEADERS = web.RequestKey("rpc_stream_auth_headers", dict)  # set by rpc_auth: the upgrade's proof
 
 
-def make_app(routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
-    """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream."""
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[error_middleware])
+def make_app(
+    routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, auth: ServerAuth | None = None
+) -> web.Application:
+    """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream.
+
+    With `auth`, routes that need a credential refuse callers without one (protocol/rpc_auth.py)."""
+    middlewares: list[Any] = [error_middleware] if auth is None else [error_middleware, auth.middleware]
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
+    if auth is not None:
+        app[_AUTH] = auth
     app[_STREAM_ROUTES] = {}
     app[_STREAM_SOCKETS] = weakref.WeakSet()
     app[_STREAM_MAX_BYTES] = max_body_bytes
@@ -141,6 +154,8 @@ def make_app(routes: Mapping[str, Handler], *, max_body_bytes: int = DEFAULT_MAX
 
 def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
     for path, handler in routes.items():
+        if _AUTH in app:
+            handler = app[_AUTH].guard(path, handler)  # type: ignore[attr-defined]
         app.router.add_post(path, wrap_handler(handler))
         if _STREAM_ROUTES in app:
             app[_STREAM_ROUTES][path] = handler
@@ -151,6 +166,7 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     app = request.app
     _request_peer.set(request.remote)  # for every call on the stream (their tasks copy this context)
     ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES])
+    ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
     await ws.prepare(request)
     app[_STREAM_SOCKETS].add(ws)
     tasks: set[asyncio.Task[None]] = set()
@@ -297,7 +313,12 @@ class RpcClient:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 1_000,
         max_connections_per_peer: int = 8,
+        credential: Credential | None = None,
     ) -> None:
+        from kraftpy.protocol.rpc_auth import ClientAuth
+
+        # With a credential every request is signed, and a stream must prove the peer holds the same key.
+        self.auth = ClientAuth(credential) if credential is not None else None
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self._max_per_peer = max_connections_per_peer
@@ -305,6 +326,11 @@ class RpcClient:
         self._streams: dict[Address, _Stream] = {}
         self._connecting: dict[Address, asyncio.Task[_Stream | None]] = {}
         self._http_only: set[Address] = set()  # peers that do not serve the stream
+
+    @property
+    def credential(self) -> Credential | None:
+        """What this client signs with (another client of the same process, e.g. replication's, uses it too)."""
+        return self.auth.credential if self.auth is not None else None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -335,10 +361,12 @@ class RpcClient:
                 return answer
         url = f"http://{host}:{port}{path}"
         timeout = aiohttp.ClientTimeout(total=total_ms / 1000, sock_connect=self.connect_timeout_ms / 1000)
+        data = encode(dict(body))
+        headers = {"Content-Type": CONTENT_TYPE}
+        if self.auth is not None:
+            headers.update(self.auth.headers("POST", host, port, path, data))
         try:
-            async with self._get_session().post(
-                url, data=encode(dict(body)), headers={"Content-Type": CONTENT_TYPE}, timeout=timeout
-            ) as resp:
+            async with self._get_session().post(url, data=data, headers=headers, timeout=timeout) as resp:
                 raw = await resp.read()
         except TimeoutError:
             raise KafkaError(
@@ -387,12 +415,26 @@ class RpcClient:
 
     async def _connect_stream(self, address: Address) -> _Stream | None:
         host, port = address
+        headers = self.auth.headers("GET", host, port, STREAM_PATH, b"") if self.auth is not None else {}
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 ws = await self._get_session().ws_connect(
-                    f"http://{host}:{port}{STREAM_PATH}", autoping=True, max_msg_size=DEFAULT_MAX_BODY_BYTES
+                    f"http://{host}:{port}{STREAM_PATH}",
+                    autoping=True,
+                    max_msg_size=DEFAULT_MAX_BODY_BYTES,
+                    headers=headers,
                 )
-        except aiohttp.WSServerHandshakeError:
+            if self.auth is not None:
+                try:
+                    self.auth.check_stream_proof(headers, ws._response.headers, f"{host}:{port}")
+                except KafkaError:
+                    await ws.close()
+                    raise
+        except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 401:  # the peer refused our credential: say so, never fall back to HTTP
+                raise KafkaError(
+                    f"{host}:{port} refused the stream's credential; see its log", ErrorCode.SASL_AUTHENTICATION_FAILED
+                ) from None
             self._http_only.add(address)  # serves its routes but no stream
             return None
         except TimeoutError:
