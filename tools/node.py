@@ -21,7 +21,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from kraftpy.protocol.auth import Verifier
+from kraftpy.protocol.credentials import load_node_secrets
 from kraftpy.protocol.rpc import Handler, RpcClient, make_app
+from kraftpy.protocol.rpc_auth import ServerAuth
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
 
@@ -69,7 +72,9 @@ class Node:
         self.shutdown_timeout_ms = shutdown_timeout_ms
         self.meta = meta_properties.verify(config.data_dir, config.node_id)
         self.components: list[Component] = []
-        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms)
+        keyring, credential = load_node_secrets(config.secrets_dir)
+        self.auth = ServerAuth(Verifier(keyring, max_clock_skew_ms=config.auth_max_clock_skew_ms))
+        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms, credential=credential)
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -96,6 +101,7 @@ class Node:
             "roles": list(self.config.process_roles),
             "address": f"{self.config.host}:{self.config.port}",
             "uptime_ms": int((time.time() - self.started_at) * 1000),
+            "auth": {"principals": len(self.auth.verifier.keyring), "refused": self.auth.refused},
             **{c.name: c.status() for c in self.components},
         }
 
@@ -110,7 +116,7 @@ class Node:
                 if path in routes:
                     raise RuntimeError(f"two components serve {path}")
                 routes[path] = handler
-        self._runner = web.AppRunner(make_app(routes), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(make_app(routes, auth=self.auth), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
         await site.start()

@@ -96,6 +96,9 @@ class NodeConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2_147_483_647
+    # Authentication (docs/security.md): the credentials this node accepts, its own `node.credential` among them
+    secrets_dir: Path | None = None
+    auth_max_clock_skew_ms: int = 60_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -172,7 +175,7 @@ def _coerce(key: str, value: Any) -> Any:
         if bad or not roles:
             raise config_error(f"process_roles must be broker, controller or both; got {value!r}")
         return roles
-    if key in ("data_dir", "log_file"):
+    if key in ("data_dir", "log_file", "secrets_dir"):
         return Path(value)
     annotation = str(_FIELDS[key].type)
     if annotation == "int":
