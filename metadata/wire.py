@@ -51,6 +51,7 @@ from kraftpy.metadata.requests import (
     IncrementalAlterConfigsResponse,
 )
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.varint import INT32_MAX
 from kraftpy.protocol.validate import field
 
 # Bounds on list lengths: a request's size is already capped by the HTTP body limit; these keep
@@ -112,6 +113,8 @@ def _int_list(values: Any, where: str, max_len: int = MAX_ISR) -> tuple[int, ...
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool):
             raise _invalid(f"{where} must hold integers, got {v!r:.40}")
+        if not 0 <= v <= INT32_MAX:  # broker ids and partitions are int32 (Kafka's schemas)
+            raise _invalid(f"{where} must hold integers in 0..{INT32_MAX}, got {v!r:.40}")
     return tuple(values)
 
 
@@ -140,7 +143,7 @@ def error_fields(error: KafkaError | None) -> dict[str, Any]:
 
 
 def _broker_registration(body: Mapping[str, Any]) -> BrokerRegistrationRequest:
-    broker_id = _int(body, "broker_id", min_value=0)
+    broker_id = _int(body, "broker_id", min_value=0, max_value=INT32_MAX)
     cluster_id = _str(body, "cluster_id")
     incarnation_id = _str(body, "incarnation_id")
     listeners = []
@@ -161,7 +164,7 @@ def _broker_registration(body: Mapping[str, Any]) -> BrokerRegistrationRequest:
 def _broker_heartbeat(body: Mapping[str, Any]) -> BrokerHeartbeatRequest:
     _bool(body, "want_fence")  # checked for type; the controller fences on its own lease
     return BrokerHeartbeatRequest(
-        broker_id=_int(body, "broker_id", min_value=0),
+        broker_id=_int(body, "broker_id", min_value=0, max_value=INT32_MAX),
         broker_epoch=_int(body, "broker_epoch"),
         current_metadata_offset=_int(body, "current_metadata_offset", min_value=-1),
         want_shutdown=_bool(body, "want_shut_down"),
@@ -189,14 +192,16 @@ def _alter_partition(body: Mapping[str, Any]) -> AlterPartitionRequest:
             if len(items) > MAX_ITEMS:
                 raise _invalid(f"more than {MAX_ITEMS} partitions in one request")
     return AlterPartitionRequest(
-        broker_id=_int(body, "broker_id", min_value=0),
+        broker_id=_int(body, "broker_id", min_value=0, max_value=INT32_MAX),
         broker_epoch=_int(body, "broker_epoch"),
         partitions=tuple(items),
     )
 
 
 def _allocate_producer_ids(body: Mapping[str, Any]) -> AllocateProducerIdsRequest:
-    return AllocateProducerIdsRequest(_int(body, "broker_id", min_value=0), _int(body, "broker_epoch"))
+    return AllocateProducerIdsRequest(
+        _int(body, "broker_id", min_value=0, max_value=INT32_MAX), _int(body, "broker_epoch")
+    )
 
 
 def _configs_map(value: Any, where: str) -> dict[str, Any]:

@@ -58,14 +58,23 @@ def field(
     if not ok:
         raise invalid(f"field {name!r} must be {_KIND_NAMES.get(kind, kind.__name__)}, got {_show(value)}")
     if min_value is not None and value < min_value:
-        raise invalid(f"field {name!r} must be >= {min_value}, got {value}")
+        raise invalid(f"field {name!r} must be >= {min_value}, got {_number(value)}")
     if max_value is not None and value > max_value:
-        raise invalid(f"field {name!r} must be <= {max_value}, got {value}")
+        raise invalid(f"field {name!r} must be <= {max_value}, got {_number(value)}")
     if max_len is not None and len(value) > max_len:
         raise invalid(f"field {name!r} is {len(value)} long; at most {max_len} allowed")
     return value
 
 
+def _number(value: Any) -> str:
+    # str() of a huge int is slow, then refused past 4,300 digits: the message would become a crash.
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit integer"
+    return str(value)
+
+
 def _show(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 64:
+        return _number(value)
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
