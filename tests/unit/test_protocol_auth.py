@@ -217,3 +217,28 @@ async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> No
     finally:
         await node.close()
         await runner.cleanup()
+
+
+def test_storage_format_creates_the_cluster_credentials_and_a_node_needs_them(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kraftpy.tools.node import Node
+    from kraftpy.tools.node_config import build_config
+    from kraftpy.tools.server_cmd import format_storage
+
+    flags = ["--node-id", "1", "--voters", "1@127.0.0.1:9092", "--data-dir", str(tmp_path / "data")]
+    secrets = tmp_path / "secrets"
+    result = CliRunner().invoke(format_storage, [*flags, "-t", "c1", "--set", f"secrets_dir={secrets}"])
+    assert result.exit_code == 0, result.output
+    assert "copy this directory to every node" in result.output
+    assert stat.S_IMODE((secrets / NODE_FILE).stat().st_mode) == 0o600
+    node_key = load_credential(secrets / NODE_FILE).key
+    # Formatting the next node keeps the credentials that are there (they must be the same on every node).
+    flags[1], flags[-1] = "2", str(tmp_path / "data2")
+    flags[3] = "2@127.0.0.1:9093"
+    result = CliRunner().invoke(format_storage, [*flags, "-t", "c1", "--set", f"secrets_dir={secrets}"])
+    assert result.exit_code == 0 and load_credential(secrets / NODE_FILE).key == node_key, result.output
+    values = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9092", "data_dir": str(tmp_path / "data")}
+    with pytest.raises(KafkaError, match="secrets_dir is not set"):
+        Node(build_config(values))
+    assert Node(build_config({**values, "secrets_dir": str(secrets)})).auth.verifier.keyring.keys() == {"node", "admin"}
