@@ -65,6 +65,7 @@ from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState
 from kraftpy.metadata.image import MetadataImage
 from kraftpy.metadata.publisher import MetadataComponent
 from kraftpy.metadata.records import Listener
+from kraftpy.protocol.credentials import NODE_FILE, Credential, load_credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.rpc import RpcClient
 from kraftpy.raft.component import RaftComponent
@@ -160,11 +161,18 @@ class BenchCluster:
     def voters(self) -> dict[int, tuple[str, int]]:
         return {n.node_id: (n.host, n.port) for n in self.layout.nodes}
 
+    def credential_path(self) -> Path:
+        """The nodes' credential: the observer, the simulated brokers and the controller client act as nodes."""
+        return self.layout.secrets_dir / NODE_FILE
+
+    def credential(self) -> Credential:
+        return load_credential(self.credential_path())
+
     def start_sim_broker(self, broker_id: int) -> None:
         voters = ",".join(f"{i}@{h}:{p}" for i, (h, p) in self.voters().items())
         self.sim_brokers[broker_id] = subprocess.Popen(
             [sys.executable, __file__, "sim-broker", "--id", str(broker_id), "--voters", voters,
-             "--cluster-id", self.layout.cluster_id,
+             "--cluster-id", self.layout.cluster_id, "--credential", str(self.credential_path()),
              "--interval-ms", str(LOCAL_CLUSTER_SETTINGS["broker_heartbeat_interval_ms"])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -187,9 +195,9 @@ async def status_of(address: tuple[str, int]) -> dict[str, Any] | None:
 class ControllerClient:
     """Calls `/controller/*` on the active controller, following NOT_CONTROLLER hints."""
 
-    def __init__(self, voters: dict[int, tuple[str, int]]) -> None:
+    def __init__(self, voters: dict[int, tuple[str, int]], credential: Credential) -> None:
         self.voters = voters
-        self.rpc = RpcClient(request_timeout_ms=60_000)
+        self.rpc = RpcClient(request_timeout_ms=60_000, credential=credential)
         self.target = next(iter(voters.values()))
         self.refused = 0  # creates refused because fewer than 3 brokers were unfenced
 
@@ -252,9 +260,9 @@ class Observer:
             }
         )
         meta_properties.write(directory, meta_properties.MetaProperties(cluster.layout.cluster_id, 900))
+        rpc = RpcClient(request_timeout_ms=2000, credential=cluster.credential())  # an observer is a node
         self.node = SimpleNamespace(
-            config=config, cluster_id=cluster.layout.cluster_id, rpc=RpcClient(request_timeout_ms=2000),
-            request_stop=lambda: None,
+            config=config, cluster_id=cluster.layout.cluster_id, rpc=rpc, request_stop=lambda: None,
         )  # fmt: skip
         self.raft = RaftComponent.from_node(self.node)
         self.metadata = MetadataComponent(self.node, self.raft)
@@ -312,7 +320,7 @@ async def wait_unfenced(observer: Observer, brokers: list[int]) -> None:
 
 
 async def bench_create(cluster: BenchCluster, observer: Observer, label: str, topics: int, concurrency: int) -> dict:
-    client = ControllerClient(cluster.voters())
+    client = ControllerClient(cluster.voters(), cluster.credential())
     try:
         await create_topics(client, f"warm-{label}", 3, 10, 1)
         one = await create_topics(client, f"seq-{label}", topics, 10, 1)
@@ -337,7 +345,7 @@ async def failover_once(cluster: BenchCluster, observer: Observer, victim_pid: i
 
 
 async def fill(cluster: BenchCluster, observer: Observer, prefix: str, partitions: int, per_topic: int) -> None:
-    client = ControllerClient(cluster.voters())
+    client = ControllerClient(cluster.voters(), cluster.credential())
     try:
         await create_topics(client, prefix, -(-partitions // per_topic), per_topic, 4)  # rounded up
     finally:
@@ -556,7 +564,7 @@ async def scenario_hosting(root: Path, topics: int, per_topic: int = 10) -> dict
     try:
         cluster.start()
         addresses = list(cluster.voters().values())
-        client = ControllerClient(cluster.voters())
+        client = ControllerClient(cluster.voters(), cluster.credential())
         try:
             await create_topics(client, "warm-host", 1, per_topic, 1)
             want = (per_topic * 3, per_topic)
@@ -598,7 +606,9 @@ async def scenario_hosting(root: Path, topics: int, per_topic: int = 10) -> dict
 # --- the lightweight broker process -----------------------------------------------------------------------
 
 
-async def run_sim_broker(broker_id: int, voters: dict[int, tuple[str, int]], cluster_id: str, interval_ms: int) -> None:
+async def run_sim_broker(
+    broker_id: int, voters: dict[int, tuple[str, int]], cluster_id: str, interval_ms: int, credential: Path
+) -> None:
     """Register and heartbeat as the broker component does, holding no data. It reports a metadata offset
     far ahead, so the controller counts it caught up at once (it never replays the log)."""
     lifecycle = BrokerLifecycle(
@@ -606,7 +616,7 @@ async def run_sim_broker(broker_id: int, voters: dict[int, tuple[str, int]], clu
         listeners=(Listener("PLAINTEXT", "127.0.0.1", 1),), rack=None, voters=voters,
         heartbeat_interval_ms=interval_ms,
     )  # fmt: skip
-    rpc = RpcClient(request_timeout_ms=5000)
+    rpc = RpcClient(request_timeout_ms=5000, credential=load_credential(credential))
     leader_guess = next(iter(voters))
     while lifecycle.state is not BrokerState.SHUTTING_DOWN:
         now = time.monotonic_ns() // 1_000_000
@@ -752,13 +762,14 @@ def summary_table(r: dict[str, Any]) -> Table:
 @click.option("--voters", required=True)
 @click.option("--cluster-id", required=True)
 @click.option("--interval-ms", type=int, default=300)
-def sim_broker(broker_id: int, voters: str, cluster_id: str, interval_ms: int) -> None:
+@click.option("--credential", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def sim_broker(broker_id: int, voters: str, cluster_id: str, interval_ms: int, credential: Path) -> None:
     parsed = {}
     for item in voters.split(","):
         node, _, address = item.partition("@")
         host, _, port = address.rpartition(":")
         parsed[int(node)] = (host, int(port))
-    asyncio.run(run_sim_broker(broker_id, parsed, cluster_id, interval_ms))
+    asyncio.run(run_sim_broker(broker_id, parsed, cluster_id, interval_ms, credential))
 
 
 if __name__ == "__main__":

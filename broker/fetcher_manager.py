@@ -22,6 +22,7 @@ from typing import Any
 from kraftpy.broker.partition_host import HostedPartition, TopicPartitionKey
 from kraftpy.broker.replica_fetcher import ReplicaFetcher
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.rpc import Address, RpcClient
 
 
@@ -32,9 +33,11 @@ class ReplicaFetcherManager:
         settings: ReplicaManagerSettings,
         address_of: Callable[[int], Address | None],
         broker_epoch_provider: Callable[[], int],
+        credential: Credential | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self.rpc = RpcClient(request_timeout_ms=settings.replica_socket_timeout_ms)
+        # A follower's fetch is cluster-internal: it is signed with the node's credential (docs/security.md).
+        self.rpc = RpcClient(request_timeout_ms=settings.replica_socket_timeout_ms, credential=credential)
         self.settings = settings
         self.address_of = address_of
         self.broker_epoch_provider = broker_epoch_provider

@@ -131,7 +131,9 @@ class ReplicaManager:
         self.controller_channel = channel
         self.alter_partitions = AlterPartitionManager(channel, self.broker_id, broker_epoch_provider)
         self.producer_ids = ProducerIdManager(channel, self.broker_id, broker_epoch_provider)
-        self.fetchers = ReplicaFetcherManager(self.broker_id, self.settings, self.broker_address, broker_epoch_provider)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, self.settings, self.broker_address, broker_epoch_provider, node.rpc.credential
+        )
         self.logs = LogManager(node.config.data_dir, self.settings, lambda: list(self.partitions.values()))
         self.fetch_handler = FetchHandler(self)
         produce = ProduceHandler(self)

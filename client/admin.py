@@ -73,7 +73,11 @@ class AdminClient:
 
     async def start(self) -> None:
         if self._cluster is None:
-            self._cluster = ClusterClient(self._metadata, request_timeout_ms=self.config["request_timeout_ms"])
+            self._cluster = ClusterClient(
+                self._metadata,
+                request_timeout_ms=self.config["request_timeout_ms"],
+                credential=self.config["credential"],
+            )
             self._cluster.start()
 
     async def __aenter__(self) -> AdminClient:

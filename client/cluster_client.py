@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.client.metadata import Address, Metadata
+from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.rpc import RpcClient
 
@@ -45,11 +46,18 @@ async def wait_event(event: asyncio.Event, timeout_ms: float | None) -> bool:
 
 
 class ClusterClient:
-    def __init__(self, metadata: Metadata, *, request_timeout_ms: int = 30_000, client_id: str | None = None) -> None:
+    def __init__(
+        self,
+        metadata: Metadata,
+        *,
+        request_timeout_ms: int = 30_000,
+        client_id: str | None = None,
+        credential: Credential | None = None,
+    ) -> None:
         self.metadata = metadata
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self.rpc = RpcClient(request_timeout_ms=request_timeout_ms)
+        self.rpc = RpcClient(request_timeout_ms=request_timeout_ms, credential=credential)
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []

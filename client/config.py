@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
 from kraftpy.client.assignors import DEFAULT_ASSIGNORS, PartitionAssignor, make_assignors
@@ -174,9 +176,27 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "interceptors": Option((), _interceptors, "Objects with on_consume(records) -> records."),
 }
 
+
+def _credential(key: str, value: Any) -> Any:
+    from kraftpy.protocol.credentials import Credential, load_credential
+    from kraftpy.protocol.errors import KafkaError
+
+    if value is None or isinstance(value, Credential):
+        return value
+    if isinstance(value, str | PathLike):
+        try:
+            return load_credential(Path(value))
+        except KafkaError as exc:
+            raise ConfigError(key, exc.message) from None
+    raise ConfigError(key, f"must be a Credential or the path of a credential file, got {value!r}")
+
+
 ADMIN_OPTIONS: dict[str, Option] = {
     **_COMMON,
     "default_api_timeout_ms": Option(60_000, _int(0, INT32_MAX), "Bound of each admin call, retries included."),
+    "credential": Option(
+        None, _credential, "A Credential or a credential file's path: signs admin requests (docs/security.md)."
+    ),
 }
 
 

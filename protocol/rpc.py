@@ -31,7 +31,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import cbor2
@@ -39,6 +39,10 @@ from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.rpc_limits import ListenerLimits, StreamGate, check_body_items
+
+if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
+    from kraftpy.protocol.credentials import Credential
+    from kraftpy.protocol.rpc_auth import ServerAuth
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +138,8 @@ _STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
 _LIMITS = web.AppKey("rpc_listener_limits", ListenerLimits)
 # Half-open stream connections: a ping this often, closed when its pong does not come back.
 STREAM_HEARTBEAT_S = 30.0
+_AUTH = web.AppKey("rpc_auth", object)
+STREAM_AUTH_HEADERS = web.RequestKey("rpc_stream_auth_headers", dict)  # set by rpc_auth: the upgrade's proof
 
 
 def make_app(
@@ -141,10 +147,16 @@ def make_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     limits: ListenerLimits | None = None,
+    auth: ServerAuth | None = None,
 ) -> web.Application:
-    """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream."""
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[error_middleware])
+    """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream.
+
+    With `auth`, routes that need a credential refuse callers without one (protocol/rpc_auth.py)."""
+    middlewares: list[Any] = [error_middleware] if auth is None else [error_middleware, auth.middleware]
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
     app[_LIMITS] = limits or ListenerLimits()
+    if auth is not None:
+        app[_AUTH] = auth
     app[_STREAM_ROUTES] = {}
     app[_STREAM_SOCKETS] = weakref.WeakSet()
     app[_STREAM_MAX_BYTES] = max_body_bytes
@@ -156,6 +168,8 @@ def make_app(
 
 def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
     for path, handler in routes.items():
+        if _AUTH in app:
+            handler = app[_AUTH].guard(path, handler)  # type: ignore[attr-defined]
         app.router.add_post(path, wrap_handler(handler))
         if _STREAM_ROUTES in app:
             app[_STREAM_ROUTES][path] = handler
@@ -172,6 +186,7 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     limits = app[_LIMITS]
     _request_peer.set(request.remote)  # for every call on the stream (their tasks copy this context)
     ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
+    ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
     await ws.prepare(request)
     app[_STREAM_SOCKETS].add(ws)
     gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
@@ -408,7 +423,12 @@ class RpcClient:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 1_000,
         max_connections_per_peer: int = 8,
+        credential: Credential | None = None,
     ) -> None:
+        from kraftpy.protocol.rpc_auth import ClientAuth
+
+        # With a credential every request is signed, and a stream must prove the peer holds the same key.
+        self.auth = ClientAuth(credential) if credential is not None else None
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self._max_per_peer = max_connections_per_peer
@@ -417,6 +437,11 @@ class RpcClient:
         self._connecting: dict[Address, asyncio.Task[_Stream | None]] = {}
         self._http_only: set[Address] = set()  # peers that do not serve the stream
         self._turns: dict[Address, SendTurns] = {}
+
+    @property
+    def credential(self) -> Credential | None:
+        """What this client signs with (another client of the same process, e.g. replication's, uses it too)."""
+        return self.auth.credential if self.auth is not None else None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -447,10 +472,12 @@ class RpcClient:
                 return answer
         url = f"http://{host}:{port}{path}"
         timeout = aiohttp.ClientTimeout(total=total_ms / 1000, sock_connect=self.connect_timeout_ms / 1000)
+        data = encode(dict(body))
+        headers = {"Content-Type": CONTENT_TYPE}
+        if self.auth is not None:
+            headers.update(self.auth.headers("POST", host, port, path, data))
         try:
-            async with self._get_session().post(
-                url, data=encode(dict(body)), headers={"Content-Type": CONTENT_TYPE}, timeout=timeout
-            ) as resp:
+            async with self._get_session().post(url, data=data, headers=headers, timeout=timeout) as resp:
                 raw = await resp.read()
         except TimeoutError:
             raise KafkaError(
@@ -531,12 +558,26 @@ class RpcClient:
 
     async def _connect_stream(self, address: Address) -> _Stream | None:
         host, port = address
+        headers = self.auth.headers("GET", host, port, STREAM_PATH, b"") if self.auth is not None else {}
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 ws = await self._get_session().ws_connect(
-                    f"http://{host}:{port}{STREAM_PATH}", autoping=True, max_msg_size=DEFAULT_MAX_BODY_BYTES
+                    f"http://{host}:{port}{STREAM_PATH}",
+                    autoping=True,
+                    max_msg_size=DEFAULT_MAX_BODY_BYTES,
+                    headers=headers,
                 )
-        except aiohttp.WSServerHandshakeError:
+            if self.auth is not None:
+                try:
+                    self.auth.check_stream_proof(headers, ws._response.headers, f"{host}:{port}")
+                except KafkaError:
+                    await ws.close()
+                    raise
+        except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 401:  # the peer refused our credential: say so, never fall back to HTTP
+                raise KafkaError(
+                    f"{host}:{port} refused the stream's credential; see its log", ErrorCode.SASL_AUTHENTICATION_FAILED
+                ) from None
             self._http_only.add(address)  # serves its routes but no stream
             return None
         except TimeoutError:

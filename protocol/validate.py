@@ -76,7 +76,7 @@ def field(
         high = INT64_MAX if max_value is None else max_value
         return check_int(value, name, low, high)
     if min_value is not None and value < min_value:
-        raise invalid(f"field {name!r} must be >= {min_value}, got {value}")
+        raise invalid(f"field {name!r} must be >= {min_value}, got {_show_int(value)}")
     if max_value is not None and value > max_value:
         raise invalid(f"field {name!r} must be <= {max_value}, got {value}")
     if kind is str and max_len is None:

@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kraftpy.protocol.credentials import create_cluster_secrets
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.rpc import RpcClient
 from kraftpy.tools import meta_properties
@@ -181,6 +182,7 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int) -> Cluste
 
 def write_node_files(layout: ClusterLayout) -> None:
     voters = ",".join(str(Voter(n.node_id, n.host, n.port)) for n in layout.nodes if "controller" in n.roles)
+    create_cluster_secrets(layout.secrets_dir)
     for entry in layout.nodes:
         config = build_config(
             {
@@ -192,6 +194,7 @@ def write_node_files(layout: ClusterLayout) -> None:
                 "data_dir": str(layout.data_dir(entry)),
                 "default_replication_factor": min(3, len(layout.nodes)),
                 "offsets_topic_replication_factor": min(3, len(layout.nodes)),
+                "secrets_dir": str(layout.secrets_dir),
                 **LOCAL_CLUSTER_SETTINGS,
             }
         )
@@ -202,6 +205,16 @@ def write_node_files(layout: ClusterLayout) -> None:
             meta_properties.MetaProperties(layout.cluster_id, entry.node_id),
             ignore_formatted=True,
         )
+
+
+def ensure_secrets(layout: ClusterLayout) -> None:
+    """A cluster made before nodes authenticated gets its credentials and `secrets_dir` at its next start."""
+    create_cluster_secrets(layout.secrets_dir)
+    for entry in layout.nodes:
+        path = layout.config_path(entry)
+        text = path.read_text()
+        if not any(line.startswith("secrets_dir") for line in text.splitlines()):
+            path.write_text(text.rstrip("\n") + f"\nsecrets_dir = {json.dumps(str(layout.secrets_dir))}\n")
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -294,6 +307,8 @@ def start(node_count: int, cluster_dir: Path, host: str, base_port: int, timeout
     if created:
         write_node_files(layout)
         layout.save()
+    else:
+        ensure_secrets(layout)
     for entry in to_start:
         started[entry.node_id] = spawn_node(layout, entry)
     running = len(layout.nodes) - len(to_start)

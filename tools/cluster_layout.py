@@ -15,6 +15,7 @@ from pathlib import Path
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 CLUSTER_FILE = "cluster.json"
+SECRETS_DIR = "secrets"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class ClusterLayout:
 
     def data_dir(self, node: NodeEntry) -> Path:
         return self.node_dir(node) / "data"
+
+    @property
+    def secrets_dir(self) -> Path:
+        """The cluster's credentials (docs/security.md): every node's secrets_dir, and the CLI's admin credential."""
+        return self.dir / SECRETS_DIR
 
     def log_path(self, node: NodeEntry) -> Path:
         return self.node_dir(node) / "server.log"

@@ -21,7 +21,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from kraftpy.protocol.auth import Verifier
+from kraftpy.protocol.credentials import load_node_secrets
 from kraftpy.protocol.rpc import Handler, RpcClient, make_app
+from kraftpy.protocol.rpc_auth import ServerAuth
 from kraftpy.protocol.rpc_limits import LimitedTCPSite
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig
@@ -71,7 +74,9 @@ class Node:
         self.shutdown_timeout_ms = shutdown_timeout_ms
         self.meta = meta_properties.verify(config.data_dir, config.node_id)
         self.components: list[Component] = []
-        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms)
+        keyring, credential = load_node_secrets(config.secrets_dir)
+        self.auth = ServerAuth(Verifier(keyring, max_clock_skew_ms=config.auth_max_clock_skew_ms))
+        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms, credential=credential)
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -100,6 +105,7 @@ class Node:
             "address": f"{self.config.host}:{self.config.port}",
             "uptime_ms": int((time.time() - self.started_at) * 1000),
             "listener": self._site.status() if self._site is not None else {},
+            "auth": {"principals": len(self.auth.verifier.keyring), "refused": self.auth.refused},
             **{c.name: c.status() for c in self.components},
         }
 
@@ -116,7 +122,7 @@ class Node:
                 routes[path] = handler
         limits = self.config.listener_limits()
         self._runner = web.AppRunner(
-            make_app(routes, limits=limits),
+            make_app(routes, limits=limits, auth=self.auth),
             access_log=None,
             handle_signals=False,
             keepalive_timeout=limits.connections_max_idle_ms / 1000,  # from accept on: idle and half-open

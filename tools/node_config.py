@@ -112,6 +112,9 @@ class NodeConfig:
     rpc_stream_max_in_flight_calls: int = 64
     rpc_stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
     rpc_max_body_items: int = 200_000
+    # Authentication (docs/security.md): the credentials this node accepts, its own `node.credential` among them
+    secrets_dir: Path | None = None
+    auth_max_clock_skew_ms: int = 60_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -209,7 +212,7 @@ def _coerce(key: str, value: Any) -> Any:
         if bad or not roles:
             raise config_error(f"process_roles must be broker, controller or both; got {value!r}")
         return roles
-    if key in ("data_dir", "log_file"):
+    if key in ("data_dir", "log_file", "secrets_dir"):
         return Path(value)
     annotation = str((_FIELDS.get(key) or _COMPONENT_FIELDS[key]).type)
     if annotation == "int":

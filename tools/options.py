@@ -1,8 +1,10 @@
-"""Options shared by every client command: where the cluster is.
+"""Options shared by every client command: where the cluster is, and the credential for admin operations.
 
 `--dir` names a cluster started by `kraftpy cluster start` (its cluster.json
 says where the nodes listen); `--bootstrap-server` names servers directly and
-wins over `--dir`.
+wins over `--dir`. Admin operations (docs/security.md) are signed with
+`--credential FILE`, else $KRAFTPY_CREDENTIAL, else the cluster dir's
+`secrets/admin.credential` when there is one.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from typing import Any, TypeVar
 
 import click
 
+from kraftpy.protocol.credentials import ADMIN_FILE
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.cluster_layout import bootstrap_from
+from kraftpy.tools.cluster_layout import SECRETS_DIR, bootstrap_from
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_DIR = ".kraftpy"
 DIR_ENV = "KRAFTPY_DIR"
+CREDENTIAL_ENV = "KRAFTPY_CREDENTIAL"
+_CREDENTIAL_META = "kraftpy.credential"
 
 
 def default_cluster_dir() -> Path:
@@ -53,8 +58,20 @@ def _bootstrap_callback(ctx: click.Context, param: click.Parameter, value: str |
     return None if value is None else parse_bootstrap_servers(value)
 
 
+def _credential_callback(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    ctx.meta[_CREDENTIAL_META] = value
+
+
 def client_options(func: F) -> F:
-    """Add --dir and --bootstrap-server to a command."""
+    """Add --dir, --bootstrap-server and --credential to a command."""
+    func = click.option(
+        "--credential",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar=CREDENTIAL_ENV,
+        expose_value=False,
+        callback=_credential_callback,
+        help=f"Credential file for admin operations (${CREDENTIAL_ENV}; default: DIR/secrets/admin.credential).",
+    )(func)
     func = click.option(
         "--bootstrap-server",
         "bootstrap_servers",
@@ -79,3 +96,16 @@ def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | No
         return bootstrap_from(cluster_dir, bootstrap_servers)
     except KafkaError as exc:
         raise click.ClickException(exc.message) from None
+
+
+def credential_path() -> Path | None:
+    """The credential file the running command signs admin requests with, if any (see the module doc)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    explicit = ctx.meta.get(_CREDENTIAL_META)
+    if explicit is not None:
+        return Path(explicit)
+    cluster_dir = ctx.params.get("cluster_dir") or default_cluster_dir()
+    found = Path(cluster_dir) / SECRETS_DIR / ADMIN_FILE
+    return found if found.exists() else None

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from kraftpy.protocol.credentials import NODE_FILE, create_cluster_secrets
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.tools import meta_properties
 from kraftpy.tools.node_config import NodeConfig, load_config
@@ -124,7 +125,7 @@ def random_uuid() -> None:
 def format_storage(
     config_path: Path | None, extra_settings: tuple[str, ...], cluster_id: str, ignore_formatted: bool, **flags: Any
 ) -> None:
-    """Write meta.properties (cluster id, node id) into the node's data dir."""
+    """Write meta.properties (cluster id, node id) into the node's data dir; create secrets_dir's credentials."""
     config = config_from_flags(config_path, extra_settings, **flags)
     if not cluster_id or any(c.isspace() for c in cluster_id):
         raise click.BadParameter("cluster id must be non-empty and contain no spaces", param_hint="--cluster-id")
@@ -134,3 +135,11 @@ def format_storage(
     except KafkaError as err:
         raise click.ClickException(str(err)) from None
     click.echo(f"{'Formatted' if wrote else 'Already formatted'} {config.data_dir} for cluster {cluster_id}")
+    if config.secrets_dir is None:
+        click.echo("Warning: secrets_dir is not set; the node will not start without it (docs/security.md)", err=True)
+    elif not (config.secrets_dir / NODE_FILE).exists():
+        create_cluster_secrets(config.secrets_dir)
+        click.echo(
+            f"Created the cluster's credentials in {config.secrets_dir} (mode 0600): copy this directory to every "
+            "node of the cluster; admin commands use its admin.credential (--credential)"
+        )

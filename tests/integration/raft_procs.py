@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kraftpy.protocol.credentials import NODE_FILE, create_cluster_secrets, load_credential
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.rpc import RpcClient
 from kraftpy.tools import meta_properties
@@ -57,7 +58,11 @@ class ProcCluster:
         self.ports = {i + 1: port for i, port in enumerate(ports)}
         self.settings = {**LOCAL_TIMEOUTS, **(settings or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self.rpc = RpcClient(request_timeout_ms=3000, connect_timeout_ms=500)
+        # The nodes accept only signed cluster-internal calls (docs/security.md); /kv/* is one of them.
+        self.secrets_dir = self.root / "secrets"
+        create_cluster_secrets(self.secrets_dir)
+        credential = load_credential(self.secrets_dir / NODE_FILE)
+        self.rpc = RpcClient(request_timeout_ms=3000, connect_timeout_ms=500, credential=credential)
         voters = ",".join(str(Voter(i, "127.0.0.1", p)) for i, p in self.ports.items())
         for node_id, port in self.ports.items():
             config = build_config(
@@ -69,6 +74,7 @@ class ProcCluster:
                     "controller_quorum_voters": voters,
                     "data_dir": str(self.data_dir(node_id)),
                     "log_level": "INFO",
+                    "secrets_dir": str(self.secrets_dir),
                     **self.settings,
                 }
             )

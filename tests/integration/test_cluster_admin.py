@@ -167,7 +167,7 @@ def test_malformed_requests_answer_invalid_request_and_the_cluster_keeps_serving
     entry = next(n for n in cluster.layout().nodes if n.node_id == leader)
 
     async def send(path: str, body: dict) -> KafkaError:
-        client = RpcClient(request_timeout_ms=5000)
+        client = RpcClient(request_timeout_ms=5000, credential=cluster.credential("node"))  # past authentication
         try:
             await client.call((entry.host, entry.port), path, body)
         except KafkaError as exc:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraftpy.protocol.credentials import Credential, load_credential
 from kraftpy.protocol.rpc import RpcClient
 from kraftpy.tools.cluster_layout import ClusterLayout, process_is_node
 
@@ -139,6 +140,10 @@ class LocalCluster:
 
     def layout(self) -> ClusterLayout:
         return ClusterLayout.load(self.dir)
+
+    def credential(self, name: str = "admin") -> Credential:
+        """A credential `cluster start` made: "admin" (role admin) or "node" (role cluster)."""
+        return load_credential(self.layout().secrets_dir / f"{name}.credential")
 
     # --- nodes -----------------------------------------------------------------------------------
     def pid(self, node_id: int) -> int | None:

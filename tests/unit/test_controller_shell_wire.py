@@ -255,6 +255,15 @@ MALFORMED = [
     ("elect_leaders", {"election_type": "random"}, "election_type must be"),
     ("elect_leaders", {"topic_partitions": [{"topic": "a", "partitions": "0"}]}, "partitions must be a list"),
     ("broker_registration", {"broker_id": -1}, "'broker_id' must be >= 0"),
+    # Kafka's broker ids are int32; a 20,001-bit one was stored (issue 11) and crashed the message too.
+    ("broker_registration", {"broker_id": 2**20000}, "'broker_id' must be <= 2147483647, got a 20001-bit integer"),
+    ("broker_heartbeat", {"broker_id": 2**31}, "'broker_id' must be <= 2147483647, got 2147483648"),
+    ("allocate_producer_ids", {"broker_id": 2**31, "broker_epoch": 1}, "'broker_id' must be <= 2147483647"),
+    (
+        "create_topics",
+        {"topics": [{"name": "a", "assignments": [{"partition": 0, "broker_ids": [2**40]}]}]},
+        "broker_ids must hold integers in 0..2147483647",
+    ),
     (
         "broker_registration",
         {

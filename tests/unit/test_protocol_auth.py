@@ -1,0 +1,244 @@
+"""Request signatures, the replay window, credential files, the route table, and the RPC hook on a real
+aiohttp server on loopback (docs/security.md)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from kraftpy.client.cluster_client import METADATA_PATH
+from kraftpy.client.fetcher import FETCH_PATH
+from kraftpy.client.offset_fetcher import LIST_OFFSETS_PATH
+from kraftpy.client.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH
+from kraftpy.client.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH
+from kraftpy.metadata import wire
+from kraftpy.protocol import access
+from kraftpy.protocol.auth import ReplayWindow, Verifier, check_proof, server_proof, sign
+from kraftpy.protocol.credentials import (
+    ADMIN_FILE,
+    NODE_FILE,
+    Credential,
+    create_cluster_secrets,
+    load_credential,
+    load_keyring,
+    load_node_secrets,
+    write_credential,
+)
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.rpc import RpcClient, make_app
+from kraftpy.protocol.rpc_auth import ServerAuth
+from kraftpy.raft.codec import ROUTES as RAFT_ROUTES
+from kraftpy.tools.node import STATUS_PATH
+
+NODE = Credential.generate("node", "cluster")
+ADMIN = Credential.generate("admin", "admin")
+HOST = "127.0.0.1:9092"
+NOW = 1_700_000_000_000
+
+
+def verifier(**kwargs) -> Verifier:
+    return Verifier({"node": NODE, "admin": ADMIN}, **kwargs)
+
+
+def test_a_signed_request_verifies_as_its_principal() -> None:
+    header = sign(ADMIN, "POST", HOST, "/controller/create_topics", b"body", NOW)
+    principal, _ = verifier().verify(header, "POST", HOST, "/controller/create_topics", b"body", NOW, local_port=9092)
+    assert (principal.name, principal.role) == ("admin", "admin")
+
+
+@pytest.mark.parametrize(
+    "method, host, path, body, port, why",
+    [
+        ("POST", HOST, "/x", b"other", 9092, "does not match"),  # body altered
+        ("POST", HOST, "/y", b"body", 9092, "does not match"),  # path altered
+        ("GET", HOST, "/x", b"body", 9092, "does not match"),  # method altered
+        ("POST", "127.0.0.1:9093", "/x", b"body", 9093, "does not match"),  # Host rewritten for another server
+        ("POST", HOST, "/x", b"body", 9093, "signed for"),  # sent to another server as it is
+    ],
+)
+def test_anything_altered_fails(method: str, host: str, path: str, body: bytes, port: int, why: str) -> None:
+    header = sign(NODE, "POST", HOST, "/x", b"body", NOW)
+    with pytest.raises(KafkaError) as info:
+        verifier().verify(header, method, host, path, body, NOW, local_port=port)
+    assert info.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED and why in info.value.message
+
+
+def test_wrong_key_unknown_principal_and_garbage_fail() -> None:
+    impostor = Credential.generate("node", "cluster")
+    stranger = Credential.generate("mallory", "cluster")
+    for header in (
+        sign(impostor, "POST", HOST, "/x", b"", NOW),
+        sign(stranger, "POST", HOST, "/x", b"", NOW),
+        "Basic YWRtaW46YWRtaW4=",
+        "KRAFTPY-HMAC-SHA256 principal=node",
+        "KRAFTPY-HMAC-SHA256 principal=node,ts=soon,nonce=12345678,mac=00",
+        "KRAFTPY-HMAC-SHA256 " + "x" * 5000,
+    ):
+        with pytest.raises(KafkaError) as info:
+            verifier().verify(header, "POST", HOST, "/x", b"", NOW, local_port=None)
+        assert info.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED, header
+
+
+def test_a_replayed_or_stale_signature_fails() -> None:
+    v = verifier(max_clock_skew_ms=60_000)
+    header = sign(NODE, "POST", HOST, "/x", b"", NOW)
+    v.verify(header, "POST", HOST, "/x", b"", NOW + 10, local_port=None)
+    with pytest.raises(KafkaError, match="already used"):
+        v.verify(header, "POST", HOST, "/x", b"", NOW + 20, local_port=None)
+    with pytest.raises(KafkaError, match="from the server's clock"):
+        v.verify(sign(NODE, "POST", HOST, "/x", b"", NOW), "POST", HOST, "/x", b"", NOW + 60_001, local_port=None)
+
+
+def test_the_replay_window_is_bounded_and_never_forgets_into_a_replay() -> None:
+    window = ReplayWindow(max_skew_ms=1000, max_nonces=3)
+    for i in range(3):
+        window.admit("node", f"nonce-{i}", NOW + i, NOW + i)
+    window.admit("node", "nonce-3", NOW + 3, NOW + 3)  # drops nonce-0: its timestamp becomes the floor
+    assert len(window) == 3 and window.floor_ms == NOW
+    with pytest.raises(KafkaError, match="older than the replay window"):
+        window.admit("node", "nonce-0", NOW, NOW + 4)  # would be a replay of the dropped nonce
+    window.admit("node", "nonce-4", NOW + 2000, NOW + 2000)  # the others expired
+    assert len(window) == 1
+
+
+def test_server_proof_needs_the_key() -> None:
+    header = sign(NODE, "GET", HOST, "/rpc/stream", b"", NOW)
+    _, signature = verifier().verify(header, "GET", HOST, "/rpc/stream", b"", NOW, local_port=9092)
+    assert check_proof(NODE, header, server_proof(NODE, signature.mac))
+    assert not check_proof(NODE, header, server_proof(Credential.generate("node", "cluster"), signature.mac))
+    assert not check_proof(NODE, header, None)
+
+
+def test_credential_files_are_private_and_checked(tmp_path: Path) -> None:
+    create_cluster_secrets(tmp_path / "secrets")
+    assert stat.S_IMODE((tmp_path / "secrets").stat().st_mode) == 0o700
+    for name in (NODE_FILE, ADMIN_FILE):
+        assert stat.S_IMODE((tmp_path / "secrets" / name).stat().st_mode) == 0o600
+    keyring, own = load_node_secrets(tmp_path / "secrets")
+    assert set(keyring) == {"node", "admin"} and own.role == "cluster"
+    assert "key" not in repr(own) and own.key.hex() not in repr(own)
+    with pytest.raises(KafkaError, match="secrets_dir is not set"):
+        load_node_secrets(None)
+    os.chmod(tmp_path / "secrets" / ADMIN_FILE, 0o644)
+    with pytest.raises(KafkaError, match="chmod 600"):
+        load_credential(tmp_path / "secrets" / ADMIN_FILE)
+    os.chmod(tmp_path / "secrets" / ADMIN_FILE, 0o600)
+    write_credential(tmp_path / "secrets" / "again.credential", Credential.generate("admin", "admin"))
+    with pytest.raises(KafkaError, match="defined twice"):
+        load_keyring(tmp_path / "secrets")
+    with pytest.raises(KafkaError, match="role must be"):
+        Credential.generate("x", "superuser")
+    bad = tmp_path / "bad.credential"
+    write_credential(bad, ADMIN)
+    bad.write_text('principal = "a"\nrole = "admin"\nkey = "not base64!"\n')
+    with pytest.raises(KafkaError, match="malformed"):
+        load_credential(bad)
+
+
+def test_every_route_a_node_serves_is_named_in_the_access_table() -> None:
+    from kraftpy.broker.groups import GROUP_APIS
+
+    served = {
+        *RAFT_ROUTES.values(),
+        *(f"/controller/{route}" for route in wire.ROUTES),
+        "/controller/describe_quorum",
+        *(f"/kafka/{api}" for api in GROUP_APIS),
+        "/kafka/find_coordinator",
+        METADATA_PATH, PRODUCE_PATH, FETCH_PATH, LIST_OFFSETS_PATH, OFFSETS_FOR_LEADER_EPOCH_PATH,
+        INIT_PRODUCER_ID_PATH, STATUS_PATH,
+    }  # fmt: skip
+    assert served - set(access.ROUTES) == set()
+    assert access.static_requirement("/something/new") is access.CLUSTER  # closed by default
+    assert access.required(FETCH_PATH, {"replica_id": -1}) is None
+    assert access.required(FETCH_PATH, {"replica_id": 3}) is access.CLUSTER
+    assert access.required(FETCH_PATH, {"replica_id": "3"}) is access.CLUSTER
+
+
+async def _ok(body: dict) -> dict:
+    return {"seen": True}
+
+
+@pytest.fixture
+async def server():
+    auth = ServerAuth(verifier())
+    routes = {"/raft/vote": _ok, "/controller/delete_topics": _ok, "/kafka/metadata": _ok}
+    runner = web.AppRunner(make_app(routes, auth=auth))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    yield ("127.0.0.1", port), auth
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_server_admits_by_role(server, stream: bool) -> None:
+    address, auth = server
+    anonymous, admin, node = RpcClient(), RpcClient(credential=ADMIN), RpcClient(credential=NODE)
+    try:
+        for client in (anonymous, admin, node):
+            assert (await client.call(address, "/kafka/metadata", {}, stream=stream))["seen"]
+        refused = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        for client, code in ((anonymous, refused), (admin, refused), (node, 0)):  # Raft is for nodes only
+            answer = await client.call(address, "/raft/vote", {}, stream=stream, raise_errors=False)
+            assert answer["error_code"] == code, answer
+        answer = await anonymous.call(address, "/controller/delete_topics", {}, stream=stream, raise_errors=False)
+        assert answer["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED and "docs/security.md" in answer["message"]
+        assert (await admin.call(address, "/controller/delete_topics", {}, stream=stream))["seen"]
+        assert auth.refused == 3
+    finally:
+        for client in (anonymous, admin, node):
+            await client.close()
+
+
+async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> None:
+    address, _ = server
+    impostor = RpcClient(credential=Credential.generate("node", "cluster"))
+    try:
+        with pytest.raises(KafkaError) as info:
+            await impostor.call(address, "/kafka/metadata", {}, stream=True)
+        assert info.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED  # refused at the upgrade, no HTTP fallback
+    finally:
+        await impostor.close()
+    # The other way round: a server without our key (here: one without authentication) proves nothing.
+    runner = web.AppRunner(make_app({"/kafka/metadata": _ok}))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    node = RpcClient(credential=NODE)
+    try:
+        with pytest.raises(KafkaError, match="did not prove"):
+            await node.call(("127.0.0.1", port), "/kafka/metadata", {}, stream=True)
+    finally:
+        await node.close()
+        await runner.cleanup()
+
+
+def test_storage_format_creates_the_cluster_credentials_and_a_node_needs_them(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kraftpy.tools.node import Node
+    from kraftpy.tools.node_config import build_config
+    from kraftpy.tools.server_cmd import format_storage
+
+    flags = ["--node-id", "1", "--voters", "1@127.0.0.1:9092", "--data-dir", str(tmp_path / "data")]
+    secrets = tmp_path / "secrets"
+    result = CliRunner().invoke(format_storage, [*flags, "-t", "c1", "--set", f"secrets_dir={secrets}"])
+    assert result.exit_code == 0, result.output
+    assert "copy this directory to every node" in result.output
+    assert stat.S_IMODE((secrets / NODE_FILE).stat().st_mode) == 0o600
+    node_key = load_credential(secrets / NODE_FILE).key
+    # Formatting the next node keeps the credentials that are there (they must be the same on every node).
+    flags[1], flags[-1] = "2", str(tmp_path / "data2")
+    flags[3] = "2@127.0.0.1:9093"
+    result = CliRunner().invoke(format_storage, [*flags, "-t", "c1", "--set", f"secrets_dir={secrets}"])
+    assert result.exit_code == 0 and load_credential(secrets / NODE_FILE).key == node_key, result.output
+    values = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9092", "data_dir": str(tmp_path / "data")}
+    with pytest.raises(KafkaError, match="secrets_dir is not set"):
+        Node(build_config(values))
+    assert Node(build_config({**values, "secrets_dir": str(secrets)})).auth.verifier.keyring.keys() == {"node", "admin"}
