@@ -262,7 +262,7 @@ MALFORMED = [
     (
         "create_topics",
         {"topics": [{"name": "a", "assignments": [{"partition": 0, "broker_ids": [2**40]}]}]},
-        "broker_ids must hold integers in 0..2147483647",
+        "broker_ids' must be <= 2147483647, got 1099511627776",
     ),
     (
         "broker_registration",
