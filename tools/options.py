@@ -7,6 +7,7 @@ wins over `--dir`.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -74,8 +75,13 @@ def client_options(func: F) -> F:
 
 
 def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
-    """The servers a client command contacts (see `bootstrap_from`); a bad --dir is a CLI error, exit 1."""
+    """The servers a client command contacts (see `bootstrap_from`); a bad --dir is `Error: CODE: ...`, exit 1."""
     try:
         return bootstrap_from(cluster_dir, bootstrap_servers)
     except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+        raise click.ClickException(str(exc)) from None
+
+
+def quiet_client_logs() -> None:
+    """A command reports its own outcome in one line; the client's retry warnings would bury it."""
+    logging.getLogger("kraftpy.client").setLevel(logging.ERROR)

@@ -19,10 +19,12 @@ from typing import BinaryIO
 
 import click
 
-from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.tools.options import client_options, quiet_client_logs, servers_for
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
+CONSOLE_RETRIES = 3  # kafka-console-producer's --message-send-max-retries: say a broker's "no" quickly
+REQUEST_TIMEOUT_MS = 30_000
 
 
 def read_lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -43,11 +45,11 @@ def split_line(line: bytes, separator: bytes | None, number: int) -> tuple[bytes
 
 
 def summary(total: int, failed: int, first_error: str | None) -> tuple[int, str | None]:
-    """Exit code and the message for stderr (None when everything was acknowledged)."""
+    """Exit code and the line for stderr (None when everything was acknowledged): `Error: CODE: message`."""
     if failed == 0:
         return 0, None
-    reason = f": {first_error}" if first_error else ""
-    return 1, f"{failed} of {total} record(s) were not acknowledged{reason}"
+    reason = first_error or "UNKNOWN_SERVER_ERROR: no reason given"
+    return 1, f"Error: {reason} ({failed} of {total} record(s) were not acknowledged)"
 
 
 async def produce_lines(
@@ -77,7 +79,7 @@ async def produce_lines(
                 key, value = split_line(line, key_separator, number)
             except ValueError as exc:
                 failed += 1
-                first_error = first_error or str(exc)
+                first_error = first_error or str(KafkaError(str(exc), ErrorCode.INVALID_RECORD))
                 continue
             try:
                 futures.append(await producer.send(topic, value, key=key, partition=partition))
@@ -95,7 +97,7 @@ async def produce_lines(
             error = future.exception()
         if error is not None:
             failed += 1
-            first_error = first_error or str(error)
+            first_error = first_error or (str(error) if isinstance(error, KafkaError) else repr(error))
     return total, failed, first_error
 
 
@@ -105,7 +107,7 @@ async def produce_lines(
 @click.option(
     "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True, help="Acknowledgements."
 )
-@click.option("--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
+@click.option("-p", "--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
 @click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True)
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option(
@@ -114,6 +116,20 @@ async def produce_lines(
     default=60_000,
     show_default=True,
     help="How long to wait for metadata or buffer memory before giving up.",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=CONSOLE_RETRIES,
+    show_default=True,
+    help="Retries of a failed batch before its error is reported (kafka-console-producer's default).",
+)
+@click.option(
+    "--delivery-timeout-ms",
+    type=click.IntRange(min=1),
+    default=120_000,
+    show_default=True,
+    help="Bound on each record's delivery, retries included.",
 )
 @client_options
 def produce(
@@ -124,6 +140,8 @@ def produce(
     compression: str,
     linger_ms: int,
     max_block_ms: int,
+    retries: int,
+    delivery_timeout_ms: int,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
@@ -136,7 +154,13 @@ def produce(
         "compression_type": compression,
         "linger_ms": linger_ms,
         "max_block_ms": max_block_ms,
+        "retries": retries,
+        "delivery_timeout_ms": delivery_timeout_ms,
     }
+    if delivery_timeout_ms < linger_ms + REQUEST_TIMEOUT_MS:
+        # Kafka's rule (delivery.timeout.ms >= linger.ms + request.timeout.ms): shorten the request timeout.
+        config["request_timeout_ms"] = max(1, delivery_timeout_ms - linger_ms)
+    quiet_client_logs()
     total, failed, first_error = asyncio.run(
         produce_lines(
             servers,
@@ -149,5 +173,5 @@ def produce(
     )
     code, message = summary(total, failed, first_error)
     if message:
-        click.echo(f"produce: {message}", err=True)
+        click.echo(message, err=True)
     sys.exit(code)

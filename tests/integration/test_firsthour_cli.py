@@ -1,0 +1,158 @@
+"""A newcomer's first hour (issue 12): the CLI on a real 3-node cluster, run as a user runs it.
+
+One cluster for the module (`kraftpy cluster start`). Each test is one thing a
+Kafka user types by habit and what they must see: the right records, a fast
+failure naming the cause (`Error: CODE: message` on stderr, exit 1), no hang.
+Every wait is bounded; nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.test_cluster_support import CliResult, LocalCluster
+
+pytestmark = pytest.mark.slow
+NO_CLUSTER_CODE = "INVALID_CONFIG"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("firsthour") / "cluster") as c:
+        yield c
+
+
+def produce(cluster: LocalCluster, topic: str, lines: str, *args: str, timeout_s: float = 90) -> CliResult:
+    argv = ("produce", topic, *args)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftpy.tools.cli", *argv],
+        input=lines, capture_output=True, text=True, timeout=timeout_s, env=cluster.env,
+    )  # fmt: skip
+    return CliResult(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+def failed(result: CliResult, code_name: str) -> None:
+    """Exit 1 with `Error: CODE_NAME: ...` on stderr, as every kraftpy command."""
+    assert result.code == 1, str(result)
+    assert f"Error: {code_name}: " in result.stderr, str(result)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- wrong results ------------------------------------------------------------------------------------
+
+
+def test_consume_timeout_is_time_without_records_not_time_blocked_on_output(cluster: LocalCluster) -> None:
+    """A reader that starts late still gets every record: a full pipe is not idle time."""
+    count = 3_000
+    cluster.ok("topics", "create", "slowreader", "--partitions", "1")
+    body = "".join(f"{i:06d}-{'x' * 200}\n" for i in range(count))  # ~600 KB: far more than a pipe holds
+    assert produce(cluster, "slowreader", body).code == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraftpy.tools.cli", "consume", "slowreader", "--from-beginning", "--timeout-ms",
+         "3000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cluster.env, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(10)  # the reader is late: the consumer is blocked on a full pipe meanwhile
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert len(out.splitlines()) == count, err
+    assert f"Processed a total of {count} messages" in err
+
+
+def test_keyless_lines_from_separate_runs_spread_over_partitions(cluster: LocalCluster) -> None:
+    """KIP-480: each producer starts at a random partition, so short CLI runs do not all hit one."""
+    cluster.ok("topics", "create", "spread", "--partitions", "6")
+    runs = 8
+    for i in range(runs):
+        assert produce(cluster, "spread", f"line-{i}\n").code == 0
+    result = cluster.ok("consume", "spread", "--from-beginning", "-n", str(runs), "--json", "--timeout-ms", "20000")
+    partitions = {json.loads(line)["partition"] for line in result.stdout.splitlines()}
+    assert len(result.stdout.splitlines()) == runs
+    assert len(partitions) > 1, partitions  # all on one: probability 6 * 6**-8 with a random start
+
+
+def test_topics_create_refuses_a_partition_count_below_one(cluster: LocalCluster) -> None:
+    """As kafka-topics: --partitions -1 is refused; leaving it out means the cluster's default."""
+    failed(cluster.cli("topics", "create", "minus", "--partitions", "-1"), "INVALID_PARTITIONS")
+    failed(cluster.cli("topics", "create", "minus", "--replication-factor", "0"), "INVALID_REPLICATION_FACTOR")
+    assert "minus" not in cluster.ok("topics", "list").stdout.split()
+    created = cluster.ok("topics", "create", "defaulted")
+    assert "with 1 partition(s)" in created.stdout  # a local cluster's num_partitions
+
+
+# --- hangs and slow failures ----------------------------------------------------------------------------
+
+
+def test_consume_of_a_partition_the_topic_lacks_fails_at_once(cluster: LocalCluster) -> None:
+    cluster.ok("topics", "create", "five", "--partitions", "5")
+    failed(cluster.cli("consume", "five", "--partition", "9", "--timeout-ms", "5000"), "UNKNOWN_TOPIC_OR_PARTITION")
+    failed(cluster.cli("consume", "five", "-p", "9"), "UNKNOWN_TOPIC_OR_PARTITION")  # no hang without a timeout
+
+
+def test_produce_to_a_missing_topic_says_unknown_topic(cluster: LocalCluster) -> None:
+    result = produce(cluster, "no-such-topic", "x\n", "--max-block-ms", "3000")
+    failed(result, "UNKNOWN_TOPIC_OR_PARTITION")
+    assert "no-such-topic" in result.stderr
+
+
+def test_not_enough_replicas_is_reported_on_the_first_failure(cluster: LocalCluster) -> None:
+    """min.insync.replicas above the replication factor: the broker's answer, not a delivery timeout."""
+    cluster.ok("topics", "create", "strict", "--replication-factor", "1", "--config", "min.insync.replicas=2")
+    result = produce(cluster, "strict", "x\n", timeout_s=60)  # the delivery timeout is 120 s
+    failed(result, "NOT_ENOUGH_REPLICAS")
+
+
+def test_unreachable_bootstrap_is_one_line_naming_the_address(cluster: LocalCluster) -> None:
+    address = f"127.0.0.1:{closed_port()}"
+    result = produce(cluster, "t", "a\nb\n", "--bootstrap-server", address, "--max-block-ms", "2000")
+    failed(result, "NETWORK_EXCEPTION")
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert address in result.stderr
+
+
+def test_produce_bounds_are_honoured(cluster: LocalCluster) -> None:
+    """The delivery timeout bounds a record the brokers keep refusing (here NOT_ENOUGH_REPLICAS, retried)."""
+    result = produce(cluster, "strict", "x\n", "--retries", "1000000", "--delivery-timeout-ms", "3000", timeout_s=60)
+    failed(result, "REQUEST_TIMED_OUT")
+    assert "NOT_ENOUGH_REPLICAS" in result.stderr  # the broker's last answer is named
+
+
+# --- one voice ---------------------------------------------------------------------------------------
+
+
+def test_client_commands_without_a_cluster_say_error_code_message(cluster: LocalCluster, tmp_path) -> None:
+    for argv in (("produce", "t"), ("consume", "t"), ("topics", "list")):
+        result = cluster.cli(*argv, "--dir", str(tmp_path / "none"))
+        failed(result, NO_CLUSTER_CODE)
+        assert result.stderr.startswith("Error: "), str(result)
+
+
+def test_usage_errors_exit_2(cluster: LocalCluster) -> None:
+    for argv in (("consume",), ("produce", "t", "--acks", "7"), ("topics", "create")):
+        result = cluster.cli(*argv)
+        assert result.code == 2, str(result)
+
+
+def test_print_partition_and_short_flags(cluster: LocalCluster) -> None:
+    cluster.ok("topics", "create", "habits", "-p", "2")
+    assert produce(cluster, "habits", "hello\n", "-p", "1").code == 0
+    result = cluster.ok("consume", "habits", "-p", "1", "-o", "earliest", "-n", "1", "--print-partition",
+                        "--print-offset")  # fmt: skip
+    assert result.stdout.splitlines() == ["Partition:1\tOffset:0\thello"]
