@@ -26,6 +26,7 @@ from rich.table import Table
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.topics import is_internal
 from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.tables import narrow_table
 
 T = TypeVar("T")
 err_console = Console(stderr=True)
@@ -141,9 +142,7 @@ def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
         f"[bold]Topic: {topic['name']}[/]  TopicId: {topic['topic_id']}  PartitionCount: {len(partitions)}  "
         f"ReplicationFactor: {rf}  Configs: {configs}"
     )
-    table = Table()
-    for column in ("partition", "leader", "leader epoch", "replicas", "isr"):
-        table.add_column(column)
+    table = narrow_table("partition", "leader", "leader epoch", "replicas", "isr")
     for p in partitions:
         leader = "[red]none[/]" if p["leader"] < 0 else str(p["leader"])
         isr = ",".join(map(str, p["isr"]))
@@ -291,7 +290,7 @@ def describe(
         console.print("no topics")
     for topic in described:
         header, table = render_topic(topic)
-        console.print(header, soft_wrap=True)
+        console.print(header)  # wrapped at the terminal's width (80 when piped)
         console.print(table)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_cluster_support import CliResult, LocalCluster
+from tests.integration.test_cluster_support import CliResult, LocalCluster, wait_for
 
 pytestmark = pytest.mark.slow
 NO_CLUSTER_CODE = "INVALID_CONFIG"
@@ -82,7 +82,9 @@ def test_keyless_lines_from_separate_runs_spread_over_partitions(cluster: LocalC
     runs = 8
     for i in range(runs):
         assert produce(cluster, "spread", f"line-{i}\n").code == 0
-    result = cluster.ok("consume", "spread", "--from-beginning", "-n", str(runs), "--json", "--timeout-ms", "20000")
+    result = cluster.ok(
+        "consume", "spread", "--from-beginning", "--max-messages", str(runs), "--json", "--timeout-ms", "20000"
+    )
     partitions = {json.loads(line)["partition"] for line in result.stdout.splitlines()}
     assert len(result.stdout.splitlines()) == runs
     assert len(partitions) > 1, partitions  # all on one: probability 6 * 6**-8 with a random start
@@ -156,3 +158,61 @@ def test_print_partition_and_short_flags(cluster: LocalCluster) -> None:
     result = cluster.ok("consume", "habits", "-p", "1", "-o", "earliest", "-n", "1", "--print-partition",
                         "--print-offset")  # fmt: skip
     assert result.stdout.splitlines() == ["Partition:1\tOffset:0\thello"]
+
+
+def piped(cluster: LocalCluster, *argv: str) -> CliResult:
+    """The command with stdout piped and no COLUMNS: what `kraftpy ... | less` shows."""
+    env = {k: v for k, v in cluster.env.items() if k != "COLUMNS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftpy.tools.cli", *argv],
+        capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return CliResult(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+def assert_fits(result: CliResult) -> None:
+    assert "…" not in result.stdout, str(result)
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), str(result)
+
+
+def test_tables_fit_80_columns_when_piped(cluster: LocalCluster) -> None:
+    cluster.ok("topics", "create", "wide", "-p", "3", "-c", "retention.ms=86400000")
+    for argv in (("cluster", "status"), ("quorum", "status"), ("topics", "describe", "wide")):
+        result = piped(cluster, *argv)
+        assert result.code == 0, str(result)
+        assert_fits(result)
+    assert "combined" in piped(cluster, "cluster", "status").stdout
+
+
+# --- last: these kill nodes ----------------------------------------------------------------------------
+
+
+def test_dead_nodes_are_shown_unreachable(cluster: LocalCluster) -> None:
+    leader = cluster.controller_id()
+    cluster.kill(leader)
+
+    def quorum_without_the_dead() -> dict | None:
+        body = cluster.cli("quorum", "status", "--json", "--timeout-ms", "5000")
+        return body.json() if body.code == 0 and body.json()["leader_id"] not in (None, leader) else None
+
+    wait_for("a new quorum leader", quorum_without_the_dead, timeout_s=60)
+    table = piped(cluster, "quorum", "status")
+    row = next(line for line in table.stdout.splitlines() if line.strip().startswith(f"{leader} "))
+    assert "unreachable" in row and "voter" in row, table.stdout
+    assert_fits(table)
+    # Two of three down, the new leader among them: the survivor may still name it; the quorum has no leader.
+    second = quorum_without_the_dead()["leader_id"]
+    survivor = next(n for n in (1, 2, 3) if n not in (leader, second))
+    cluster.kill(second)
+    status = piped(cluster, "cluster", "status")
+    assert status.code == 1
+    assert f"node {second}, named quorum leader by its followers, is unreachable" in status.stderr
+    assert cluster.health()["controller"]["leader_id"] is None, status.stdout
+    for line in status.stdout.splitlines():
+        cells = line.split()
+        if cells and cells[0] == str(survivor):
+            assert "up" in cells and "combined" in cells, status.stdout
+            assert cells[5] == "none", status.stdout  # the leader column: not the dead node it last heard of
+        if cells and cells[0] in (str(leader), str(second)):
+            assert "down" in cells, status.stdout
+    assert_fits(status)
