@@ -331,3 +331,9 @@ def delete(name: str, timeout_ms: int, cluster_dir: Path, bootstrap_servers: lis
 
     run_admin(servers, timeout_ms, action)
     click.echo(f"Deleted topic {name}.")
+
+
+# kafka-leader-election.sh lives in its own module; it shares this group and the helpers above.
+from kraftpy.tools.elect_cmd import elect_leaders  # noqa: E402
+
+topics.add_command(elect_leaders)
