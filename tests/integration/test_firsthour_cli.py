@@ -184,6 +184,27 @@ def test_tables_fit_80_columns_when_piped(cluster: LocalCluster) -> None:
     assert "combined" in piped(cluster, "cluster", "status").stdout
 
 
+# --- long work shows progress ---------------------------------------------------------------------------
+
+
+def test_perf_produce_and_consume_print_progress_lines(cluster: LocalCluster) -> None:
+    """kafka-*-perf-test print a line per reporting interval, also while nothing moves."""
+    cluster.ok("topics", "create", "perf", "--partitions", "2")
+    produced = cluster.ok(
+        "perf", "produce", "--topic", "perf", "--num-records", "300", "--record-size", "10",
+        "--throughput", "100", "--reporting-interval-ms", "500",
+    )  # fmt: skip
+    assert sum(" records sent, " in line for line in produced.stdout.splitlines()) >= 2, str(produced)
+    # Asking for more than the topic holds: the consumer stalls, and says so every interval until its timeout.
+    stalled = cluster.cli(
+        "perf", "consume", "--topic", "perf", "--num-records", "1000", "--timeout-ms", "3000",
+        "--reporting-interval-ms", "500", "--json",
+    )  # fmt: skip
+    assert stalled.code == 1, str(stalled)
+    assert "0 records consumed, 0.0 records/sec" in stalled.stderr, str(stalled)
+    assert json.loads(stalled.stdout)["records"] == 300  # --json: stdout stays one object
+
+
 # --- last: these kill nodes ----------------------------------------------------------------------------
 
 
