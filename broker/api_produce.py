@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api_common import INT32_MAX, at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.clock import monotonic_ms
+from kraftpy.broker.compacted_keys import check_keys_for_compaction
 from kraftpy.broker.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.broker.replication import CompleteProduce, ProduceRequest
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -106,6 +107,8 @@ class ProduceHandler:
             try:
                 hosted = rm.lookup(topic, partition)
                 header = check_producer_batch(records, hosted.log.config.max_message_bytes)
+                if hosted.log.config.compact:
+                    check_keys_for_compaction(records, hosted.log.config.max_message_bytes, topic, partition)
             except KafkaError as exc:
                 answers[key] = self._error(topic, partition, exc)
                 continue

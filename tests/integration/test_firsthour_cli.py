@@ -205,6 +205,30 @@ def test_perf_produce_and_consume_print_progress_lines(cluster: LocalCluster) ->
     assert json.loads(stalled.stdout)["records"] == 300  # --json: stdout stays one object
 
 
+def test_keyless_records_on_a_compacted_topic_are_rejected(cluster: LocalCluster) -> None:
+    """Kafka's LogValidator: a compacted topic takes only keyed records (INVALID_RECORD)."""
+    cluster.ok("topics", "create", "compacted", "--config", "cleanup.policy=compact")
+    result = produce(cluster, "compacted", "no key\n")
+    failed(result, "INVALID_RECORD")
+    assert "without key" in result.stderr
+    assert produce(cluster, "compacted", "k:v\n", "--key-separator", ":").code == 0
+
+
+def test_log_dump_decodes_metadata_records(cluster: LocalCluster) -> None:
+    cluster.ok("topics", "create", "dumped")
+    segment = sorted(cluster.dir.glob("node-1/**/__cluster_metadata-0/*.log"))[0]
+    as_json = cluster.ok("log", "dump", str(segment), "--print-records", "--json")
+    decoded = [
+        m
+        for batch in map(json.loads, as_json.stdout.splitlines())
+        for record in batch["records"] or []
+        for m in record.get("metadata_records", [])
+    ]
+    assert any(m["type"] == "TopicRecord" and m["name"] == "dumped" for m in decoded), as_json.stdout[-2000:]
+    text = cluster.ok("log", "dump", str(segment), "--print-records")
+    assert "TopicRecord(" in text.stdout and "name=dumped" in text.stdout
+
+
 # --- last: these kill nodes ----------------------------------------------------------------------------
 
 
