@@ -105,7 +105,7 @@ def check(
                 )
     except (HistoryError, ModelError) as e:
         where = "" if isinstance(e, HistoryError) else f"{history_path}:"
-        click.echo(f"Error: {where}{e}", err=True)
+        click.echo(f"Error: INVALID_REQUEST: {where}{e}", err=True)
         sys.exit(EXIT_UNREADABLE)
     except ValueError as e:  # e.g. an unknown --allow class
         click.echo(f"Error: INVALID_REQUEST: {e}", err=True)

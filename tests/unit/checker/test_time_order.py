@@ -39,3 +39,11 @@ def test_line_order_decides_when_time_goes_backwards(tmp_path: Path) -> None:
     result = check(path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "goes backwards" in result.stderr
+
+
+def test_an_unreadable_history_is_error_code_message_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.edn"
+    path.write_text("{:process 0, :type :ok, :f :read}\n")
+    result = check(path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"Error: INVALID_REQUEST: {path}:1: "), result.stderr
