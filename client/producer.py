@@ -324,18 +324,17 @@ class Producer:
             await self._cluster.wait_for_version(version, remaining)
 
     def _metadata_wait_error(self, topic: str, message: str, count: int | None) -> KafkaError:
-        """Why max_block_ms passed without metadata, named by what the brokers last said."""
+        """Kafka's TimeoutException after max_block_ms, with the code of what the brokers last said."""
         assert self._cluster is not None
         if self._cluster.last_error is not None and self._metadata.cluster.num_partitions(topic) is None:
             servers = ",".join(f"{host}:{port}" for host, port in self._bootstrap)
-            return KafkaError(
-                f"no server answered at {servers} within {self.config.max_block_ms} ms "
-                f"(last error: {self._cluster.last_error.message})",
+            return KafkaTimeoutError(
+                f"{message}: no server answered at {servers} (last error: {self._cluster.last_error.message})",
                 ErrorCode.NETWORK_EXCEPTION,
             )
         if count is not None or self._metadata.topic_error(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             # The brokers answered: the topic (or that partition) does not exist.
-            return KafkaError(message, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return KafkaTimeoutError(message, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return KafkaTimeoutError(message)
 
     async def _reserve(self, size: int, deadline: float) -> int:

@@ -119,14 +119,26 @@ class Stop:
 
 
 async def assign_and_seek(
-    consumer: Any, topic: str, partition: int | None, offset: str | int | None, from_beginning: bool
+    consumer: Any,
+    topic: str,
+    partition: int | None,
+    offset: str | int | None,
+    from_beginning: bool,
+    metadata_timeout_ms: int | None = None,
 ) -> None:
     """Without a group: take every partition of `topic` (or the one asked for) and seek where asked.
 
     A partition the topic does not have is UNKNOWN_TOPIC_OR_PARTITION at once, not an endless wait."""
+    from kraftpy.client.errors import KafkaTimeoutError
     from kraftpy.client.types import TopicPartition
 
-    existing = await consumer.partitions_for(topic)
+    if partition is None:
+        existing = await consumer.partitions_for(topic)
+    else:
+        try:  # a partition the topic lacks is an error; no metadata within the bound is not (Kafka's assign)
+            existing = await consumer.partitions_for(topic, timeout_ms=metadata_timeout_ms)
+        except KafkaTimeoutError:
+            existing = [partition]
     if partition is None:
         partitions = [TopicPartition(topic, p) for p in existing]
     elif partition not in existing:
@@ -174,7 +186,7 @@ async def consume_records(
         if group is not None:
             consumer.subscribe([topic])  # the group's committed offsets decide where to start, else `reset`
         else:
-            await assign_and_seek(consumer, topic, partition, offset, from_beginning)
+            await assign_and_seek(consumer, topic, partition, offset, from_beginning, stop.timeout_ms)
         last_record = monotonic_ms()
         while not stop.done:
             idle = monotonic_ms() - last_record

@@ -185,9 +185,7 @@ def plan_json(group: str, plan: Mapping[Any, int], committed: Mapping[Any, Any],
 
 
 def render_plan(shape: Mapping[str, Any]) -> Table:
-    table = Table()
-    for column in ("group", "topic", "partition", "current offset", "new offset"):
-        table.add_column(column)
+    table = narrow_table("group", "topic", "partition", "current offset", "new offset")
     for row in shape["partitions"]:
         table.add_row(
             shape["group"], row["topic"], str(row["partition"]), _cell(row["current_offset"]), str(row["new_offset"])

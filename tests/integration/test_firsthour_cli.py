@@ -241,10 +241,16 @@ def test_dead_nodes_are_shown_unreachable(cluster: LocalCluster) -> None:
         return body.json() if body.code == 0 and body.json()["leader_id"] not in (None, leader) else None
 
     wait_for("a new quorum leader", quorum_without_the_dead, timeout_s=60)
-    table = piped(cluster, "quorum", "status")
-    row = next(line for line in table.stdout.splitlines() if line.replace("│", " ").split()[:1] == [str(leader)])
-    assert "unreachable" in row and "voter" in row, table.stdout
-    assert_fits(table)
+
+    def dead_row() -> str | None:
+        table = piped(cluster, "quorum", "status")
+        assert_fits(table)
+        lines = table.stdout.splitlines()
+        row = next(line for line in lines if line.replace("│", " ").split()[:1] == [str(leader)])
+        return row if "unreachable" in row and "voter" in row else None
+
+    # Unreachable once the new leader has not heard from it for KRaft's fetch timeout (2 s).
+    wait_for("the dead voter shown unreachable", dead_row, timeout_s=30)
     # Two of three down, the new leader among them: the survivor may still name it; the quorum has no leader.
     second = quorum_without_the_dead()["leader_id"]
     survivor = next(n for n in (1, 2, 3) if n not in (leader, second))
@@ -261,3 +267,7 @@ def test_dead_nodes_are_shown_unreachable(cluster: LocalCluster) -> None:
         if cells and cells[0] in (str(leader), str(second)):
             assert "down" in cells, status.stdout
     assert_fits(status)
+    # No quorum, leaders dead: produce ends within its bounds, in one line, whatever the brokers answer.
+    stuck = produce(cluster, "five", "x\n", "--max-block-ms", "5000", "--delivery-timeout-ms", "10000", timeout_s=60)
+    assert stuck.code == 1 and stuck.stderr.startswith("Error: "), str(stuck)
+    assert stuck.stderr.strip().count("\n") == 0, str(stuck)
