@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.tools.audit_cmd import visible_rows
-
 
 def test_a_local_master_binds_the_driver_to_loopback() -> None:
     pytest.importorskip("pyspark")
@@ -23,6 +21,8 @@ def test_a_local_master_binds_the_driver_to_loopback() -> None:
 
 
 def test_internal_topics_are_left_out_unless_they_have_findings() -> None:
+    from kraftpy.tools.audit_cmd import visible_rows
+
     rows = [
         {"topic": "orders", "partition": 0},
         {"topic": "__consumer_offsets", "partition": 0},
