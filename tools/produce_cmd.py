@@ -6,12 +6,14 @@ counts as failed). The command exits 0 only when every line was
 acknowledged; otherwise it says how many were not, and why, on stderr and
 exits 1. If the producer cannot take a record at all (the topic is unknown
 after max_block_ms, the record is too large), the remaining lines are not
-tried and count as not acknowledged.
+tried and count as not acknowledged. The first failure that is retried is
+said at once (`Warning: CODE: message`), not only after the delivery timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,8 +25,30 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.tools.options import client_options, quiet_client_logs, servers_for
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
-CONSOLE_RETRIES = 3  # kafka-console-producer's --message-send-max-retries: say a broker's "no" quickly
 REQUEST_TIMEOUT_MS = 30_000
+
+
+class FirstRetry(logging.Handler):
+    """Says the first retriable failure at once, on stderr (kafka-console-producer logs retries as WARN);
+    the record is retried until it succeeds, --retries run out or --delivery-timeout-ms passes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.said = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.said or not str(record.msg).startswith("retrying "):
+            return
+        self.said = True
+        error = record.args[-1] if isinstance(record.args, tuple) and record.args else record.getMessage()
+        click.echo(f"Warning: {error} (retrying until --delivery-timeout-ms)", err=True)
+
+
+def say_first_retry() -> None:
+    sender_log = logging.getLogger("kraftpy.client.sender")  # the sender logs each retry at debug level
+    sender_log.setLevel(logging.DEBUG)
+    sender_log.propagate = False
+    sender_log.addHandler(FirstRetry())
 
 
 def read_lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -119,10 +143,8 @@ async def produce_lines(
 )
 @click.option(
     "--retries",
-    type=click.IntRange(min=0),
-    default=CONSOLE_RETRIES,
-    show_default=True,
-    help="Retries of a failed batch before its error is reported (kafka-console-producer's default).",
+    type=click.IntRange(min=1),
+    help="Retries of a failed batch before its error is reported [default: until --delivery-timeout-ms].",
 )
 @click.option(
     "--delivery-timeout-ms",
@@ -140,7 +162,7 @@ def produce(
     compression: str,
     linger_ms: int,
     max_block_ms: int,
-    retries: int,
+    retries: int | None,
     delivery_timeout_ms: int,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
@@ -154,13 +176,15 @@ def produce(
         "compression_type": compression,
         "linger_ms": linger_ms,
         "max_block_ms": max_block_ms,
-        "retries": retries,
         "delivery_timeout_ms": delivery_timeout_ms,
     }
+    if retries is not None:
+        config["retries"] = retries
     if delivery_timeout_ms < linger_ms + REQUEST_TIMEOUT_MS:
         # Kafka's rule (delivery.timeout.ms >= linger.ms + request.timeout.ms): shorten the request timeout.
         config["request_timeout_ms"] = max(1, delivery_timeout_ms - linger_ms)
     quiet_client_logs()
+    say_first_retry()
     total, failed, first_error = asyncio.run(
         produce_lines(
             servers,
