@@ -3,13 +3,15 @@
 1. An explicit partition wins.
 2. A key: toPositive(murmur2(key)) % partitions, bit for bit as Kafka's
    Utils.murmur2, so keyed records land where a Java client would put them.
-3. No key: sticky round-robin (KIP-480): stay on one partition until its batch
-   closes, then move to the next available one, so batches fill up.
+3. No key: sticky round-robin (KIP-480): start at a random available partition,
+   stay on it until its batch closes, then move to the next available one, so
+   batches fill up and short-lived producers (one CLI run each) still spread.
 4. Or a custom callable given to the producer.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
 CustomPartitioner = Callable[[str, bytes | None, Sequence[int], Sequence[int]], int]
@@ -56,8 +58,11 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
 class Partitioner:
     """Chooses partitions; keeps the sticky partition per topic for records without a key."""
 
-    def __init__(self, custom: CustomPartitioner | None = None) -> None:
+    def __init__(self, custom: CustomPartitioner | None = None, rng: random.Random | None = None) -> None:
+        """`rng` picks each topic's first sticky partition (the producer passes a seeded-from-OS one);
+        without it the first pick is the first available partition (deterministic, for tests)."""
         self._custom = custom
+        self._rng = rng
         self._sticky: dict[str, int] = {}
         self._next_start: dict[str, int] = {}
 
@@ -94,7 +99,9 @@ class Partitioner:
 
     def _pick_next(self, topic: str, num_partitions: int, available: Sequence[int], previous: int | None) -> int:
         candidates = [p for p in available if 0 <= p < num_partitions] or list(range(num_partitions))
-        start = self._next_start.get(topic, 0)
+        start = self._next_start.get(topic)
+        if start is None:
+            start = 0 if self._rng is None else self._rng.randrange(len(candidates))
         chosen = candidates[start % len(candidates)]
         if chosen == previous and len(candidates) > 1:
             start += 1

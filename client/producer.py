@@ -73,7 +73,7 @@ class Producer:
         self._key_serializer = _serializer("key_serializer", cfg.key_serializer)
         self._value_serializer = _serializer("value_serializer", cfg.value_serializer)
         self._custom_partitioner = cfg.partitioner
-        self._partitioner = Partitioner(cfg.partitioner)
+        self._partitioner = Partitioner(cfg.partitioner, rng=random.Random())  # KIP-480: random start
         self._interceptors = list(cfg.interceptors)
         # Read on every send(): plain attributes, not config lookups.
         self._max_request_size = cfg.max_request_size
@@ -319,9 +319,23 @@ class Producer:
                     )
                 else:
                     message = f"topic {topic!r} not present in metadata after {self.config.max_block_ms} ms"
-                raise KafkaTimeoutError(message)
+                raise self._metadata_wait_error(topic, message, count)
             version = self._cluster.request_update()
             await self._cluster.wait_for_version(version, remaining)
+
+    def _metadata_wait_error(self, topic: str, message: str, count: int | None) -> KafkaError:
+        """Kafka's TimeoutException after max_block_ms, with the code of what the brokers last said."""
+        assert self._cluster is not None
+        if self._cluster.last_error is not None and self._metadata.cluster.num_partitions(topic) is None:
+            servers = ",".join(f"{host}:{port}" for host, port in self._bootstrap)
+            return KafkaTimeoutError(
+                f"{message}: no server answered at {servers} (last error: {self._cluster.last_error.message})",
+                ErrorCode.NETWORK_EXCEPTION,
+            )
+        if count is not None or self._metadata.topic_error(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            # The brokers answered: the topic (or that partition) does not exist.
+            return KafkaTimeoutError(message, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return KafkaTimeoutError(message)
 
     async def _reserve(self, size: int, deadline: float) -> int:
         """Wait (FIFO) for `size` bytes of buffer_memory, at most until `deadline`."""

@@ -68,6 +68,8 @@ class ProducerBatch:
         self.sequence_has_been_reset = False
         # Whether a batch with a lower sequence was still unsettled when this one was last sent.
         self.sent_behind_unsettled = False
+        # The broker's last retriable answer, named when the batch expires (better than a bare timeout).
+        self.last_error = ""
         # Whether some attempt ended without a clear answer (timeout, lost connection): the broker may have it.
         self.maybe_written = False
         self.closed_for_appends = False

@@ -251,7 +251,7 @@ class Sender:
                 self.idempotence.mark_sequence_unresolved(batch)
             if self.guarantee_message_order:
                 self.accumulator.unmute(batch.tp)
-            batch.fail(_expiry_error(batch, now))
+            batch.fail(_expiry_error(batch, now, batch.last_error))
             self.accumulator.deallocate(batch)
         for request in self._in_flight.values():
             for batch in request.batches.values():
@@ -332,6 +332,7 @@ class Sender:
             error = ProducerFencedError(error.message)
         if self._can_retry(batch, code, log_start_offset, now):
             log.debug("retrying %r after %s", batch, error)
+            batch.last_error = str(error)
             self.accumulator.reenqueue(batch, now)
             return
         if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now) and is_retriable(code):

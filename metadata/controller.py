@@ -40,12 +40,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from kraftpy.metadata import config_control, producer_ids, replication_control
+from kraftpy.metadata import config_control, leader_balance, producer_ids, replication_control
 from kraftpy.metadata.cluster_control import ClusterControlManager, check_broker_epoch
 from kraftpy.metadata.controller_config import ControllerConfig
 from kraftpy.metadata.delta import apply_records
 from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.records import NoOpRecord
+from kraftpy.metadata.records import NoOpRecord, PartitionChangeRecord
 from kraftpy.metadata.requests import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -78,6 +78,7 @@ class QuorumController:
         self._cluster = ClusterControlManager(config)
         self._next_rebalance_ms = 0
         self._next_noop_ms = 0
+        self._preferred_due_ms: int | None = None  # when waiting preferred elections run
         self._handlers: dict[type, Callable[[Any, int], ControllerResult]] = {
             BrokerRegistrationRequest: self.register_broker,
             BrokerHeartbeatRequest: self.broker_heartbeat,
@@ -127,6 +128,7 @@ class QuorumController:
         self._cluster.activate(self._committed, now_ms)
         self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
         self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
+        self._preferred_due_ms = None
 
     def deactivate(self, leader_id: int | None = None, leader_address: str | None = None) -> None:
         """Stop being active: drop uncommitted state; answer NOT_CONTROLLER with this hint from now on."""
@@ -227,6 +229,9 @@ class QuorumController:
         if not self.is_active:
             return ControllerResult()
         batch = self._cluster.fence_stale_brokers(self._latest, now_ms)
+        batch.add(*leader_balance.unclean_elections(batch.image))
+        if self.config.auto_leader_rebalance_enable:
+            batch.add(*self._due_preferred_elections(batch.image, now_ms))
         if self.config.auto_leader_rebalance_enable and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
             percentage = self.config.leader_imbalance_per_broker_percentage
@@ -235,6 +240,19 @@ class QuorumController:
             batch.add(NoOpRecord())
         return self._commit_locally(batch.result(), now_ms)
 
+    def _due_preferred_elections(self, image: MetadataImage, now_ms: int) -> list[PartitionChangeRecord]:
+        """Preferred elections once some have waited preferred_leader_election_delay_ms (then all at once)."""
+        pending = leader_balance.preferred_elections(image)
+        if not pending:
+            self._preferred_due_ms = None
+            return []
+        if self._preferred_due_ms is None:
+            self._preferred_due_ms = now_ms + self.config.preferred_leader_election_delay_ms
+        if now_ms < self._preferred_due_ms:
+            return []
+        self._preferred_due_ms = None
+        return pending
+
     def next_deadline_ms(self, now_ms: int) -> int | None:
         """When `tick` next has something to do (None when inactive)."""
         if not self.is_active:
@@ -242,6 +260,7 @@ class QuorumController:
         deadlines = [self._cluster.next_expiry_ms(self._latest, now_ms)]
         if self.config.auto_leader_rebalance_enable:
             deadlines.append(self._next_rebalance_ms)
+            deadlines.append(self._preferred_due_ms)
         if self.config.metadata_max_idle_interval_ms > 0:
             deadlines.append(self._next_noop_ms)
         return min((d for d in deadlines if d is not None), default=None)

@@ -78,6 +78,7 @@ def controller_config_from(node_config: Any, cluster_id: str) -> ControllerConfi
         num_partitions=node_config.num_partitions,
         default_replication_factor=node_config.default_replication_factor,
         metadata_max_idle_interval_ms=node_config.metadata_max_idle_interval_ms,
+        preferred_leader_election_delay_ms=node_config.preferred_leader_election_delay_ms,
     )
 
 

@@ -21,6 +21,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     # A broker is rebalanced when more than this share of the partitions it prefers are led elsewhere.
     leader_imbalance_per_broker_percentage: int = 10
+    # With auto_leader_rebalance_enable, a partition whose preferred replica is back in its ISR is led by
+    # it again after waiting this long (batching a restart's elections), not at the next imbalance check.
+    preferred_leader_election_delay_ms: int = 10_000
     # Defaults for CreateTopics' -1 (Kafka: num.partitions, default.replication.factor).
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -43,6 +46,8 @@ class ControllerConfig:
                 raise KafkaError(f"{name} must be at least 1, got {getattr(self, name)}", ErrorCode.INVALID_CONFIG)
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
             raise KafkaError("leader_imbalance_per_broker_percentage must be in [0, 100]", ErrorCode.INVALID_CONFIG)
+        if self.preferred_leader_election_delay_ms < 0:
+            raise KafkaError("preferred_leader_election_delay_ms must be >= 0", ErrorCode.INVALID_CONFIG)
         if self.metadata_max_idle_interval_ms < 0:
             raise KafkaError("metadata_max_idle_interval_ms must be >= 0", ErrorCode.INVALID_CONFIG)
         if not self.cluster_id:

@@ -86,6 +86,8 @@ def check(
     """Check HISTORY for linearizability against MODEL, or for Kafka log anomalies."""
     try:
         history = read_history(history_path, fmt)
+        for warning in history.warnings:
+            click.echo(f"Warning: {warning}", err=True)
         if model == "kafka":
             allowed = _classes(allow) | (SUBSCRIBE_ALLOWED if sub_via == "subscribe" else set())
             result = check_kafka(history, allowed)
@@ -103,10 +105,10 @@ def check(
                 )
     except (HistoryError, ModelError) as e:
         where = "" if isinstance(e, HistoryError) else f"{history_path}:"
-        click.echo(f"error: {where}{e}", err=True)
+        click.echo(f"Error: INVALID_REQUEST: {where}{e}", err=True)
         sys.exit(EXIT_UNREADABLE)
     except ValueError as e:  # e.g. an unknown --allow class
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"Error: INVALID_REQUEST: {e}", err=True)
         sys.exit(EXIT_UNREADABLE)
 
     if html_out is not None:

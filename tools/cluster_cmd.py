@@ -30,6 +30,7 @@ from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, signal_node
 from kraftpy.tools.node import STATUS_PATH
 from kraftpy.tools.node_config import Voter, build_config
 from kraftpy.tools.options import default_cluster_dir
+from kraftpy.tools.tables import narrow_table
 
 # Timeouts for a local cluster on loopback, faster than KRaft's defaults so that
 # failover is quick; docs/operations.md explains the choice and its margins.
@@ -131,10 +132,18 @@ def evaluate_health(
             problems.append(f"node {entry.node_id} does not answer on {entry.address}")
         elif "broker" in entry.roles and fenced is not False:
             problems.append(f"broker {entry.node_id} is {'fenced' if fenced else 'not registered'}")
+    # A leader that does not answer is no leader: live followers keep naming it until they time out.
+    answering = {n.node_id for n in nodes if n.answered}
+    gone = {lid for lid, _ in leaders.values() if lid is not None and lid not in answering}
+    for lid in sorted(gone):
+        problems.append(f"node {lid}, named quorum leader by its followers, is unreachable")
+    leaders = {n: (None if lid in gone else lid, e) for n, (lid, e) in leaders.items()}
     known = {lid for lid, _ in leaders.values() if lid is not None}
     epoch = max((e for _, e in leaders.values()), default=0)
     leader_id = None
-    if len(known) == 1:
+    if gone and not known:
+        pass  # said above
+    elif len(known) == 1:
         leader_id = next(iter(known))
         disagreeing = [n for n, (lid, _) in leaders.items() if lid != leader_id]
         if disagreeing:
@@ -286,9 +295,13 @@ def cluster() -> None:
     help="Address the nodes listen on; a comma list gives one per node.",
 )
 @click.option("--base-port", type=click.IntRange(1, 65535 - 9), default=9092, show_default=True)
-@click.option("--timeout-s", type=click.FloatRange(1, 600), default=60, show_default=True)
-def start(node_count: int, cluster_dir: Path, host: str, base_port: int, timeout_s: float) -> None:
+@click.option("--timeout-ms", type=click.IntRange(1_000, 600_000), default=60_000, show_default=True)
+@click.option("--timeout-s", type=click.FloatRange(1, 600), hidden=True, help="Deprecated: --timeout-ms.")
+def start(
+    node_count: int, cluster_dir: Path, host: str, base_port: int, timeout_ms: int, timeout_s: float | None
+) -> None:
     """Format and start N combined nodes, wait until healthy, print the bootstrap servers."""
+    timeout_s = timeout_ms / 1000 if timeout_s is None else timeout_s
     try:
         layout = ClusterLayout.load(cluster_dir)
         created = False
@@ -327,18 +340,29 @@ def start(node_count: int, cluster_dir: Path, host: str, base_port: int, timeout
     click.echo(f"  kraftpy cluster stop{dir_flag}")
 
 
+def node_state(n: NodeHealth) -> str:
+    """up (answers), unreachable (its process runs but does not answer), down (no process)."""
+    if not n.alive:
+        return "[red]down[/]"
+    return "up" if n.answered else "[red]unreachable[/]"
+
+
 def render_health(health: ClusterHealth) -> Table:
-    table = Table(title=f"cluster {health.cluster_id}: {'healthy' if health.healthy else 'UNHEALTHY'}")
-    for col in ("node", "pid", "alive", "roles", "address", "quorum leader", "epoch", "fenced"):
-        table.add_column(col)
+    table = narrow_table(
+        "node", "pid", "state", "roles", "address", "leader", "epoch", "fenced",
+        title=f"cluster {health.cluster_id}: {'healthy' if health.healthy else 'UNHEALTHY'}",
+    )  # fmt: skip
+    answering = {n.node_id for n in health.nodes if n.answered}
     for n in health.nodes:
+        # A follower still naming a leader that does not answer has none (the problems say which).
+        leader = "-" if n.leader_id is None else str(n.leader_id) if n.leader_id in answering else "[red]none[/]"
         table.add_row(
             str(n.node_id),
             str(n.pid or "-"),
-            "yes" if n.alive else "[red]no[/]",
-            ",".join(n.roles),
+            node_state(n),
+            "combined" if set(n.roles) == {"broker", "controller"} else ",".join(n.roles),
             n.address,
-            "-" if n.leader_id is None else str(n.leader_id),
+            leader,
             "-" if n.epoch is None else str(n.epoch),
             "-" if n.fenced is None else ("[red]yes[/]" if n.fenced else "no"),
         )
@@ -350,9 +374,13 @@ def render_health(health: ClusterHealth) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.option("--watch", is_flag=True, help="Refresh every second until interrupted.")
 @click.option("--exit-when-healthy", is_flag=True, help="Wait until healthy, then exit 0.")
-@click.option("--timeout-s", type=click.FloatRange(0.1, 3600), default=60, show_default=True)
-def status(cluster_dir: Path, as_json: bool, watch: bool, exit_when_healthy: bool, timeout_s: float) -> None:
+@click.option("--timeout-ms", type=click.IntRange(100, 3_600_000), default=60_000, show_default=True)
+@click.option("--timeout-s", type=click.FloatRange(0.1, 3600), hidden=True, help="Deprecated: --timeout-ms.")
+def status(
+    cluster_dir: Path, as_json: bool, watch: bool, exit_when_healthy: bool, timeout_ms: int, timeout_s: float | None
+) -> None:
     """Show each node and the quorum; exit 1 when the cluster is unhealthy."""
+    timeout_s = timeout_ms / 1000 if timeout_s is None else timeout_s
     try:
         layout = ClusterLayout.load(cluster_dir)
     except KafkaError as err:
@@ -384,14 +412,16 @@ def status(cluster_dir: Path, as_json: bool, watch: bool, exit_when_healthy: boo
 @cluster.command("stop")
 @click.option("--dir", "cluster_dir", type=click.Path(file_okay=False, path_type=Path), default=default_cluster_dir)
 @click.option(
-    "--timeout-s",
-    type=click.FloatRange(0.1, 600),
-    default=20,
+    "--timeout-ms",
+    type=click.IntRange(100, 600_000),
+    default=20_000,
     show_default=True,
     help="Per node: how long to wait after SIGTERM before SIGKILL.",
 )
-def stop(cluster_dir: Path, timeout_s: float) -> None:
+@click.option("--timeout-s", type=click.FloatRange(0.1, 600), hidden=True, help="Deprecated: --timeout-ms.")
+def stop(cluster_dir: Path, timeout_ms: int, timeout_s: float | None) -> None:
     """Stop every node gracefully (leaderships moved, quorum leadership resigned), SIGKILL after a timeout."""
+    timeout_s = timeout_ms / 1000 if timeout_s is None else timeout_s
     try:
         layout = ClusterLayout.load(cluster_dir)
     except KafkaError as err:

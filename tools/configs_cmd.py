@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.tables import narrow_table
 from kraftpy.tools.topics_cmd import echo_json, parse_key_values, run_admin, timeout_option
 
 
@@ -94,9 +94,7 @@ def describe(
     if not shown:
         console.print(f"{describe_resource_text(resource)} has no config overrides (--all shows every config)")
         return
-    table = Table(title=f"configs of {describe_resource_text(resource)}", title_justify="left")
-    for column in ("name", "value", "source"):
-        table.add_column(column)
+    table = narrow_table("name", "value", "source", title=f"configs of {describe_resource_text(resource)}")
     for e in shown:
         table.add_row(e.name, str(e.value), str(e.source))
     console.print(table)

@@ -31,8 +31,8 @@ from typing import Any, TextIO
 
 import click
 
-from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.tools.options import client_options, quiet_client_logs, servers_for
 
 POLL_CHUNK_MS = 1_000
 CONSOLE_CLIENT_ID = "kraftpy-console-consumer"
@@ -42,7 +42,9 @@ def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def format_record(record: Any, *, print_key: bool, print_offset: bool, as_json: bool) -> str:
+def format_record(
+    record: Any, *, print_key: bool, print_offset: bool, as_json: bool, print_partition: bool = False
+) -> str:
     """One output line for a ConsumerRecord whose key and value are bytes (or None)."""
     if as_json:
         return json.dumps(
@@ -58,6 +60,8 @@ def format_record(record: Any, *, print_key: bool, print_offset: bool, as_json: 
             ensure_ascii=False,
         )
     parts = []
+    if print_partition:  # Kafka's DefaultMessageFormatter order: partition, offset, key, value
+        parts.append(f"Partition:{record.partition}")
     if print_offset:
         parts.append(f"Offset:{record.offset}")
     if print_key:
@@ -115,13 +119,33 @@ class Stop:
 
 
 async def assign_and_seek(
-    consumer: Any, topic: str, partition: int | None, offset: str | int | None, from_beginning: bool
+    consumer: Any,
+    topic: str,
+    partition: int | None,
+    offset: str | int | None,
+    from_beginning: bool,
+    metadata_timeout_ms: int | None = None,
 ) -> None:
-    """Without a group: take every partition of `topic` (or the one asked for) and seek where asked."""
+    """Without a group: take every partition of `topic` (or the one asked for) and seek where asked.
+
+    A partition the topic does not have is UNKNOWN_TOPIC_OR_PARTITION at once, not an endless wait."""
+    from kraftpy.client.errors import KafkaTimeoutError
     from kraftpy.client.types import TopicPartition
 
     if partition is None:
-        partitions = [TopicPartition(topic, p) for p in await consumer.partitions_for(topic)]
+        existing = await consumer.partitions_for(topic)
+    else:
+        try:  # a partition the topic lacks is an error; no metadata within the bound is not (Kafka's assign)
+            existing = await consumer.partitions_for(topic, timeout_ms=metadata_timeout_ms)
+        except KafkaTimeoutError:
+            existing = [partition]
+    if partition is None:
+        partitions = [TopicPartition(topic, p) for p in existing]
+    elif partition not in existing:
+        raise KafkaError(
+            f"topic {topic!r} has no partition {partition} (it has {len(existing)})",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        )
     else:
         partitions = [TopicPartition(topic, partition)]
     consumer.assign(partitions)
@@ -146,6 +170,7 @@ async def consume_records(
     print_key: bool,
     print_offset: bool,
     as_json: bool,
+    print_partition: bool = False,
 ) -> int:
     """Print records until `stop` says so; returns how many were printed."""
     from kraftpy.client.cluster_client import monotonic_ms
@@ -161,20 +186,29 @@ async def consume_records(
         if group is not None:
             consumer.subscribe([topic])  # the group's committed offsets decide where to start, else `reset`
         else:
-            await assign_and_seek(consumer, topic, partition, offset, from_beginning)
+            await assign_and_seek(consumer, topic, partition, offset, from_beginning, stop.timeout_ms)
         last_record = monotonic_ms()
         while not stop.done:
             idle = monotonic_ms() - last_record
             if stop.timed_out(idle):
                 break
             records = await consumer.poll(stop.poll_ms(idle), max_records=stop.remaining())
-            if records:
-                last_record = monotonic_ms()
             for record in records[: stop.take(len(records))]:
-                out.write(format_record(record, print_key=print_key, print_offset=print_offset, as_json=as_json))
+                line = format_record(
+                    record,
+                    print_key=print_key,
+                    print_offset=print_offset,
+                    as_json=as_json,
+                    print_partition=print_partition,
+                )
+                out.write(line)
                 out.write("\n")
                 stop.count += 1
             out.flush()
+            if records:
+                # Idle time starts once the output took the records: time blocked on a slow reader
+                # is not time without records (kafka-console-consumer's timeout is per poll).
+                last_record = monotonic_ms()
         done = True
     finally:
         if done and group is not None:
@@ -185,18 +219,19 @@ async def consume_records(
 
 @click.command("consume")
 @click.argument("topic")
-@click.option("--group", help="Consume as a member of this consumer group, committing what is printed.")
+@click.option("-g", "--group", help="Consume as a member of this consumer group, committing what is printed.")
 @click.option(
     "--from-beginning",
     is_flag=True,
     help="Start at the earliest offset instead of the end (with --group: where the group has no offset).",
 )
-@click.option("--partition", type=click.IntRange(min=0), help="Read only this partition.")
-@click.option("--offset", type=OffsetParam(), help="Where to start in --partition: earliest, latest or N.")
-@click.option("--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("-p", "--partition", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option("-o", "--offset", type=OffsetParam(), help="Where to start in --partition: earliest, latest or N.")
+@click.option("-n", "--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--timeout-ms", type=click.IntRange(min=0), help="Stop once no record arrived for T ms.")
 @click.option("--print-key", is_flag=True, help="Print the key before the value (tab-separated).")
 @click.option("--print-offset", is_flag=True, help="Print Offset:N before the record.")
+@click.option("--print-partition", is_flag=True, help="Print Partition:N before the record.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record.")
 @client_options
 def consume(
@@ -209,6 +244,7 @@ def consume(
     timeout_ms: int | None,
     print_key: bool,
     print_offset: bool,
+    print_partition: bool,
     as_json: bool,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
@@ -224,6 +260,7 @@ def consume(
         raise click.BadParameter("must not be empty", param_hint="--group")
     servers = servers_for(cluster_dir, bootstrap_servers)
     stop = Stop(max_messages, timeout_ms)
+    quiet_client_logs()
     code = 0
     try:
         asyncio.run(
@@ -239,6 +276,7 @@ def consume(
                 print_key=print_key,
                 print_offset=print_offset,
                 as_json=as_json,
+                print_partition=print_partition,
             )
         )
     except KeyboardInterrupt:
@@ -247,7 +285,7 @@ def consume(
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         sys.exit(0)
     except KafkaError as exc:
-        click.echo(f"consume: error: {exc}", err=True)
+        click.echo(f"Error: {exc}", err=True)
         code = 1
     click.echo(f"Processed a total of {stop.count} messages", err=True)
     sys.exit(code)

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.tables import narrow_table
 from kraftpy.tools.topics_cmd import echo_json, err_console, run_admin, timeout_option
 
 E = ErrorCode
@@ -143,10 +144,11 @@ def render_group(shape: Mapping[str, Any], description: Any) -> tuple[str, Table
     header = f"[bold]Group {shape['group']}[/]: {shape['state']}{assignor}, {len(members)} member(s)"
     if not members:
         header += " (no active members)"
-    partitions = Table()
-    for column in ("topic", "partition", "committed offset", "log end offset", "lag"):
-        partitions.add_column(column)
-    partitions.add_column("member id", overflow="fold")  # whole: people copy it; client ids are in the members table
+    # Member ids are long (client id + a UUID): the partitions table names members by a short
+    # number, and the members table gives each number its whole id on one line, so both fit 80 columns.
+    ordered = sorted(members, key=lambda m: m.member_id)
+    number = {m.member_id: i for i, m in enumerate(ordered, 1)}
+    partitions = narrow_table("topic", "partition", "committed offset", "log end offset", "lag", "member")
     for row in shape["partitions"]:
         m = owner.get((row["topic"], row["partition"]))
         partitions.add_row(
@@ -155,16 +157,15 @@ def render_group(shape: Mapping[str, Any], description: Any) -> tuple[str, Table
             _cell(row["committed_offset"]),
             _cell(row["log_end_offset"]),
             _cell(row["lag"]),
-            "-" if m is None else m.member_id,
+            "-" if m is None else f"#{number[m.member_id]}",
         )
     if not members:
         return header, partitions, None
-    table = Table()
-    for column in ("member id", "instance id", "client id", "host", "assignment"):
-        table.add_column(column, overflow="fold")
-    for m in sorted(members, key=lambda m: m.member_id):
+    table = narrow_table("#", "member id / client id, host, instance id, assignment")
+    for m in ordered:
         assignment = ", ".join(str(tp) for tp in m.assignment) or "-"
-        table.add_row(m.member_id, m.group_instance_id or "-", m.client_id, m.host, assignment)
+        details = f"{m.client_id}, {m.host}, {m.group_instance_id or '-'}, {assignment}"
+        table.add_row(f"#{number[m.member_id]}", f"{m.member_id}\n{details}")
     return header, partitions, table
 
 
@@ -184,9 +185,7 @@ def plan_json(group: str, plan: Mapping[Any, int], committed: Mapping[Any, Any],
 
 
 def render_plan(shape: Mapping[str, Any]) -> Table:
-    table = Table()
-    for column in ("group", "topic", "partition", "current offset", "new offset"):
-        table.add_column(column)
+    table = narrow_table("group", "topic", "partition", "current offset", "new offset")
     for row in shape["partitions"]:
         table.add_row(
             shape["group"], row["topic"], str(row["partition"]), _cell(row["current_offset"]), str(row["new_offset"])

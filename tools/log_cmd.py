@@ -6,6 +6,11 @@ checkpoint file; a directory dumps all of them. It exits 1 when anything is
 corrupt, after printing what could be read, and names the first bad batch and
 its position on stderr.
 
+In the metadata log (`__cluster_metadata-0`) each data record's value is a
+Raft entry of CBOR metadata records: `--print-records` shows them decoded
+(`TopicRecord(name=..., ...)`; `--json`: `metadata_records`, a list of
+`{"type", ...fields}`), not as base64.
+
 `kraftpy log verify DIR` checks a whole node data directory (every partition
 and the metadata log, storage/verify.py): exit 0 with a summary, or exit 1
 naming each bad file and byte position, the first one first.
@@ -14,6 +19,7 @@ naming each bad file and byte position, the first one first.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -94,7 +100,7 @@ def _dump_file(path: Path, as_json: bool, print_records: bool, console: Console)
 # -- .log ---------------------------------------------------------------------------------
 
 
-def batch_json(entry: BatchEntry, print_records: bool) -> dict[str, Any]:
+def batch_json(entry: BatchEntry, print_records: bool, metadata: bool = False) -> dict[str, Any]:
     h = entry.header
     out: dict[str, Any] = {
         "base_offset": h.base_offset,
@@ -110,7 +116,7 @@ def batch_json(entry: BatchEntry, print_records: bool) -> dict[str, Any]:
         "size": h.size,
     }
     if print_records:
-        out["records"] = None if entry.records is None else [record_json(r) for r in entry.records]
+        out["records"] = None if entry.records is None else [record_json(r, metadata) for r in entry.records]
     return out
 
 
@@ -123,25 +129,59 @@ def _text_or_b64(name: str, data: bytes | None) -> dict[str, Any]:
         return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
 
 
-def record_json(record: Record) -> dict[str, Any]:
+METADATA_LOG_PREFIX = "__cluster_metadata"
+
+
+def is_metadata_log(path: Path) -> bool:
+    return path.parent.name.startswith(METADATA_LOG_PREFIX)
+
+
+def metadata_records(record: Record) -> list[Any] | None:
+    """The metadata records a Raft data entry holds (None for control records or undecodable bytes)."""
+    from kraftpy.metadata.records import decode_entry
+
+    if record.key is not None or not record.value:
+        return None
+    try:
+        return decode_entry(record.value)
+    except Exception:  # a value that is not a metadata entry is shown as bytes, as any other
+        return None
+
+
+def metadata_record_json(record: Any) -> dict[str, Any]:
+    fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    return {"type": type(record).__name__, **json.loads(json.dumps(fields, default=str))}
+
+
+def metadata_record_text(record: Any) -> str:
+    fields = ", ".join(f"{f.name}={getattr(record, f.name)}" for f in dataclasses.fields(record))
+    return f"{type(record).__name__}({fields})"
+
+
+def record_json(record: Record, metadata: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
     out.update(_text_or_b64("key", record.key))
-    out.update(_text_or_b64("value", record.value))
+    decoded = metadata_records(record) if metadata else None
+    if decoded is not None:
+        out["metadata_records"] = [metadata_record_json(r) for r in decoded]
+    else:
+        out.update(_text_or_b64("value", record.value))
     out["headers"] = [{"key": k, **_text_or_b64("value", v)} for k, v in record.headers]
     return out
 
 
 def _dump_log(path: Path, as_json: bool, print_records: bool, console: Console) -> Problem | None:
     reader = LogFileReader(path, with_records=print_records)
+    metadata = is_metadata_log(path)
     table = None
     count = 0
     for entry in reader:
         count += 1
         if as_json:
-            _emit(batch_json(entry, print_records))
+            _emit(batch_json(entry, print_records, metadata))
             continue
         if print_records:
-            _print_batch_with_records(entry, console)
+            _print_batch_with_records(entry, console, metadata)
             continue
         if table is None:
             table = _batch_table()
@@ -181,7 +221,7 @@ def _add_batch_row(table: Table, entry: BatchEntry) -> None:
     )
 
 
-def _print_batch_with_records(entry: BatchEntry, console: Console) -> None:
+def _print_batch_with_records(entry: BatchEntry, console: Console, metadata: bool = False) -> None:
     table = _batch_table()
     _add_batch_row(table, entry)
     console.print(table)
@@ -195,7 +235,10 @@ def _print_batch_with_records(entry: BatchEntry, console: Console) -> None:
         j = record_json(r)
         key = j.get("key", "base64:" + j.get("key_b64", ""))
         value = j.get("value", "base64:" + j.get("value_b64", ""))
-        records.add_row(f"  {r.offset}", str(r.timestamp), _short(key), _short(value), str(len(r.headers)))
+        decoded = metadata_records(r) if metadata else None
+        # Whole: a metadata record is what the reader came for.
+        value = _short(value) if decoded is None else "; ".join(metadata_record_text(m) for m in decoded)
+        records.add_row(f"  {r.offset}", str(r.timestamp), _short(key), value, str(len(r.headers)))
     console.print(records, markup=False)
 
 

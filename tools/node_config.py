@@ -84,6 +84,7 @@ class NodeConfig:
     controller_quorum_request_timeout_ms: int = 2000
     controller_quorum_append_linger_ms: int = 0
     metadata_max_idle_interval_ms: int = 500
+    preferred_leader_election_delay_ms: int = 10_000
     metadata_snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
     # Brokers
     broker_session_timeout_ms: int = 9000

@@ -9,6 +9,7 @@ wins over `--dir`. Admin operations (docs/security.md) are signed with
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -91,11 +92,11 @@ def client_options(func: F) -> F:
 
 
 def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
-    """The servers a client command contacts (see `bootstrap_from`); a bad --dir is a CLI error, exit 1."""
+    """The servers a client command contacts (see `bootstrap_from`); a bad --dir is `Error: CODE: ...`, exit 1."""
     try:
         return bootstrap_from(cluster_dir, bootstrap_servers)
     except KafkaError as exc:
-        raise click.ClickException(exc.message) from None
+        raise click.ClickException(str(exc)) from None
 
 
 def credential_path() -> Path | None:
@@ -109,3 +110,8 @@ def credential_path() -> Path | None:
     cluster_dir = ctx.params.get("cluster_dir") or default_cluster_dir()
     found = Path(cluster_dir) / SECRETS_DIR / ADMIN_FILE
     return found if found.exists() else None
+
+
+def quiet_client_logs() -> None:
+    """A command reports its own outcome in one line; the client's retry warnings would bury it."""
+    logging.getLogger("kraftpy.client").setLevel(logging.ERROR)

@@ -38,6 +38,8 @@ The command exits 1 when a record failed or fewer than N were consumed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import gc
 import json
 import math
@@ -46,6 +48,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +115,41 @@ class Throttler:
             await asyncio.sleep(ahead)
 
 
+REPORTING_INTERVAL_MS = 5_000  # kafka-producer-perf-test's and kafka-consumer-perf-test's window
+
+
+@contextlib.asynccontextmanager
+async def progress_lines(interval_ms: int, to_stderr: bool, line: Callable[[float], str]) -> AsyncIterator[None]:
+    """Print `line(window_s)` every `interval_ms` while the body runs, stalled or not (a stall says 0/s)."""
+
+    async def report() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            now = time.perf_counter()
+            click.echo(line(now - last), err=to_stderr)
+            last = now
+
+    task = asyncio.create_task(report())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def produce_window_line(latencies_ms: list[float], seen: list[int], record_size: int, window_s: float) -> str:
+    """kafka-producer-perf-test's periodic line for the records acknowledged since the last one."""
+    window = latencies_ms[seen[0] :]
+    seen[0] = len(latencies_ms)
+    rate = len(window) / window_s if window_s > 0 else 0.0
+    avg = sum(window) / len(window) if window else 0.0
+    return (
+        f"{len(window)} records sent, {rate:.1f} records/sec ({rate * record_size / 1e6:.2f} MB/sec), "
+        f"{avg:.1f} ms avg latency, {max(window, default=0.0):.1f} ms max latency."
+    )
+
+
 async def produce_records(
     servers: list[tuple[str, int]],
     topic: str,
@@ -119,6 +157,8 @@ async def produce_records(
     record_size: int,
     throughput: float,
     config: dict[str, Any],
+    interval_ms: int = REPORTING_INTERVAL_MS,
+    to_stderr: bool = False,
 ) -> ProduceResult:
     from kraftpy.client import Producer
 
@@ -134,7 +174,9 @@ async def produce_records(
             return
         latencies.append((perf_counter() - sent_at) * 1000)
 
-    async with Producer(servers, **config) as producer:
+    seen = [0]
+    window_line = functools.partial(produce_window_line, latencies, seen, record_size)
+    async with Producer(servers, **config) as producer, progress_lines(interval_ms, to_stderr, window_line):
         # Metadata and the producer id first, so the measurement starts with a ready producer.
         await producer.partitions_for(topic)
         result.start = perf_counter()
@@ -177,11 +219,23 @@ async def consume_records(
     timeout_ms: int,
     config: dict[str, Any],
     share: tuple[int, int] = (0, 1),
+    interval_ms: int = REPORTING_INTERVAL_MS,
+    to_stderr: bool = False,
 ) -> ConsumeResult:
     from kraftpy.client import Consumer, TopicPartition
 
     result = ConsumeResult()
-    async with Consumer(servers, auto_offset_reset="earliest", **config) as consumer:
+    seen = [0, 0]  # records, bytes at the last line
+
+    def window_line(window_s: float) -> str:
+        records, size = result.records - seen[0], result.bytes - seen[1]
+        seen[:] = [result.records, result.bytes]
+        rate = records / window_s if window_s > 0 else 0.0
+        mb_rate = size / window_s / 1e6 if window_s > 0 else 0.0
+        return f"{records} records consumed, {rate:.1f} records/sec ({mb_rate:.2f} MB/sec), {result.records} in all."
+
+    consumer_cm = Consumer(servers, auto_offset_reset="earliest", **config)
+    async with consumer_cm as consumer, progress_lines(interval_ms, to_stderr, window_line):
         partitions = sorted(await consumer.partitions_for(topic))
         every = [TopicPartition(topic, p) for p in partitions]
         index, count = share
@@ -330,7 +384,14 @@ def perf() -> None:
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
 @click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other producer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
+@click.option(
+    "--reporting-interval-ms",
+    type=click.IntRange(min=100),
+    default=REPORTING_INTERVAL_MS,
+    show_default=True,
+    help="A progress line this often.",
+)
 @client_options
 def produce(
     topic: str,
@@ -343,6 +404,7 @@ def produce(
     processes: int,
     props: tuple[str, ...],
     as_json: bool,
+    reporting_interval_ms: int,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
@@ -350,7 +412,10 @@ def produce(
     servers = servers_for(cluster_dir, bootstrap_servers)
     config: dict[str, Any] = {"acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, **parse_props(props)}
     rate = throughput / processes if throughput > 0 else -1
-    argsets = [(servers, topic, n, record_size, rate, config) for n in _split(num_records, processes)]
+    argsets = [
+        (servers, topic, n, record_size, rate, config, reporting_interval_ms, as_json)
+        for n in _split(num_records, processes)
+    ]
     load_before = os.getloadavg()[0]
     report = produce_report(run_parallel("produce", argsets), processes)
     report["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
@@ -375,7 +440,14 @@ def produce(
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
 @click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other consumer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
+@click.option(
+    "--reporting-interval-ms",
+    type=click.IntRange(min=100),
+    default=REPORTING_INTERVAL_MS,
+    show_default=True,
+    help="A progress line this often.",
+)
 @client_options
 def consume(
     topic: str,
@@ -384,13 +456,17 @@ def consume(
     processes: int,
     props: tuple[str, ...],
     as_json: bool,
+    reporting_interval_ms: int,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
     """Read NUM_RECORDS records of TOPIC from the beginning; print records/s and MB/s."""
     servers = servers_for(cluster_dir, bootstrap_servers)
     config = parse_props(props)
-    argsets = [(servers, topic, num_records, timeout_ms, config, (i, processes)) for i in range(processes)]
+    argsets = [
+        (servers, topic, num_records, timeout_ms, config, (i, processes), reporting_interval_ms, as_json)
+        for i in range(processes)
+    ]
     report = consume_report(run_parallel("consume", argsets), processes)
     if as_json:
         click.echo(json.dumps(report))

@@ -6,12 +6,14 @@ counts as failed). The command exits 0 only when every line was
 acknowledged; otherwise it says how many were not, and why, on stderr and
 exits 1. If the producer cannot take a record at all (the topic is unknown
 after max_block_ms, the record is too large), the remaining lines are not
-tried and count as not acknowledged.
+tried and count as not acknowledged. The first failure that is retried is
+said at once (`Warning: CODE: message`), not only after the delivery timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,10 +21,34 @@ from typing import BinaryIO
 
 import click
 
-from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.tools.options import client_options, quiet_client_logs, servers_for
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
+REQUEST_TIMEOUT_MS = 30_000
+
+
+class FirstRetry(logging.Handler):
+    """Says the first retriable failure at once, on stderr (kafka-console-producer logs retries as WARN);
+    the record is retried until it succeeds, --retries run out or --delivery-timeout-ms passes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.said = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.said or not str(record.msg).startswith("retrying "):
+            return
+        self.said = True
+        error = record.args[-1] if isinstance(record.args, tuple) and record.args else record.getMessage()
+        click.echo(f"Warning: {error} (retrying until --delivery-timeout-ms)", err=True)
+
+
+def say_first_retry() -> None:
+    sender_log = logging.getLogger("kraftpy.client.sender")  # the sender logs each retry at debug level
+    sender_log.setLevel(logging.DEBUG)
+    sender_log.propagate = False
+    sender_log.addHandler(FirstRetry())
 
 
 def read_lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -43,11 +69,11 @@ def split_line(line: bytes, separator: bytes | None, number: int) -> tuple[bytes
 
 
 def summary(total: int, failed: int, first_error: str | None) -> tuple[int, str | None]:
-    """Exit code and the message for stderr (None when everything was acknowledged)."""
+    """Exit code and the line for stderr (None when everything was acknowledged): `Error: CODE: message`."""
     if failed == 0:
         return 0, None
-    reason = f": {first_error}" if first_error else ""
-    return 1, f"{failed} of {total} record(s) were not acknowledged{reason}"
+    reason = first_error or "UNKNOWN_SERVER_ERROR: no reason given"
+    return 1, f"Error: {reason} ({failed} of {total} record(s) were not acknowledged)"
 
 
 async def produce_lines(
@@ -77,7 +103,7 @@ async def produce_lines(
                 key, value = split_line(line, key_separator, number)
             except ValueError as exc:
                 failed += 1
-                first_error = first_error or str(exc)
+                first_error = first_error or str(KafkaError(str(exc), ErrorCode.INVALID_RECORD))
                 continue
             try:
                 futures.append(await producer.send(topic, value, key=key, partition=partition))
@@ -95,7 +121,7 @@ async def produce_lines(
             error = future.exception()
         if error is not None:
             failed += 1
-            first_error = first_error or str(error)
+            first_error = first_error or (str(error) if isinstance(error, KafkaError) else repr(error))
     return total, failed, first_error
 
 
@@ -105,7 +131,7 @@ async def produce_lines(
 @click.option(
     "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True, help="Acknowledgements."
 )
-@click.option("--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
+@click.option("-p", "--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
 @click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True)
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option(
@@ -114,6 +140,18 @@ async def produce_lines(
     default=60_000,
     show_default=True,
     help="How long to wait for metadata or buffer memory before giving up.",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=1),
+    help="Retries of a failed batch before its error is reported [default: until --delivery-timeout-ms].",
+)
+@click.option(
+    "--delivery-timeout-ms",
+    type=click.IntRange(min=1),
+    default=120_000,
+    show_default=True,
+    help="Bound on each record's delivery, retries included.",
 )
 @client_options
 def produce(
@@ -124,6 +162,8 @@ def produce(
     compression: str,
     linger_ms: int,
     max_block_ms: int,
+    retries: int | None,
+    delivery_timeout_ms: int,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
@@ -136,7 +176,15 @@ def produce(
         "compression_type": compression,
         "linger_ms": linger_ms,
         "max_block_ms": max_block_ms,
+        "delivery_timeout_ms": delivery_timeout_ms,
     }
+    if retries is not None:
+        config["retries"] = retries
+    if delivery_timeout_ms < linger_ms + REQUEST_TIMEOUT_MS:
+        # Kafka's rule (delivery.timeout.ms >= linger.ms + request.timeout.ms): shorten the request timeout.
+        config["request_timeout_ms"] = max(1, delivery_timeout_ms - linger_ms)
+    quiet_client_logs()
+    say_first_retry()
     total, failed, first_error = asyncio.run(
         produce_lines(
             servers,
@@ -149,5 +197,5 @@ def produce(
     )
     code, message = summary(total, failed, first_error)
     if message:
-        click.echo(f"produce: {message}", err=True)
+        click.echo(message, err=True)
     sys.exit(code)

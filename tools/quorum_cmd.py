@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.tables import narrow_table
 from kraftpy.tools.topics_cmd import echo_json, run_admin, timeout_option
+
+UNREACHABLE_AFTER_MS = 2_000  # KRaft's controller.quorum.fetch.timeout.ms: a voter silent this long is gone
 
 
 def quorum_json(info: Any) -> dict[str, Any]:
@@ -40,24 +43,29 @@ def quorum_json(info: Any) -> dict[str, Any]:
     }
 
 
+def reachable(row: dict[str, Any], leader_id: int | None) -> bool:
+    """The leader heard from this replica within KRaft's fetch timeout (the leader itself always is)."""
+    if row["node_id"] == leader_id:
+        return True
+    ago = row["last_fetch_ms_ago"]
+    return ago is not None and ago <= UNREACHABLE_AFTER_MS
+
+
 def render_quorum(body: dict[str, Any]) -> Table:
-    table = Table(
+    table = narrow_table(
+        "node", "role", "state", "log end offset", "lag", "last fetch",
         title=f"quorum leader {body['leader_id']}  epoch {body['epoch']}  high watermark {body['high_watermark']}",
-        title_justify="left",
-    )
-    for column in ("node", "role", "log end offset", "lag", "last fetch"):
-        table.add_column(column)
+    )  # fmt: skip
     for role, key in (("voter", "voters"), ("observer", "observers")):
         for r in body[key]:
             is_leader = r["node_id"] == body["leader_id"]
-            ago = "-" if r["last_fetch_ms_ago"] is None else f"{r['last_fetch_ms_ago']} ms ago"
-            table.add_row(
-                str(r["node_id"]),
-                "leader" if is_leader else role,
-                str(r["log_end_offset"]),
-                "-" if r["lag"] is None else str(r["lag"]),
-                "-" if is_leader else ago,
-            )
+            ago = "never" if r["last_fetch_ms_ago"] is None else f"{r['last_fetch_ms_ago']} ms ago"
+            if reachable(r, body["leader_id"]):
+                state, end, lag = "up", str(r["log_end_offset"]), "-" if r["lag"] is None else str(r["lag"])
+            else:  # what the leader last heard is stale: no offset or lag to show
+                state, end, lag = "[red]unreachable[/]", "-", "-"
+            shown_role = "leader" if is_leader else role
+            table.add_row(str(r["node_id"]), shown_role, state, end, lag, "-" if is_leader else ago)
     return table
 
 

@@ -26,6 +26,7 @@ from rich.table import Table
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.topics import is_internal
 from kraftpy.tools.options import client_options, credential_path, servers_for
+from kraftpy.tools.tables import narrow_table
 
 T = TypeVar("T")
 err_console = Console(stderr=True)
@@ -149,9 +150,7 @@ def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
         f"[bold]Topic: {topic['name']}[/]  TopicId: {topic['topic_id']}  PartitionCount: {len(partitions)}  "
         f"ReplicationFactor: {rf}  Configs: {configs}"
     )
-    table = Table()
-    for column in ("partition", "leader", "leader epoch", "replicas", "isr"):
-        table.add_column(column)
+    table = narrow_table("partition", "leader", "leader epoch", "replicas", "isr")
     for p in partitions:
         leader = "[red]none[/]" if p["leader"] < 0 else str(p["leader"])
         isr = ",".join(map(str, p["isr"]))
@@ -195,21 +194,23 @@ def refuse_internal(name: str, action: str) -> None:
 
 @topics.command("create")
 @click.argument("name")
-@click.option("--partitions", type=int, default=-1, help="Partition count [default: the cluster's num_partitions]")
+@click.option("-p", "--partitions", type=int, help="Partition count, >= 1 [default: the cluster's num_partitions]")
 @click.option(
+    "-r",
     "--replication-factor",
     type=int,
-    default=-1,
-    help="Replicas per partition [default: the cluster's default_replication_factor]",
+    help="Replicas per partition, at least 1 [default: the cluster's default_replication_factor]",
 )
-@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
+@click.option(
+    "-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable)."
+)
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
 @timeout_option
 @client_options
 def create(
     name: str,
-    partitions: int,
-    replication_factor: int,
+    partitions: int | None,
+    replication_factor: int | None,
     configs: tuple[str, ...],
     if_not_exists: bool,
     timeout_ms: int,
@@ -220,11 +221,20 @@ def create(
     from kraftpy.client.admin_types import NewTopic
 
     overrides = parse_key_values(configs, "--config")
+    # As kafka-topics: a count below 1 is refused; leaving the option out asks for the cluster's default
+    # (-1 on the wire, which the CLI never sends on the user's behalf by accident).
+    if partitions is not None and partitions < 1:
+        raise fail(KafkaError(f"--partitions {partitions}: must be at least 1 (omit it for the default)",
+                              ErrorCode.INVALID_PARTITIONS))  # fmt: skip
+    if replication_factor is not None and replication_factor < 1:
+        raise fail(KafkaError(f"--replication-factor {replication_factor}: must be at least 1 (omit it for the "
+                              "default)", ErrorCode.INVALID_REPLICATION_FACTOR))  # fmt: skip
     servers = servers_for(cluster_dir, bootstrap_servers)
     deadline = time.monotonic() + timeout_ms / 1000
 
     async def action(admin: Any) -> tuple[Any, bool]:
-        results = await admin.create_topics([NewTopic(name, partitions, replication_factor, configs=overrides)])
+        topic = NewTopic(name, partitions or -1, replication_factor or -1, configs=overrides)
+        results = await admin.create_topics([topic])
         result = results[name]
         if result.error is not None:
             if if_not_exists and result.error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -288,7 +298,7 @@ def describe(
         console.print("no topics")
     for topic in described:
         header, table = render_topic(topic)
-        console.print(header, soft_wrap=True)
+        console.print(header)  # wrapped at the terminal's width (80 when piped)
         console.print(table)
 
 
@@ -329,3 +339,9 @@ def delete(name: str, timeout_ms: int, cluster_dir: Path, bootstrap_servers: lis
 
     run_admin(servers, timeout_ms, action)
     click.echo(f"Deleted topic {name}.")
+
+
+# kafka-leader-election.sh lives in its own module; it shares this group and the helpers above.
+from kraftpy.tools.elect_cmd import elect_leaders  # noqa: E402
+
+topics.add_command(elect_leaders)

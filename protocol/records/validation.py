@@ -156,7 +156,7 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
                 f"maxTimestamp {header.max_timestamp}"
             )
         if keyless and require_keys:
-            raise InvalidRecordError(f"record {i} has no key: a compacted topic cannot accept records without a key")
+            raise InvalidRecordError(f"record {i} has no key: Compacted topic cannot accept message without key")
     if p != end:
         raise InvalidRecordError(
             f"{end - p} bytes follow the last of the {count} records the batch declares "
@@ -201,4 +201,4 @@ def _decide_slowly(buf: bytes, header: BatchHeader, pos: int, max_uncompressed_b
                 f"record {i} has timestamp {record.timestamp}, above the batch's maxTimestamp {header.max_timestamp}"
             )
         if require_keys and record.key is None:
-            raise InvalidRecordError(f"record {i} has no key: a compacted topic cannot accept records without a key")
+            raise InvalidRecordError(f"record {i} has no key: Compacted topic cannot accept message without key")

@@ -161,6 +161,14 @@ def test_consume_group_commits_and_an_active_group_is_protected(cluster: LocalCl
         assert sorted(a["partition"] for a in m["assignment"]) == list(range(PARTITIONS))
         human = cluster.ok("groups", "describe", "billing").stdout
         assert "Group billing: Stable, assignor range, 1 member(s)" in human and m["member_id"] in human
+        # Piped into an 80-column reader: every line fits and the member id is still whole on one line.
+        narrow = subprocess.run(
+            [sys.executable, "-m", "kraftpy.tools.cli", "groups", "describe", "billing"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={k: v for k, v in cluster.env.items() if k != "COLUMNS"},
+        )  # fmt: skip
+        assert all(len(line) <= 80 for line in narrow.stdout.splitlines()), narrow.stdout
+        assert m["member_id"] in narrow.stdout, narrow.stdout
 
         refused = cluster.cli("groups", "reset-offsets", "billing", "--topic", TOPIC, "--to-earliest")
         failed(refused, "NON_EMPTY_GROUP")

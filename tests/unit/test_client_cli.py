@@ -29,7 +29,7 @@ def test_summary_exit_codes() -> None:
     assert summary(3, 0, None) == (0, None)
     assert summary(3, 2, "NOT_ENOUGH_REPLICAS: x") == (
         1,
-        "2 of 3 record(s) were not acknowledged: NOT_ENOUGH_REPLICAS: x",
+        "Error: NOT_ENOUGH_REPLICAS: x (2 of 3 record(s) were not acknowledged)",
     )
 
 
@@ -39,7 +39,8 @@ def test_produce_exits_non_zero_saying_how_many_lines_were_not_acknowledged(clos
     )
     assert result.exit_code == 1
     assert "3 of 3 record(s) were not acknowledged" in result.output
-    assert "topic 'events' not present in metadata after 200 ms" in result.output
+    assert "Error: NETWORK_EXCEPTION: topic 'events' not present in metadata after 200 ms: " in result.output
+    assert f"no server answered at {closed_port}" in result.output
 
 
 def test_produce_of_nothing_succeeds(closed_port: str) -> None:

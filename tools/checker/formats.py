@@ -6,6 +6,8 @@ object (kraftpy JSON Lines), or anything else EDN. `--format` overrides it.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -49,13 +51,23 @@ def parse_history(text: str, fmt: str | None = None, source: str = "<history>") 
     fmt = fmt or detect_format(text)
     if fmt not in PARSERS:
         raise HistoryError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}", None, source)
+    warnings: list[str] = []
     try:
         events = PARSERS[fmt](text)
+        backwards = next((b for a, b in itertools.pairwise(events) if b.time < a.time), None)
+        if backwards is not None:
+            # Jepsen's checkers take the history's order as real-time order; :time is informational
+            # (wall clocks of several client machines need not agree). Do the same, and say so.
+            warnings.append(
+                f"line {backwards.line}: time {backwards.time} goes backwards; "
+                "the history's line order is taken as real-time order"
+            )
+            events = [dataclasses.replace(ev, time=float(ev.line)) for ev in events]
         ops = pair_events(events)
     except HistoryError as e:
         raise e.with_source(source) from None
-    timed = fmt != "etcd" and any(ev.time != ev.line for ev in events)
-    return History(source=source, format=fmt, operations=ops, events=events, timed=timed)
+    timed = fmt != "etcd" and backwards is None and any(ev.time != ev.line for ev in events)
+    return History(source=source, format=fmt, operations=ops, events=events, timed=timed, warnings=warnings)
 
 
 def read_history(path: str | Path, fmt: str | None = None) -> History:

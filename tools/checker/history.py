@@ -105,6 +105,7 @@ class History:
     operations: list[Operation]
     events: list[Event]
     timed: bool  # False when time is the line order
+    warnings: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.operations)
@@ -123,7 +124,7 @@ def pair_events(events: Iterable[Event], source: str | None = None) -> list[Oper
     for ev in events:
         if ev.type not in EVENT_TYPES:
             raise HistoryError(f"type {ev.type!r} is not one of {', '.join(EVENT_TYPES)}", ev.line, source)
-        if ev.time < last_time:
+        if ev.time < last_time:  # parse_history puts such histories in line order first
             raise HistoryError(f"time {ev.time} goes backwards (previous {last_time})", ev.line, source)
         last_time = ev.time
         current = open_ops.get(ev.process)

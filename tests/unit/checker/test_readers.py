@@ -84,7 +84,6 @@ T5 = '{"process": 0, "type": "invoke", "f": "r", "time": 5}'
         ('{"process": 0, "type": "invoke", "f": "read"}\n{"process": 0, "type": "ok", "f": "write"}', 2, "differs"),
         ('{"process": 0, "type": "begin", "f": "read"}', 1, "type"),
         (T5 + '\n{"process": 1, "type": "invoke", "f": "r"}', 2, "time"),
-        (T5 + '\n{"process": 0, "type": "ok", "f": "r", "time": 4}', 2, "back"),
         ("{:process 0, :type :invoke, :f :read}\n{:process 0 :type :ok}", 2, "no :f"),
         ("{:process 0, :type :invoke, :f :read}\n{:process 0 :type :ok :f :read", 2, "never closed"),
         ("INFO  jepsen.util - 1\t:invoke\t:read\tnil\nINFO  jepsen.util - 1\t:ok\t:read\tfoo\n", 2, "value"),
