@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.protocol.credentials import create_cluster_secrets
 from kraftpy.raft.durable_log import METADATA_LOG_DIR
 from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.snapshot_store import DIR_NAME, SnapshotStore
@@ -30,15 +31,21 @@ START_TIMEOUT_S = 120  # a node that fails at start exits by itself; this only b
 
 
 def formatted(data_dir: Path) -> Path:
+    """A data dir as `kraftpy storage format` leaves it, with the cluster's credentials beside it."""
     meta_properties.write(data_dir, meta_properties.MetaProperties(meta_properties.random_cluster_id(), 1))
+    create_cluster_secrets(secrets_of(data_dir))
     return data_dir
+
+
+def secrets_of(data_dir: Path) -> Path:
+    return data_dir.parent / f"{data_dir.name}-secrets"
 
 
 def start_node(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", "server", "--node-id", "1", "--roles", "broker,controller",
          "--voters", f"1@127.0.0.1:{port}", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir)],
+         "--data-dir", str(data_dir), "--set", f"secrets_dir={secrets_of(data_dir)}"],
         capture_output=True, text=True, timeout=START_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
