@@ -73,8 +73,9 @@ async def test_a_body_with_too_many_items_is_refused_undecoded() -> None:
 def raw_stream(port: int) -> socket.socket:
     """A websocket client that never reads: the upgrade by hand, then frames only (another process
     would behave the same; an aiohttp client in this process would read the answers for us)."""
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window it offers is small
+    sock.connect(("127.0.0.1", port))
     sock.sendall(
         f"GET {STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
