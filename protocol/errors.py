@@ -8,6 +8,7 @@ The numbers are Kafka's, so a Kafka wire-protocol listener can reuse them as is.
 from __future__ import annotations
 
 import enum
+import errno
 from typing import Any
 
 
@@ -222,3 +223,18 @@ class BatchTooLargeError(CorruptRecordError):
 
 class VarintOverflowError(CorruptRecordError):
     """A varint runs past its maximum width or the end of the buffer."""
+
+
+# Resource shortages: the node is healthy, its environment is short of descriptors, space or memory.
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
+
+
+def resource_error(exc: BaseException | None) -> OSError | None:
+    """The EMFILE/ENOSPC-like OSError behind `exc` (itself, its cause or context), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

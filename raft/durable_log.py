@@ -47,7 +47,7 @@ import cbor2
 import crc32c
 
 from kraftpy.broker.storage import LogConfig, PartitionLog
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import RESOURCE_ERRNOS, ErrorCode, KafkaError
 from kraftpy.raft.actions import Action, AppendEntries, InstallSnapshot, TrimLog, TruncateTo, WriteSnapshotChunk
 from kraftpy.raft.entry_batches import decode_entries, encode_entries
 from kraftpy.raft.log import Entry, OffsetAndEpoch
@@ -259,8 +259,14 @@ class DurableLog:
         now = time.monotonic()
         if now - self._last_checkpoint >= CHECKPOINT_INTERVAL_S and self._checkpoint_lock.acquire(blocking=False):
             try:
-                self._last_checkpoint = now
                 self._plog.write_checkpoints()  # recovery point and high watermark: a shorter scan on open
+                self._last_checkpoint = now
+            except OSError as exc:
+                if exc.errno not in RESOURCE_ERRNOS:
+                    raise
+                # Only an optimisation: the old checkpoint stays whole (atomic write) and recovery from an
+                # older recovery point is always safe. A full disk must not stop Raft; try again later.
+                log.warning("checkpoints of %s not written (%s); the log stays correct, retrying", self.directory, exc)
             finally:
                 self._checkpoint_lock.release()
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import errno
 import logging
 import random
 import time
@@ -60,7 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import ErrorCode, KafkaError, resource_error
 from kraftpy.raft import quorum_state_file
 from kraftpy.raft.actions import (
     Action,
@@ -87,20 +86,7 @@ from kraftpy.raft.quorum_state import QuorumState, Role
 log = logging.getLogger(__name__)
 
 MAX_TIMER_S = 1.0  # a tick at least this often even when the core needs none (cheap, bounds any drift)
-# Resource shortages: the node is healthy, its environment is short of descriptors, space or memory.
-RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
 STALL_BACKOFF_MS = (100, 5_000)  # first retry, cap (doubling)
-
-
-def resource_error(exc: BaseException | None) -> OSError | None:
-    """The EMFILE/ENOSPC-like OSError behind `exc` (itself, its cause or context), if any."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS:
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
 
 
 def monotonic_ms() -> int:

@@ -50,7 +50,8 @@ async def test_poison_batches_are_refused_and_the_partition_keeps_serving(tmp_pa
         assert answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER  # only the leader looks at records
         keyless = build_batch([(b"k", b"v"), (None, b"no key")])
         answer = part_of(await cluster.call(1, "/kafka/produce", produce("compacted", keyless)))
-        assert answer["error_code"] == ErrorCode.INVALID_RECORD and "cannot accept message without key" in answer["message"]
+        assert answer["error_code"] == ErrorCode.INVALID_RECORD
+        assert "cannot accept message without key" in answer["message"]
         assert cluster.hosted(1, "poison").log.log_end_offset == 0
         assert cluster.hosted(1, "compacted").log.log_end_offset == 0
 

@@ -10,6 +10,7 @@ log with its snapshots on open.
 
 from __future__ import annotations
 
+import errno
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kraftpy.raft import durable_log
 from kraftpy.raft.actions import AppendEntries, InstallSnapshot, TrimLog, TruncateTo, WriteSnapshotChunk
 from kraftpy.raft.durable_log import DurableLog, DurableLogError
 from kraftpy.raft.entry_batches import encode_entries
@@ -218,4 +220,26 @@ def test_entries_are_stored_as_v2_batches_one_per_append(tmp_path: Path) -> None
     first = encode_entries(_entries(0, 1, 3, "a", leader_change=True), timestamp_ms=0)
     # the leader-change entry is a control batch of its own, the data entries one batch per run
     assert len(segment) == len(first) + len(encode_entries(_entries(3, 1, 6, "b"), timestamp_ms=0))
+    log.close()
+
+
+def test_a_full_disk_while_checkpointing_does_not_stop_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flush thread's checkpoints are an optimisation (recovery from an older recovery point is safe);
+    ENOSPC writing them was fatal to Raft (found by the fault run's disk-full nemesis)."""
+    log = _batch_log(tmp_path)
+    monkeypatch.setattr(durable_log, "CHECKPOINT_INTERVAL_S", 0)
+    real = log._plog.write_checkpoints
+
+    def full_disk() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "recovery-point-offset-checkpoint"))
+
+    monkeypatch.setattr(log._plog, "write_checkpoints", full_disk)
+    log.flush(log.end_offset)  # logged, not raised
+    writes: list[int] = []
+    monkeypatch.setattr(log._plog, "write_checkpoints", lambda: (writes.append(1), real()))
+    log.flush(log.end_offset)
+    assert writes == [1]  # tried again once there is room
+    monkeypatch.setattr(log._plog, "write_checkpoints", lambda: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(OSError, match="I/O error"):
+        log.flush(log.end_offset)  # anything but a shortage still stops it
     log.close()
