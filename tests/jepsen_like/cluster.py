@@ -17,7 +17,9 @@ then SIGKILL by pid). The faults:
   restart at once: the restarted node must never lead or be a truncation source with the
   shorter log while an in-sync replica holds the acknowledged data.
 - fill_disk / free_disk: the node given `small_disk_node` keeps its data directory on a small
-  ext4 of its own (disk.py), which the fault fills to the last byte.
+  ext4 of its own (disk.py), which the fault fills to the last byte. The heal frees it and
+  restarts the node gracefully, as an operator does in Kafka after a log directory failed
+  (its partitions stay offline until then); the node must not die of the full disk itself.
 
 Everything started or changed is undone in `close()`, by pid and by route; the small disk in
 `release_disk()`, once the audit has read it.
@@ -32,15 +34,17 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 from kraftpy.tools.cluster_cmd import spawn_node
-from kraftpy.tools.cluster_layout import NodeEntry
+from kraftpy.tools.cluster_layout import NodeEntry, process_is_node
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 from tests.jepsen_like.disk import Cut, LoopDisk, cut_unsynced_tails
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 IP_TIMEOUT_S = 10
+GRACEFUL_STOP_S = 30
 SMALL_DISK_MIB = 256  # room for a CI run's data several times over; the fault takes what is left
 
 
@@ -50,6 +54,15 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _blackhole(host: str, add: bool) -> bool:
     return _ip("route", "add" if add else "del", "blackhole", f"{host}/32", "table", "local").returncode == 0
+
+
+def wait_for_exit(pid: int, config_path: Path, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while process_is_node(pid, config_path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def partition_supported() -> tuple[bool, str]:
@@ -135,6 +148,18 @@ class JepsenCluster(LocalCluster):
     def free_disk(self) -> None:
         if self.disk is not None:
             self.disk.free()
+
+    def restart_gracefully(self, node_id: int) -> None:
+        """SIGTERM, wait (bounded) for the exit, start again: Kafka's procedure after a log directory failed
+        (its partitions stay offline until the broker restarts)."""
+        pid = self.pid(node_id)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            layout = self.layout()
+            entry = self.entry(node_id)
+            if not wait_for_exit(pid, layout.config_path(entry), GRACEFUL_STOP_S):
+                self.kill(node_id)
+        self.restart(node_id)
 
     def heal_all(self) -> list[int]:
         """Undo every fault; start any node whose process is gone. Returns the nodes started."""

@@ -78,20 +78,17 @@ class LoopDisk:
     def fill(self) -> int:
         """Take every free byte; returns how many were taken."""
         free = shutil.disk_usage(self.mount_point).free
-        taken = 0
         with self._filler.open("ab") as f:
             with contextlib.suppress(OSError):
                 os.posix_fallocate(f.fileno(), 0, free)
-                taken = free
             chunk = b"\0" * 4096
             try:  # fallocate leaves the odd block; write until the file system says no
                 while True:
                     f.write(chunk)
                     f.flush()
-                    taken += len(chunk)
             except OSError:
                 pass
-        return taken
+        return free - shutil.disk_usage(self.mount_point).free
 
     def free(self) -> None:
         self._filler.unlink(missing_ok=True)

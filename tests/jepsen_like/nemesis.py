@@ -5,7 +5,8 @@ Faults:
 - `pause`: SIGSTOP, then SIGCONT;
 - `isolate`: nobody can reach the node (see cluster.py), only where partition_supported() allows it;
 - `lose-tail`: SIGKILL, a power loss's cut of the unsynced tails, an immediate restart (disk.py);
-- `disk-full`: the small-disk node's file system filled to the last byte, then freed.
+- `disk-full`: the small-disk node's file system filled to the last byte, then freed and the
+  node restarted gracefully (Kafka's procedure once a log directory failed).
 
 Every named fault runs once per round, in a random order, so a run of a few
 rounds has done each; the caller checks that. The schedule comes from a seeded
@@ -57,6 +58,7 @@ def _heal(cluster: JepsenCluster, fault: str, node: int) -> None:
         cluster.heal(node)
     elif fault == "disk-full":
         cluster.free_disk()
+        cluster.restart_gracefully(node)
     # lose-tail restarted the node at once: nothing to undo
 
 
@@ -88,6 +90,6 @@ async def run_nemesis(
             done[fault] += 1
             await asyncio.sleep(rng.uniform(*HOLD_S))
         finally:
-            _heal(cluster, fault, node)
+            await asyncio.to_thread(_heal, cluster, fault, node)
             history.nemesis(_UNDO[fault], node)
     return done
