@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.client import AdminClient, Producer
+from kraftpy.client import Producer
 from tests.integration.test_broker_corrupt import flip_payload_byte
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
@@ -38,11 +38,6 @@ async def produce(bootstrap: str) -> list[str]:
                 await producer.send(TOPIC, value.encode(), partition=0)
             await producer.flush()
     return values
-
-
-async def elect_preferred(bootstrap: str) -> None:
-    async with AdminClient(bootstrap) as admin:
-        await admin.elect_leaders("preferred", [(TOPIC, 0)])
 
 
 def partition(cluster: LocalCluster) -> dict:
@@ -72,7 +67,7 @@ def test_a_corrupt_leader_replica_is_never_served_and_is_repaired(tmp_path: Path
         cluster.start()
         wait_for("the damaged replica back in the ISR", lambda: len(partition(cluster)["isr"]) == 3, timeout_s=60)
         if partition(cluster)["leader"] != victim:
-            asyncio.run(elect_preferred(bootstrap))
+            cluster.ok("topics", "elect-leaders", "--type", "preferred", TOPIC, "--partition", "0")
         wait_for(f"node {victim} to lead", lambda: partition(cluster)["leader"] == victim, timeout_s=30)
 
         consumed = cluster.cli(
