@@ -28,11 +28,7 @@ SETTINGS = {"metadata_snapshot_max_new_record_bytes": 2048}
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("catchup") / "cluster", nodes=5)
     try:
-        c.start()
-        c.ok("cluster", "stop", "--dir", str(c.dir))
-        for key, value in SETTINGS.items():
-            c.write_setting(key, value)
-        c.start()
+        c.start_with(SETTINGS)
         yield c
     finally:
         c.stop()

@@ -33,11 +33,7 @@ AUDIT_TIMEOUT_S = 300
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("periodic") / "cluster")
     try:
-        c.start()
-        c.ok("cluster", "stop", "--dir", str(c.dir))
-        for key, value in PERIODIC.items():
-            c.write_setting(key, value)
-        c.start()
+        c.start_with(PERIODIC)
         yield c
     finally:
         c.stop()

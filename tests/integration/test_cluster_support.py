@@ -188,6 +188,15 @@ class LocalCluster:
     def describe(self, topic: str) -> dict[str, Any]:
         return self.ok("topics", "describe", topic, "--json").json()
 
+    def start_with(self, settings: dict[str, int]) -> None:
+        """`cluster start`, then every node restarted with `settings` in its node.toml (what `cluster start`
+        writes, plus the settings a test shortens: intervals, snapshot sizes)."""
+        self.start()
+        self.ok("cluster", "stop", "--dir", str(self.dir))
+        for key, value in settings.items():
+            self.write_setting(key, value)
+        self.start()
+
     def write_setting(self, key: str, value: int) -> None:
         """Add a setting to every node's config (takes effect at the nodes' next start)."""
         for entry in self.layout().nodes:
