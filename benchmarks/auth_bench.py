@@ -21,8 +21,9 @@ from aiohttp import web
 
 from kraftpy.protocol.auth import Verifier
 from kraftpy.protocol.credentials import Credential
-from kraftpy.protocol.rpc import Address, RpcClient, make_app
-from kraftpy.protocol.rpc_auth import ServerAuth
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
+from kraftpy.protocol.shell.rpc_auth import ServerAuth
+from kraftpy.protocol.types import Address
 
 ROUTE = "/raft/fetch"  # cluster-internal: guarded, and verified over HTTP
 

@@ -1,7 +1,7 @@
 """What the fetch path's corruption check costs: `check_read` over the bytes of one fetch answer.
 
 Every fetch (consumer or follower) now checks the batches it sends (framing,
-CRC32C, offsets; broker/storage/integrity.py) on the event loop. The cost is
+CRC32C, offsets; storage/integrity.py) on the event loop. The cost is
 one CRC32C pass over the bytes plus a fixed cost per batch, so it is shown for
 large batches (throughput) and for one-record batches (the per-batch cost).
 Best of `--repeats` runs: on a shared machine other processes only add time.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kraftpy.broker.storage.integrity import check_read
 from kraftpy.protocol.records.batch import build_batch
+from kraftpy.storage.integrity import check_read
 
 
 def batches(count: int, records_per_batch: int, value_bytes: int = 100) -> bytes:

@@ -51,10 +51,10 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.client import AdminClient, Consumer, Producer, TopicPartition
-from kraftpy.client.admin_types import NewTopic
+from kraftpy.client.admin.types import NewTopic
 from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
 from kraftpy.protocol.credentials import ADMIN_FILE
-from kraftpy.tools.perf_cmd import Throttler, percentile
+from kraftpy.tools.commands.perf import Throttler, percentile
 
 err = Console(stderr=True)
 PARTITIONS = 12

@@ -62,17 +62,18 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.publisher import MetadataComponent
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
-from kraftpy.protocol.credentials import NODE_FILE, Credential, load_credential
+from kraftpy.metadata.shell.publisher import MetadataComponent
+from kraftpy.node import meta_properties
+from kraftpy.node.config import build_config
+from kraftpy.protocol.credentials import NODE_FILE, Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient
-from kraftpy.raft.component import RaftComponent
-from kraftpy.tools import meta_properties
-from kraftpy.tools.cluster_cmd import LOCAL_CLUSTER_SETTINGS, new_layout, write_node_files
+from kraftpy.protocol.shell.credential_files import load_credential
+from kraftpy.protocol.shell.rpc import RpcClient
+from kraftpy.raft.shell.component import RaftComponent
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
-from kraftpy.tools.node_config import build_config
+from kraftpy.tools.commands.cluster import LOCAL_CLUSTER_SETTINGS, new_layout, write_node_files
 
 err = Console(stderr=True)
 STEP_TIMEOUT_S = 600

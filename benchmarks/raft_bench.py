@@ -45,7 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError  # noqa: E402
-from kraftpy.tools.perf_cmd import percentile  # noqa: E402
+from kraftpy.tools.commands.perf import percentile  # noqa: E402
 from tests.integration.raft_procs import LOCAL_TIMEOUTS, ProcCluster  # noqa: E402
 
 ZK_REFERENCE = {"async_writes_per_s": "1,400-1,800", "sync_p50_ms": 1.0, "sync_p99_ms": 3.3, "failover_s": 0.5}

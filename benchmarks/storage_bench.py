@@ -42,9 +42,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kraftpy.broker.storage import LogConfig, PartitionLog
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.header import HEADER_SIZE
+from kraftpy.storage import LogConfig, PartitionLog
 
 MIB = 1024 * 1024
 READ_MAX_BYTES = MIB  # Kafka's default max.partition.fetch.bytes
@@ -177,7 +177,7 @@ WRITER = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from kraftpy.broker.storage import LogConfig, PartitionLog
+    from kraftpy.storage import LogConfig, PartitionLog
     from kraftpy.protocol.records.batch import build_batch
 
     directory, total, size = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kraftpy.metadata import wire
-from kraftpy.metadata.image import MetadataImage
+from kraftpy.metadata.controller import wire
+from kraftpy.metadata.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
-from kraftpy.metadata.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 Address = tuple[str, int]

@@ -3,7 +3,7 @@
     from kraftpy.client import Producer, Consumer, AdminClient, TopicPartition
     from kraftpy.client import SyncProducer, SyncConsumer, SyncAdminClient
 
-Names are imported on first use, so `import kraftpy.client.partitioner` (or
+Names are imported on first use, so `import kraftpy.client.producer.partitioner` (or
 the CLI) does not pay for aiohttp and the whole client.
 """
 
@@ -13,24 +13,24 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Producer": "kraftpy.client.producer",
-    "Consumer": "kraftpy.client.consumer",
-    "AdminClient": "kraftpy.client.admin",
-    "SyncProducer": "kraftpy.client.sync",
-    "SyncConsumer": "kraftpy.client.sync",
-    "SyncAdminClient": "kraftpy.client.sync",
+    "Producer": "kraftpy.client.shell.producer",
+    "Consumer": "kraftpy.client.shell.consumer",
+    "AdminClient": "kraftpy.client.shell.admin",
+    "SyncProducer": "kraftpy.client.shell.sync",
+    "SyncConsumer": "kraftpy.client.shell.sync",
+    "SyncAdminClient": "kraftpy.client.shell.sync",
     "TopicPartition": "kraftpy.client.types",
     "RecordMetadata": "kraftpy.client.types",
     "ConsumerRecord": "kraftpy.client.types",
     "ProducerRecord": "kraftpy.client.types",
     "OffsetAndTimestamp": "kraftpy.client.types",
-    "OffsetAndMetadata": "kraftpy.client.group_commits",
+    "OffsetAndMetadata": "kraftpy.client.group.commits",
     "ConsumerRebalanceListener": "kraftpy.client.rebalance_listener",
-    "CommitFailedError": "kraftpy.client.group_errors",
-    "RebalanceInProgressError": "kraftpy.client.group_errors",
-    "NewTopic": "kraftpy.client.admin_types",
-    "ConfigResource": "kraftpy.client.admin_types",
-    "AlterConfigOp": "kraftpy.client.admin_types",
+    "CommitFailedError": "kraftpy.client.group.errors",
+    "RebalanceInProgressError": "kraftpy.client.group.errors",
+    "NewTopic": "kraftpy.client.admin.types",
+    "ConfigResource": "kraftpy.client.admin.types",
+    "AlterConfigOp": "kraftpy.client.admin.types",
     "LogTruncationError": "kraftpy.client.errors",
     "RecordDeserializationError": "kraftpy.client.errors",
     "ConfigError": "kraftpy.client.errors",

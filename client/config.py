@@ -15,8 +15,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from kraftpy.client.assignors import DEFAULT_ASSIGNORS, PartitionAssignor, make_assignors
 from kraftpy.client.errors import ConfigError
+from kraftpy.client.group.assignors import DEFAULT_ASSIGNORS, PartitionAssignor, make_assignors
 from kraftpy.protocol.records.compression import CompressionType
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 
@@ -178,8 +178,9 @@ CONSUMER_OPTIONS: dict[str, Option] = {
 
 
 def _credential(key: str, value: Any) -> Any:
-    from kraftpy.protocol.credentials import Credential, load_credential
+    from kraftpy.protocol.credentials import Credential
     from kraftpy.protocol.errors import KafkaError
+    from kraftpy.protocol.shell.credential_files import load_credential
 
     if value is None or isinstance(value, Credential):
         return value

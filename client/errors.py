@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 
 # Kafka's InvalidMetadataException subclasses (plus a lost connection, which
 # NetworkClient treats the same way): the leader or the partition list we

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.client.errors import error_from
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.backoff import Backoff
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import Backoff
+from kraftpy.protocol.types import TopicPartition
 
 Address = tuple[str, int]
 NO_LEADER = -1

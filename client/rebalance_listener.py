@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition
 
 
 class ConsumerRebalanceListener:

@@ -10,26 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from kraftpy.protocol.types import TopicPartition, as_topic_partition  # noqa: F401 (client API)
+
 Headers = tuple[tuple[str, bytes | None], ...]
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic; hashable and ordered so it can key maps and sort output."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-def as_topic_partition(value: TopicPartition | tuple[str, int]) -> TopicPartition:
-    """Accept a TopicPartition or a (topic, partition) pair, checking the types."""
-    if isinstance(value, TopicPartition):
-        return value
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], int):
-        return TopicPartition(value[0], value[1])
-    raise TypeError(f"expected a TopicPartition or a (topic, partition) pair, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,19 +14,19 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from kraftpy.metadata.controller import QuorumController
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.deferred import DeferredResponses
-from kraftpy.metadata.delta import MetadataDelta
-from kraftpy.metadata.image import NO_LEADER, MetadataImage
-from kraftpy.metadata.records import Listener, MetadataRecord
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.deferred import DeferredResponses
+from kraftpy.metadata.controller.quorum_controller import QuorumController
+from kraftpy.metadata.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     ControllerResult,
 )
+from kraftpy.metadata.image.metadata_delta import MetadataDelta
+from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
+from kraftpy.metadata.records import Listener, MetadataRecord
 
 
 class ControllerHarness:

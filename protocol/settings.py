@@ -1,7 +1,7 @@
 """Reading a component's settings from a node config: the one rule every `from_node_config` follows.
 
 A component declares its settings once, as a dataclass with Kafka's names
-(snake_case) and defaults. The node config (kraftpy.tools.node_config) holds
+(snake_case) and defaults. The node config (kraftpy.node.config) holds
 the settings a user wrote: its own fields as attributes, and any other
 component's in `extra`. `settings_from(config, cls)` picks out the ones `cls`
 declares; the rest keep the component's defaults.

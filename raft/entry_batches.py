@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 from kraftpy.protocol.errors import CorruptRecordError
-from kraftpy.protocol.records.batch import DecodedBatch, build_batch, decode_batches, now_ms
+from kraftpy.protocol.records.batch import DecodedBatch, build_batch, decode_batches
 from kraftpy.raft.log import Entry, EntryKind
 
 CONTROL_KEY = struct.Struct(">hh")
@@ -34,10 +34,10 @@ def runs(entries: Sequence[Entry]) -> Iterator[Sequence[Entry]]:
             start = i
 
 
-def encode_run(run: Sequence[Entry], timestamp_ms: int | None = None) -> bytes:
+def encode_run(run: Sequence[Entry], timestamp_ms: int) -> bytes:
     """One batch for a run of same-epoch, same-kind entries with contiguous offsets."""
     first = run[0]
-    ts = now_ms() if timestamp_ms is None else timestamp_ms
+    ts = timestamp_ms
     control = first.kind is EntryKind.LEADER_CHANGE
     key = LEADER_CHANGE_KEY if control else None
     return build_batch(
@@ -48,10 +48,11 @@ def encode_run(run: Sequence[Entry], timestamp_ms: int | None = None) -> bytes:
     )
 
 
-def encode_entries(entries: Sequence[Entry], timestamp_ms: int | None = None) -> bytes:
-    """The batches for `entries` (contiguous offsets), concatenated, ready for append_as_follower."""
-    ts = now_ms() if timestamp_ms is None else timestamp_ms
-    return b"".join(encode_run(run, ts) for run in runs(entries))
+def encode_entries(entries: Sequence[Entry], timestamp_ms: int) -> bytes:
+    """The batches for `entries` (contiguous offsets), concatenated, ready for append_as_follower.
+
+    `timestamp_ms` is the batches' timestamp (the shell's wall clock): the core reads no clock."""
+    return b"".join(encode_run(run, timestamp_ms) for run in runs(entries))
 
 
 def _kind_of(batch: DecodedBatch, key: bytes | None) -> EntryKind:

@@ -2,7 +2,7 @@
 
     python -m kraftpy.spark_jobs.audit --cluster-dir D [--master local[2]] [--history H.jsonl] [--json] [--html F]
 
-is the same command as `kraftpy audit` (tools/audit_cmd.py); docs/audit.md
+is the same command as `kraftpy audit` (tools/commands/audit.py); docs/audit.md
 says what each finding means. plan_audit() rejects a bad directory, an
 unreadable history or an unknown topic before a JVM starts; run_audit()
 reads the replicas' segments through the kraftpy-log data source (cached:
@@ -101,6 +101,6 @@ def run_audit(spark: Any, plan: AuditPlan) -> AuditResult:
 
 
 if __name__ == "__main__":
-    from kraftpy.tools.audit_cmd import audit
+    from kraftpy.tools.commands.audit import audit
 
     audit()

@@ -1,7 +1,7 @@
 """The rows of one replica log: one per record, plus one per damage that stops the reading (no Spark here).
 
 The segment files are read with the storage engine's own inspection reader
-(kraftpy.broker.storage.inspection.LogFileReader), which never changes a file
+(kraftpy.storage.inspection.LogFileReader), which never changes a file
 and keeps going past a bad CRC. A batch whose CRC fails is still decoded
 without the check when its structure allows, so its records can be compared
 with the other replicas; its rows carry crc_ok = false. Damage that stops the
@@ -19,13 +19,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from kraftpy.broker.storage import LeaderEpochCache
-from kraftpy.broker.storage.inspection import LogFileReader
 from kraftpy.protocol.errors import CorruptRecordError
 from kraftpy.protocol.records.batch import decode_batch
 from kraftpy.protocol.records.header import NO_SEQUENCE, BatchHeader
 from kraftpy.protocol.records.record import Record
 from kraftpy.spark_jobs.replicas import ReplicaDir, read_info, segment_files
+from kraftpy.storage import LeaderEpochCache
+from kraftpy.storage.inspection import LogFileReader
 
 PREVIEW_CHARS = 40
 

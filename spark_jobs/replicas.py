@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftpy.broker.log_manager import DELETE_SUFFIX, PARTITIONS_DIR, STRAY_SUFFIX
-from kraftpy.broker.storage import CorruptCheckpointError, LeaderEpochCache, layout
-from kraftpy.broker.storage.inspection import read_checkpoint_file
+from kraftpy.broker.shell.log_manager import DELETE_SUFFIX, PARTITIONS_DIR, STRAY_SUFFIX
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.storage import CorruptCheckpointError, LeaderEpochCache, layout
+from kraftpy.storage.inspection import read_checkpoint_file
 from kraftpy.tools.cluster_layout import ClusterLayout
 
 # Kafka's internal compacted topic; any topic whose replica has a cleaner checkpoint is compacted too.

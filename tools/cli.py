@@ -14,19 +14,19 @@ import click
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:attribute", one-line help shown by `kraftpy --help`)
-    "audit": ("kraftpy.tools.audit_cmd:audit", "Audit every replica's segment files with PySpark."),
-    "check": ("kraftpy.tools.check_cmd:check", "Check a history for linearizability or Kafka anomalies."),
-    "cluster": ("kraftpy.tools.cluster_cmd:cluster", "Start, inspect and stop a local cluster."),
-    "configs": ("kraftpy.tools.configs_cmd:configs", "Describe, set and delete topic and broker configs."),
-    "consume": ("kraftpy.tools.consume_cmd:consume", "Print records of a topic."),
-    "groups": ("kraftpy.tools.groups_cmd:groups", "List, describe, reset offsets of and delete consumer groups."),
-    "log": ("kraftpy.tools.log_cmd:log", "Inspect segment, index and checkpoint files."),
-    "perf": ("kraftpy.tools.perf_cmd:perf", "Measure produce/consume throughput, latency and failover."),
-    "produce": ("kraftpy.tools.produce_cmd:produce", "Send lines from stdin to a topic."),
-    "quorum": ("kraftpy.tools.quorum_cmd:quorum", "Inspect the metadata quorum."),
-    "server": ("kraftpy.tools.server_cmd:server", "Run one node (broker, controller, or both)."),
-    "storage": ("kraftpy.tools.server_cmd:storage", "Format data directories; make cluster ids."),
-    "topics": ("kraftpy.tools.topics_cmd:topics", "Create, list, describe, alter and delete topics."),
+    "audit": ("kraftpy.tools.commands.audit:audit", "Audit every replica's segment files with PySpark."),
+    "check": ("kraftpy.tools.commands.check:check", "Check a history for linearizability or Kafka anomalies."),
+    "cluster": ("kraftpy.tools.commands.cluster:cluster", "Start, inspect and stop a local cluster."),
+    "configs": ("kraftpy.tools.commands.configs:configs", "Describe, set and delete topic and broker configs."),
+    "consume": ("kraftpy.tools.commands.consume:consume", "Print records of a topic."),
+    "groups": ("kraftpy.tools.commands.groups:groups", "List, describe, reset offsets of and delete consumer groups."),
+    "log": ("kraftpy.tools.commands.log:log", "Inspect segment, index and checkpoint files."),
+    "perf": ("kraftpy.tools.commands.perf:perf", "Measure produce/consume throughput, latency and failover."),
+    "produce": ("kraftpy.tools.commands.produce:produce", "Send lines from stdin to a topic."),
+    "quorum": ("kraftpy.tools.commands.quorum:quorum", "Inspect the metadata quorum."),
+    "server": ("kraftpy.tools.commands.server:server", "Run one node (broker, controller, or both)."),
+    "storage": ("kraftpy.tools.commands.server:storage", "Format data directories; make cluster ids."),
+    "topics": ("kraftpy.tools.commands.topics:topics", "Create, list, describe, alter and delete topics."),
 }
 
 

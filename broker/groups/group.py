@@ -21,9 +21,9 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 from kraftpy.broker.groups.records import GroupMetadataValue, MemberRecord, OffsetAndMetadata
-from kraftpy.client.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kraftpy.client.consumer_protocol import subscribed_topics
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from kraftpy.protocol.consumer_protocol import subscribed_topics
+from kraftpy.protocol.types import TopicPartition
 
 
 class GroupState(enum.Enum):

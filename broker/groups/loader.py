@@ -29,7 +29,7 @@ from kraftpy.broker.groups.records import (
     Record,
     decode_record,
 )
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -41,9 +41,9 @@ from kraftpy.broker.groups.records import (
 from kraftpy.broker.groups.requests import OffsetCommitRequest, OffsetFetchRequest
 from kraftpy.broker.groups.responses import commit_storage_error, offset_commit_response, offset_fetch_response
 from kraftpy.broker.groups.runtime import CoordinatorRuntime
-from kraftpy.client.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import cbor2
 
+from kraftpy.node import process as node_module
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.raft.component import CommittedBatch, RaftComponent
 from kraftpy.raft.log import OffsetAndEpoch
-from kraftpy.tools import node as node_module
+from kraftpy.raft.shell.component import CommittedBatch, RaftComponent
 
 APPEND_TIMEOUT_MS = 5000
 MAX_RECORDS_PER_CALL = 10_000
@@ -137,7 +137,7 @@ def create_kv(node: Any) -> KvComponent:
 
 def main() -> None:
     node_module.COMPONENT_FACTORIES[:] = [
-        "kraftpy.raft.component:create_raft_component",
+        "kraftpy.raft.shell.component:create_raft_component",
         "tests.integration.raft_kv_node:create_kv",
     ]
     from kraftpy.tools.cli import main as cli_main

@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraftpy.protocol.credentials import NODE_FILE, create_cluster_secrets, load_credential
+from kraftpy.node import meta_properties
+from kraftpy.node.config import Voter, build_config
+from kraftpy.protocol.credentials import NODE_FILE
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.protocol.rpc import RpcClient
-from kraftpy.tools import meta_properties
-from kraftpy.tools.node_config import Voter, build_config
+from kraftpy.protocol.shell.credential_files import create_cluster_secrets, load_credential
+from kraftpy.protocol.shell.rpc import RpcClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

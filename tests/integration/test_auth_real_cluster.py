@@ -17,13 +17,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kraftpy.client.admin_protocol import elect_leaders_request
-from kraftpy.client.types import TopicPartition
-from kraftpy.protocol import auth, rpc
+from kraftpy.client.admin.protocol import elect_leaders_request
+from kraftpy.protocol import auth
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import now_ms
-from kraftpy.protocol.rpc import RpcClient
+from kraftpy.protocol.shell import rpc
+from kraftpy.protocol.shell.rpc import RpcClient
+from kraftpy.protocol.types import TopicPartition
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 TOPIC = "guarded"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.client import Consumer, Producer, TopicPartition
-from kraftpy.metadata.requests import BrokerHeartbeatRequest
+from kraftpy.metadata.controller.requests import BrokerHeartbeatRequest
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import decode_batches
 from kraftpy.protocol.records.header import parse_header

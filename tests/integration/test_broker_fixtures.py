@@ -27,14 +27,11 @@ from typing import Any
 
 from aiohttp import web
 
-from kraftpy.broker.replica_manager import ReplicaManager
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
-from kraftpy.metadata import wire
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.records import Listener
-from kraftpy.metadata.requests import (
+from kraftpy.broker.shell.replica_manager import ReplicaManager
+from kraftpy.metadata.controller import wire
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
@@ -45,9 +42,12 @@ from kraftpy.metadata.requests import (
     ElectionType,
     ElectLeadersRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.metadata.records import Listener
+from kraftpy.node.config import NodeConfig, Voter
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.rpc import RpcClient, make_app
-from kraftpy.tools.node_config import NodeConfig, Voter
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 
 CLUSTER_ID = "broker-test-cluster"
 CONTROLLER_ID = 100
@@ -263,7 +263,7 @@ class BrokerCluster:
         return new
 
     async def _alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
-        # The controller component's own codec (metadata/wire.py): the broker must speak exactly that.
+        # The controller component's own codec (metadata/controller/wire.py): the broker must speak exactly that.
         self.alter_partition_requests += 1
         result = self.harness.send(wire.decode_request("alter_partition", body))
         # The broker may see the answer or the PartitionChange first; here the image goes out first.

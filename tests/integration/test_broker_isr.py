@@ -17,7 +17,7 @@ from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from kraftpy.protocol.rpc import make_app
+from kraftpy.protocol.shell.rpc import make_app
 from tests.integration.test_broker_fixtures import BrokerCluster, free_socket, part_of, wait_until
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kraftpy.broker.api_produce import INLINE_MAX_RECORDS, check_producer_batch
-from kraftpy.broker.clock import monotonic_ms
+from kraftpy.broker.api.produce import INLINE_MAX_RECORDS, check_producer_batch
 from kraftpy.broker.groups import PartitionStatus, partition_for
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records import CompressionType, build_batch, decode_batches
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC, OFFSETS_TOPIC
 from tests.integration.test_broker_errors import fetch, produce
 from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of, wait_for, wait_until

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     ConfigResource,

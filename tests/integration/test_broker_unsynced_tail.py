@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from kraftpy.protocol.records.batch import decode_batches
-from kraftpy.tools.cluster_cmd import spawn_node
+from kraftpy.tools.commands.cluster import spawn_node
 from tests.integration.test_cluster_support import CLI_TIMEOUT_S, LocalCluster, wait_for
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient
+from kraftpy.protocol.shell.rpc import RpcClient
 from tests.integration.test_cluster_support import LocalCluster
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from kraftpy.client import Consumer, Producer, TopicPartition
-from kraftpy.tools.cluster_cmd import spawn_node
+from kraftpy.tools.commands.cluster import spawn_node
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 pytestmark = pytest.mark.slow

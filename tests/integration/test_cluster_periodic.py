@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.log_manager import PARTITIONS_DIR
+from kraftpy.broker.shell.log_manager import PARTITIONS_DIR
 from kraftpy.client import Consumer, Producer, TopicPartition
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 

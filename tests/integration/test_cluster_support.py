@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kraftpy.protocol.credentials import Credential, load_credential
-from kraftpy.protocol.rpc import RpcClient
+from kraftpy.protocol.credentials import Credential
+from kraftpy.protocol.shell.credential_files import load_credential
+from kraftpy.protocol.shell.rpc import RpcClient
 from kraftpy.tools.cluster_layout import ClusterLayout, process_is_node
 
 T = TypeVar("T")

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftpy.broker.groups import GROUP_APIS
-from kraftpy.metadata import wire
+from kraftpy.metadata.controller import wire
 from kraftpy.protocol import auth
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode

@@ -20,7 +20,7 @@ import pytest
 from kraftpy.broker.groups import partition_for
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.rpc import RpcClient
+from kraftpy.protocol.shell.rpc import RpcClient
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 pytestmark = pytest.mark.slow

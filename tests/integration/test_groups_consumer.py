@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from kraftpy.client import AdminClient, ConsumerRebalanceListener, Producer, TopicPartition
-from kraftpy.client.cluster_client import monotonic_ms
-from kraftpy.client.consumer import Consumer
+from kraftpy.client.shell.cluster_client import monotonic_ms
+from kraftpy.client.shell.consumer import Consumer
 from kraftpy.client.types import ConsumerRecord
 from tests.conftest import REPO_ROOT
 from tests.integration.test_cluster_support import LocalCluster

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.broker.groups import partition_for
-from kraftpy.broker.log_manager import PARTITIONS_DIR
+from kraftpy.broker.shell.log_manager import PARTITIONS_DIR
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.client.errors import CorruptFetchError
 from kraftpy.protocol.errors import ErrorCode

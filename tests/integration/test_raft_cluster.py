@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.raft import quorum_state_file
-from kraftpy.raft.durable_log import METADATA_LOG_DIR
+from kraftpy.raft.shell import quorum_state_file
+from kraftpy.raft.shell.durable_log import METADATA_LOG_DIR
 from tests.integration.raft_procs import ProcCluster
 
 pytestmark = pytest.mark.slow

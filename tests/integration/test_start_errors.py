@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.protocol.credentials import create_cluster_secrets
-from kraftpy.raft.durable_log import METADATA_LOG_DIR
+from kraftpy.node import meta_properties
+from kraftpy.protocol.shell.credential_files import create_cluster_secrets
 from kraftpy.raft.log import OffsetAndEpoch
-from kraftpy.raft.snapshot_store import DIR_NAME, SnapshotStore
-from kraftpy.tools import meta_properties
+from kraftpy.raft.shell.durable_log import METADATA_LOG_DIR
+from kraftpy.raft.shell.snapshot_store import DIR_NAME, SnapshotStore
 from tests.integration.test_cluster_support import free_base_port
 
 pytestmark = pytest.mark.slow

@@ -27,8 +27,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftpy.broker.storage import PartitionLog
 from kraftpy.protocol.records.batch import decode_batches
+from kraftpy.storage import PartitionLog
 from tests.conftest import REPO_ROOT
 from tests.unit.test_storage_fixtures import make_batch, open_log, read_all
 
@@ -164,7 +164,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from kraftpy.broker.storage import LogConfig, PartitionLog
+    from kraftpy.storage import LogConfig, PartitionLog
     from kraftpy.protocol.records.batch import build_batch
 
     directory, epoch = Path(sys.argv[1]), int(sys.argv[2])

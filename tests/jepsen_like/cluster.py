@@ -37,8 +37,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from kraftpy.tools.cluster_cmd import spawn_node
 from kraftpy.tools.cluster_layout import NodeEntry, process_is_node
+from kraftpy.tools.commands.cluster import spawn_node
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 from tests.jepsen_like.disk import Cut, LoopDisk, cut_unsynced_tails
 

@@ -23,10 +23,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftpy.broker.log_manager import PARTITIONS_DIR
-from kraftpy.broker.storage import layout as storage_layout
-from kraftpy.broker.storage.checkpoints import read_checkpoint
-from kraftpy.broker.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
+from kraftpy.broker.shell.log_manager import PARTITIONS_DIR
+from kraftpy.storage import layout as storage_layout
+from kraftpy.storage.checkpoints import read_checkpoint
+from kraftpy.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
 
 CMD_TIMEOUT_S = 30
 METADATA_DIR = "__cluster_metadata-0"

@@ -35,11 +35,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.metadata.image import NO_LEADER, MetadataImage
-from kraftpy.metadata.records import Listener, PartitionChangeRecord, PartitionRecord
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AlterPartitionItem,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
@@ -50,6 +47,9 @@ from kraftpy.metadata.requests import (
     CreatableTopic,
     CreateTopicsRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
+from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
+from kraftpy.metadata.records import Listener, PartitionChangeRecord, PartitionRecord
 from kraftpy.protocol.errors import KafkaError
 
 SESSION_TIMEOUT_MS = 1800

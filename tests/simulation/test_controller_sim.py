@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from kraftpy.metadata import replication_control
-from kraftpy.metadata.image import NO_LEADER
-from kraftpy.metadata.partition_change import PartitionChangeBuilder
+from kraftpy.metadata.controller import replication_control
+from kraftpy.metadata.controller.partition_change import PartitionChangeBuilder
+from kraftpy.metadata.image.metadata_image import NO_LEADER
 from tests.simulation.controller_sim import ControllerSim, InvariantViolation
 
 CI_SEEDS = 40

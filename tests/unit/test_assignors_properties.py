@@ -7,16 +7,16 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.assignors import (
+from kraftpy.client.group.assignors import (
     CooperativeStickyAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,
     partitions_transferring_ownership,
 )
-from kraftpy.client.assignors.sticky import MemberData, sticky_assign
-from kraftpy.client.consumer_protocol import Assignment, Subscription
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.group.assignors.sticky import MemberData, sticky_assign
+from kraftpy.protocol.consumer_protocol import Assignment, Subscription
+from kraftpy.protocol.types import TopicPartition
 
 TOPICS = ["a", "b", "c"]
 

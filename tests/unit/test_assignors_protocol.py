@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftpy.client.assignors import (
+from kraftpy.client.group.assignors import (
     CooperativeStickyAssignor,
     RangeAssignor,
     RebalanceProtocol,
@@ -15,7 +15,7 @@ from kraftpy.client.assignors import (
     common_protocol,
     make_assignors,
 )
-from kraftpy.client.consumer_protocol import (
+from kraftpy.protocol.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
@@ -25,7 +25,7 @@ from kraftpy.client.consumer_protocol import (
     encode_subscription,
     subscribed_topics,
 )
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition
 
 partitions = st.lists(
     st.builds(TopicPartition, st.text(min_size=1, max_size=5), st.integers(0, 2**31 - 1)), max_size=8, unique=True

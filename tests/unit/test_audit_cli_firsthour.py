@@ -21,7 +21,7 @@ def test_a_local_master_binds_the_driver_to_loopback() -> None:
 
 
 def test_internal_topics_are_left_out_unless_they_have_findings() -> None:
-    from kraftpy.tools.audit_cmd import visible_rows
+    from kraftpy.tools.commands.audit import visible_rows
 
     rows = [
         {"topic": "orders", "partition": 0},

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from kraftpy.broker.alter_partition_manager import _Item, decode_alter_partition_answer, encode_alter_partition
-from kraftpy.broker.controller_channel import ControllerChannel, parse_address
-from kraftpy.broker.producer_id_manager import ProducerIdManager
 from kraftpy.broker.replication import AlterPartitionRequest, BrokerState
-from kraftpy.metadata import wire
+from kraftpy.broker.shell.alter_partition_manager import _Item, decode_alter_partition_answer, encode_alter_partition
+from kraftpy.broker.shell.controller_channel import ControllerChannel, parse_address
+from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
+from kraftpy.metadata.controller import wire
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.broker.lifecycle import HEARTBEAT, REGISTRATION, BrokerLifecycle, BrokerState
-from kraftpy.metadata.delta import apply_records
-from kraftpy.metadata.image import MetadataImage
+from kraftpy.metadata.image.metadata_delta import apply_records
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener, RegisterBrokerRecord, UnfenceBrokerRecord
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 

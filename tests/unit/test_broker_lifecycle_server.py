@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.broker.lifecycle import BrokerState
-from kraftpy.broker.server import BrokerComponent
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.publisher import MetadataComponent
+from kraftpy.broker.shell.server import BrokerComponent
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import NoOpRecord, RegisterBrokerRecord, UnfenceBrokerRecord, encode_record
+from kraftpy.metadata.shell.publisher import MetadataComponent
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_controller_shell_fakes import FakeNode, FakeRaft, FakeRpc
 
@@ -165,7 +165,7 @@ async def test_controlled_shutdown_gives_up_bounded_when_no_controller_answers(t
 
 
 async def test_without_a_replica_manager_the_broker_still_registers(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("kraftpy.broker.server.load_replica_manager_class", lambda: None)
+    monkeypatch.setattr("kraftpy.broker.shell.server.load_replica_manager_class", lambda: None)
     node = FakeNode(4, tmp_path, roles="broker", broker_heartbeat_interval_ms=50, broker_session_timeout_ms=1000)
     node.rpc = FakeRpc(ScriptedController())
     raft = FakeRaft(4)

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kraftpy.broker.log_manager import LogManager, read_partition_metadata
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
-from kraftpy.broker.storage import LogConfig
+from kraftpy.broker.shell.log_manager import LogManager, read_partition_metadata
 from kraftpy.protocol.records.batch import build_batch
+from kraftpy.storage import LogConfig
 
 
 def manager(root: Path) -> LogManager:

@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kraftpy.broker.log_manager import LogManager, OpenRequest, read_partition_metadata
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.replication import Role
-from kraftpy.broker.storage import LogConfig, LogStorageError, PartitionLog
+from kraftpy.broker.shell.log_manager import LogManager, OpenRequest, read_partition_metadata
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
+from kraftpy.storage import LogConfig, LogStorageError, PartitionLog
 from tests.integration.test_broker_fixtures import BrokerCluster, error_of, wait_until
 
 GATE_TIMEOUT_S = 10.0  # bound on how long a held open waits for the test

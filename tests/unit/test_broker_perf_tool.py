@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pytest
 
-from kraftpy.tools.perf_cmd import (
+from kraftpy.tools.commands.perf import (
     ConsumeResult,
     ProduceResult,
     _split,

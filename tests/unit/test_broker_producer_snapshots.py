@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kraftpy.broker import producer_snapshots as snaps
 from kraftpy.broker.replication import ProducerStateManager
-from kraftpy.broker.storage import LogConfig, PartitionLog
+from kraftpy.broker.shell import producer_snapshots as snaps
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.header import parse_header
+from kraftpy.storage import LogConfig, PartitionLog
 
 
 def idem(pid: int, seq: int, n: int = 2) -> bytes:

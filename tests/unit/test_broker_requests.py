@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.broker.api_common import error_fields, group_by_topic, read_partitions
-from kraftpy.broker.api_produce import check_producer_batch
+from kraftpy.broker.api.common import error_fields, group_by_topic, read_partitions
+from kraftpy.broker.api.produce import check_producer_batch
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.client.accumulator import estimate_size_upper_bound
-from kraftpy.client.buffer_pool import BufferPool
 from kraftpy.client.errors import RecordTooLargeError
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.producer.accumulator import estimate_size_upper_bound
+from kraftpy.client.producer.buffer_pool import BufferPool
 from kraftpy.protocol.records.batch import decode_batch
 from kraftpy.protocol.records.header import HEADER_SIZE
 from kraftpy.protocol.records.record import record_size
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import producer_core
 
 T0 = TopicPartition("t", 0)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.client import admin_protocol as proto
-from kraftpy.client.admin import raise_for
-from kraftpy.client.admin_types import (
+from kraftpy.client.admin import protocol as proto
+from kraftpy.client.admin.types import (
     AdminOperationError,
     AlterConfigOp,
     ConfigResource,
     NewTopic,
     OperationResult,
 )
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.shell.admin import raise_for
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import fresh_metadata, metadata_body
 
 

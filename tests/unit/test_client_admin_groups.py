@@ -15,20 +15,20 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kraftpy.client import admin_protocol as proto
-from kraftpy.client.admin import AdminClient
-from kraftpy.client.admin_types import (
+from kraftpy.client.admin import protocol as proto
+from kraftpy.client.admin.types import (
     AdminOperationError,
     ConsumerGroupDescription,
     ConsumerGroupListing,
     ListConsumerGroupsResult,
 )
-from kraftpy.client.consumer_protocol import Assignment, encode_assignment
 from kraftpy.client.errors import KafkaTimeoutError
-from kraftpy.client.group_commits import OffsetAndMetadata
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.group.commits import OffsetAndMetadata
+from kraftpy.client.shell.admin import AdminClient
+from kraftpy.protocol.consumer_protocol import Assignment, encode_assignment
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import make_app
+from kraftpy.protocol.shell.rpc import make_app
+from kraftpy.protocol.types import TopicPartition
 
 E = ErrorCode
 TP = TopicPartition

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.batch_builder import ProducerBatchBuilder
+from kraftpy.client.producer.batch_builder import ProducerBatchBuilder
 from kraftpy.protocol.records.batch import RecordBatchBuilder, decode_batch
 
 # Large fields come from a few fixed values: drawing 16 KB of random bytes per example would be slow.

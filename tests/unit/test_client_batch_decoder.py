@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.batch_decoder import FastBatch, decode_for_consumer
+from kraftpy.client.consumer.batch_decoder import FastBatch, decode_for_consumer
 from kraftpy.protocol.errors import CorruptRecordError
 from kraftpy.protocol.records.batch import build_batch, decode_batch
 from kraftpy.protocol.records.compression import CompressionType

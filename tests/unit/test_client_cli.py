@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from kraftpy.client.types import ConsumerRecord
-from kraftpy.tools.consume_cmd import Stop, consume, format_record
-from kraftpy.tools.produce_cmd import produce, read_lines, split_line, summary
+from kraftpy.tools.commands.consume import Stop, consume, format_record
+from kraftpy.tools.commands.produce import produce, read_lines, split_line, summary
 
 
 def test_lines_keep_their_bytes_and_lose_only_the_line_ending() -> None:

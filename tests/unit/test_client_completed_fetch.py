@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from kraftpy.client.completed_fetch import CompletedFetch
+from kraftpy.client.consumer.completed_fetch import CompletedFetch
 from kraftpy.client.errors import CorruptFetchError, RecordDeserializationError
 from kraftpy.client.serde import deserializer_for
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.compression import CompressionType
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_records_validation import _zeros_zstd, forge
 
 TP = TopicPartition("t", 0)

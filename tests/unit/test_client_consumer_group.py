@@ -12,12 +12,12 @@ import re
 import pytest
 
 from kraftpy.client import ConsumerRebalanceListener, OffsetAndMetadata
-from kraftpy.client.consumer import Consumer
+from kraftpy.client.consumer.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.errors import IllegalStateError, KafkaTimeoutError
-from kraftpy.client.group_errors import InvalidGroupIdError
-from kraftpy.client.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
-from kraftpy.client.sync import SyncConsumer
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.group.errors import InvalidGroupIdError
+from kraftpy.client.shell.consumer import Consumer
+from kraftpy.client.shell.sync import SyncConsumer
+from kraftpy.protocol.types import TopicPartition
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import metadata_body, producer_core
 
 T0 = TopicPartition("t", 0)

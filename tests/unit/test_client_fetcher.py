@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+from kraftpy.client.consumer.fetcher import Fetcher
+from kraftpy.client.consumer.subscription import FetchPosition, FetchState, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.errors import (
     CorruptFetchError,
     LogTruncationError,
     OffsetOutOfRangeError,
     RecordDeserializationError,
 )
-from kraftpy.client.fetcher import Fetcher
 from kraftpy.client.metadata import LeaderAndEpoch
 from kraftpy.client.serde import deserializer_for
-from kraftpy.client.subscription import FetchPosition, FetchState, OffsetResetStrategy, SubscriptionState
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.compression import CompressionType
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import fresh_metadata, metadata_body
 from tests.unit.test_records_validation import GARBAGE, forge
 

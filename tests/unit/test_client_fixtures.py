@@ -10,13 +10,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftpy.client.accumulator import RecordAccumulator
-from kraftpy.client.buffer_pool import BufferPool
-from kraftpy.client.idempotence import IdempotenceManager
 from kraftpy.client.metadata import Metadata
-from kraftpy.client.sender import Sender
-from kraftpy.client.types import RecordMetadata, TopicPartition
+from kraftpy.client.producer.accumulator import RecordAccumulator
+from kraftpy.client.producer.buffer_pool import BufferPool
+from kraftpy.client.producer.idempotence import IdempotenceManager
+from kraftpy.client.producer.sender import Sender
+from kraftpy.client.types import RecordMetadata
 from kraftpy.protocol.records.compression import CompressionType
+from kraftpy.protocol.types import TopicPartition
 
 BROKERS = {1: ("b1", 9001), 2: ("b2", 9002), 3: ("b3", 9003)}
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import decode_batch
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import produce_answer, producer_core
 
 PARTITIONS = [TopicPartition("t", 0), TopicPartition("t", 1)]

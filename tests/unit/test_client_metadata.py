@@ -7,8 +7,8 @@ import random
 import pytest
 
 from kraftpy.client.metadata import Metadata, parse_metadata_response
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import metadata_body, produce_answer, producer_core
 
 T0 = TopicPartition("t", 0)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from kraftpy.client.consumer.offset_fetcher import OffsetFetcher
+from kraftpy.client.consumer.position_validator import PositionValidator
+from kraftpy.client.consumer.subscription import FetchPosition, FetchState, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.errors import IllegalStateError, LogTruncationError, NoOffsetForPartitionError
 from kraftpy.client.metadata import LeaderAndEpoch
-from kraftpy.client.offset_fetcher import OffsetFetcher
-from kraftpy.client.position_validator import PositionValidator
-from kraftpy.client.subscription import FetchPosition, FetchState, OffsetResetStrategy, SubscriptionState
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import fresh_metadata, metadata_body
 
 T0 = TopicPartition("t", 0)

@@ -18,10 +18,10 @@ network is the test's: it delivers requests in the order it chooses and answers 
 from __future__ import annotations
 
 from kraftpy.broker.replication.producer_state import ProducerStateManager
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import decode_batch
 from kraftpy.protocol.records.header import parse_header
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import produce_answer, producer_core
 
 TP = TopicPartition("t", 0)

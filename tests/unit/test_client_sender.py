@@ -11,9 +11,9 @@ from kraftpy.client.errors import (
     is_fatal_for_producer,
     is_retriable,
 )
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import decode_batch
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_client_fixtures import metadata_body, produce_answer, producer_core
 
 T0 = TopicPartition("t", 0)

@@ -10,13 +10,13 @@ import asyncio
 
 import pytest
 
-from kraftpy.client.admin import AdminClient
-from kraftpy.client.consumer import Consumer
 from kraftpy.client.errors import ConfigError, IllegalStateError, KafkaTimeoutError, ProducerClosedError
-from kraftpy.client.loop_thread import LoopThread
-from kraftpy.client.producer import Producer
-from kraftpy.client.sync import SyncConsumer, SyncProducer
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.shell.admin import AdminClient
+from kraftpy.client.shell.consumer import Consumer
+from kraftpy.client.shell.loop_thread import LoopThread
+from kraftpy.client.shell.producer import Producer
+from kraftpy.client.shell.sync import SyncConsumer, SyncProducer
+from kraftpy.protocol.types import TopicPartition
 
 
 def test_bad_config_fails_before_any_connection() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kraftpy.tools.cluster_cmd import evaluate_health, new_layout
+from kraftpy.tools.commands.cluster import evaluate_health, new_layout
 
 LAYOUT = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092)
 CID = LAYOUT.cluster_id

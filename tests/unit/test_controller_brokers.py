@@ -7,19 +7,9 @@ import random
 import pytest
 
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.controller import QuorumController
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.records import (
-    BrokerRegistrationChangeRecord,
-    FenceBrokerRecord,
-    Listener,
-    PartitionChangeRecord,
-    RegisterBrokerRecord,
-    UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
-)
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.quorum_controller import QuorumController
+from kraftpy.metadata.controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     BrokerHeartbeatRequest,
@@ -32,6 +22,16 @@ from kraftpy.metadata.requests import (
     IncrementalAlterConfigsRequest,
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
+)
+from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    Listener,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
@@ -203,7 +203,7 @@ def test_unclean_topic_gets_an_out_of_isr_leader_when_its_last_isr_member_is_fen
     )
     topic_id = h.committed.topic("t").topic_id
     h.send(BrokerHeartbeatRequest(1, h.broker_epochs[1], h.committed.offset))
-    from kraftpy.metadata.requests import AlterPartitionItem, AlterPartitionRequest
+    from kraftpy.metadata.controller.requests import AlterPartitionItem, AlterPartitionRequest
 
     h.send(AlterPartitionRequest(0, h.broker_epochs[0], (AlterPartitionItem(topic_id, 0, 0, (0,), 0),)))
     assert partitions(h, "t")[0].isr == (0,)

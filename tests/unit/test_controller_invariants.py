@@ -17,12 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.delta import MetadataDelta
-from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.metadata.image import NO_LEADER, MetadataImage
-from kraftpy.metadata.records import Listener
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
     AlterConfigOp,
     AlterConfigsResource,
@@ -41,6 +37,10 @@ from kraftpy.metadata.requests import (
     IncrementalAlterConfigsRequest,
     UnregisterBrokerRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
+from kraftpy.metadata.image.metadata_delta import MetadataDelta
+from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
+from kraftpy.metadata.records import Listener
 
 BROKERS = st.integers(0, 4)
 NAMES = st.sampled_from(["a", "b", "c.d", "c_d", "e"])

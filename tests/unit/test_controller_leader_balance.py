@@ -5,9 +5,8 @@ whose topic allows it (Kafka 3.9's periodic maybeElectUncleanLeaders). Pure: a h
 from __future__ import annotations
 
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterPartitionItem,
@@ -17,6 +16,7 @@ from kraftpy.metadata.requests import (
     CreateTopicsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness
 from tests.unit.test_controller_partitions import alter_isr, part
 
 DELAY_MS = 5_000

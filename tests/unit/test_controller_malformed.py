@@ -7,9 +7,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
     AlterConfigsResource,
     AlterPartitionItem,
@@ -25,6 +24,7 @@ from kraftpy.metadata.requests import (
     IncrementalAlterConfigsRequest,
     UnregisterBrokerRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
 from kraftpy.protocol.errors import KafkaError
 
 garbage = st.one_of(

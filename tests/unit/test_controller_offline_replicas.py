@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
-from kraftpy.metadata import wire
-from kraftpy.metadata.controller_config import ControllerConfig
+from kraftpy.metadata.controller import wire
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import BrokerHeartbeatRequest, CreatableTopic, CreateTopicsRequest
 from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.metadata.requests import BrokerHeartbeatRequest, CreatableTopic, CreateTopicsRequest
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 QUIET = ControllerConfig(cluster_id="test-cluster", auto_leader_rebalance_enable=False, metadata_max_idle_interval_ms=0)
@@ -49,7 +49,7 @@ def test_a_leader_reporting_its_replica_offline_hands_leadership_to_another_isr_
 def test_the_only_isr_member_stays_in_the_isr_and_the_partition_goes_leaderless() -> None:
     h = setup({"solo": [(0,)], "pair": [(0, 1)]})
     h.send(BrokerHeartbeatRequest(0, h.broker_epochs[0], h.committed.offset))
-    from kraftpy.metadata.requests import AlterPartitionItem, AlterPartitionRequest
+    from kraftpy.metadata.controller.requests import AlterPartitionItem, AlterPartitionRequest
 
     topic_id = h.committed.topic("pair").topic_id
     h.send(AlterPartitionRequest(0, h.broker_epochs[0], (AlterPartitionItem(topic_id, 0, 0, (0,), 0),)))

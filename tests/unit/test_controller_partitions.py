@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.records import PartitionChangeRecord, ProducerIdsRecord
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterConfigOp,
@@ -22,6 +20,8 @@ from kraftpy.metadata.requests import (
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.records import PartitionChangeRecord, ProducerIdsRecord
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 CONFIG = ControllerConfig(
@@ -245,7 +245,7 @@ def test_auto_rebalance_moves_leadership_back_to_preferred_replicas() -> None:
 
 
 def test_rebalance_respects_the_per_broker_threshold() -> None:
-    from kraftpy.metadata.replication_control import imbalanced_partitions
+    from kraftpy.metadata.controller.replication_control import imbalanced_partitions
 
     h = ControllerHarness(CONFIG)
     h.start_brokers([0, 1])
@@ -253,7 +253,7 @@ def test_rebalance_respects_the_per_broker_threshold() -> None:
     tid = h.committed.topic("r").topic_id
     h.send(ElectLeadersRequest(ElectionType.PREFERRED, None))
     # Move one of broker 0's ten preferred partitions to 1: 10% is not above the 10% threshold.
-    from kraftpy.metadata.delta import apply_records
+    from kraftpy.metadata.image.metadata_delta import apply_records
     from kraftpy.metadata.records import PartitionChangeRecord as Change
 
     image = apply_records(h.committed, [Change(tid, 0, leader=1)])

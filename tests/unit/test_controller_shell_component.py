@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.metadata.controller_component import ControllerComponent, split_payloads
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.publisher import MetadataComponent
-from kraftpy.metadata.quorum_view import describe_quorum
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.quorum_view import describe_quorum
+from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import FenceBrokerRecord, NoOpRecord, decode_entry, encode_entries, encode_record
-from kraftpy.metadata.snapshot_policy import SnapshotPolicy
+from kraftpy.metadata.shell.controller_component import ControllerComponent, split_payloads
+from kraftpy.metadata.shell.publisher import MetadataComponent
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_controller_shell_fakes import FakeNode, FakeRaft
 

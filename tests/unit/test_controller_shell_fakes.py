@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.raft.log import OffsetAndEpoch
-from kraftpy.tools.node_config import build_config
 
 
 @dataclass(frozen=True)

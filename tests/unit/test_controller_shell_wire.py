@@ -9,15 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client import admin_protocol as proto
-from kraftpy.client.admin_types import AlterConfigOp as ClientAlterOp
-from kraftpy.client.admin_types import ConfigResource as ClientResource
-from kraftpy.client.admin_types import NewTopic
-from kraftpy.client.types import TopicPartition
-from kraftpy.metadata import wire
+from kraftpy.client.admin import protocol as proto
+from kraftpy.client.admin.types import AlterConfigOp as ClientAlterOp
+from kraftpy.client.admin.types import ConfigResource as ClientResource
+from kraftpy.client.admin.types import NewTopic
 from kraftpy.metadata.configs import ConfigResourceType, ConfigSource
-from kraftpy.metadata.records import Listener
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller import wire
+from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
     AlterConfigOpType,
     AlterPartitionItemResult,
@@ -43,7 +41,9 @@ from kraftpy.metadata.requests import (
     ElectLeadersResult,
     IncrementalAlterConfigsRequest,
 )
+from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 
 
 def wire_trip(body: dict) -> dict:

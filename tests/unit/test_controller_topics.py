@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.metadata.configs import ConfigResourceType, ConfigSource
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AlterConfigOp,
     AlterConfigOpType,
     AlterConfigsResource,
@@ -21,6 +19,8 @@ from kraftpy.metadata.requests import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from kraftpy.protocol.errors import ErrorCode
 
 CONFIG = ControllerConfig(

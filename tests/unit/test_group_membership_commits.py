@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from kraftpy.client.assignors import make_assignors
 from kraftpy.client.errors import KafkaTimeoutError
-from kraftpy.client.group_commits import OffsetAndMetadata
-from kraftpy.client.group_errors import CommitFailedError, RebalanceInProgressError, RetriableCommitFailedError
-from kraftpy.client.group_membership import GroupMembership, MemberState
-from kraftpy.client.group_membership_types import (
+from kraftpy.client.group.assignors import make_assignors
+from kraftpy.client.group.commits import OffsetAndMetadata
+from kraftpy.client.group.errors import CommitFailedError, RebalanceInProgressError, RetriableCommitFailedError
+from kraftpy.client.group.membership import GroupMembership, MemberState
+from kraftpy.client.group.membership_types import (
     GroupMembershipConfig,
     RunCommitCallback,
     SimpleAssignmentStore,
 )
-from kraftpy.client.types import TopicPartition
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_group_membership_protocol import COORDINATOR, T0, T1, T2, Scripted, error
 from tests.unit.test_group_membership_sim import Sim
 

@@ -6,19 +6,19 @@ from typing import Any
 
 import pytest
 
-from kraftpy.client.assignors import PartitionAssignor, make_assignors
-from kraftpy.client.consumer_protocol import Assignment, Subscription, decode_subscription, encode_assignment
 from kraftpy.client.errors import IllegalStateError
-from kraftpy.client.group_errors import FencedInstanceIdError, GroupProtocolError
-from kraftpy.client.group_membership import GroupMembership, MemberState
-from kraftpy.client.group_membership_types import (
+from kraftpy.client.group.assignors import PartitionAssignor, make_assignors
+from kraftpy.client.group.errors import FencedInstanceIdError, GroupProtocolError
+from kraftpy.client.group.membership import GroupMembership, MemberState
+from kraftpy.client.group.membership_types import (
     GroupMembershipConfig,
     InvokeListener,
     SendRequest,
     SimpleAssignmentStore,
 )
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.consumer_protocol import Assignment, Subscription, decode_subscription, encode_assignment
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 
 E = ErrorCode
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
@@ -290,7 +290,7 @@ def test_a_cooperative_leader_refuses_an_assignor_that_moves_partitions_in_one_s
         name = "greedy"
 
         def supported_protocols(self):
-            from kraftpy.client.assignors import RebalanceProtocol
+            from kraftpy.client.group.assignors import RebalanceProtocol
 
             return (RebalanceProtocol.COOPERATIVE,)
 
@@ -302,7 +302,7 @@ def test_a_cooperative_leader_refuses_an_assignor_that_moves_partitions_in_one_s
     s.answer(s.take("find_coordinator"), COORDINATOR)
     s.poll()
     join = s.take("join_group")
-    from kraftpy.client.consumer_protocol import encode_subscription
+    from kraftpy.protocol.consumer_protocol import encode_subscription
 
     holder = encode_subscription(Subscription(("t",), owned_partitions=(T0,), generation_id=1))
     answer = join_answer("me", "me", 2, {"me": join.body["protocols"][0]["metadata"], "other": holder})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.group_membership import MemberState
+from kraftpy.client.group.membership import MemberState
 from tests.unit.test_group_membership_sim import Sim, all_partitions
 
 steps = st.lists(

@@ -7,8 +7,8 @@ simulation checks that no partition is owned by two live consumers.
 
 from __future__ import annotations
 
-from kraftpy.client.group_membership import MemberState
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.group.membership import MemberState
+from kraftpy.protocol.types import TopicPartition
 from tests.unit.test_group_membership_sim import Sim, all_partitions, assignments
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.client.group_offsets_reset import ResetSpec, plan_reset
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.group.offsets_reset import ResetSpec, plan_reset
+from kraftpy.protocol.types import TopicPartition
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 FACTS = {"committed": {A: 50, B: None}, "log_start": {A: 10, B: 0}, "log_end": {A: 100, B: 7}}

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, Respond
-from kraftpy.client.assignors import make_assignors
-from kraftpy.client.group_commits import OffsetAndMetadata
-from kraftpy.client.group_membership import GroupMembership, MemberState
-from kraftpy.client.group_membership_types import (
+from kraftpy.client.group.assignors import make_assignors
+from kraftpy.client.group.commits import OffsetAndMetadata
+from kraftpy.client.group.membership import GroupMembership, MemberState
+from kraftpy.client.group.membership_types import (
     GroupMembershipConfig,
     InvokeListener,
     RunCommitCallback,
     SendRequest,
     SimpleAssignmentStore,
 )
-from kraftpy.client.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition
 
 GROUP = "g"
 

@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from kraftpy.client.admin_types import ConsumerGroupDescription, MemberDescription
-from kraftpy.client.group_commits import OffsetAndMetadata
-from kraftpy.client.types import TopicPartition
+from kraftpy.client.admin.types import ConsumerGroupDescription, MemberDescription
+from kraftpy.client.group.commits import OffsetAndMetadata
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition
 from kraftpy.tools.cli import main
-from kraftpy.tools.consume_cmd import Stop, consume
-from kraftpy.tools.groups_cmd import (
+from kraftpy.tools.commands.consume import Stop, consume
+from kraftpy.tools.commands.groups import (
     describe_json,
     explained,
     parse_datetime_ms,

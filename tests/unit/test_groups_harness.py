@@ -14,7 +14,7 @@ from typing import Any
 
 from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, Respond
 from kraftpy.broker.groups.records import Record
-from kraftpy.client.consumer_protocol import Subscription, encode_subscription
+from kraftpy.protocol.consumer_protocol import Subscription, encode_subscription
 from kraftpy.protocol.errors import ErrorCode
 
 SESSION = 10_000

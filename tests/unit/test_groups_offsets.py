@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kraftpy.broker.groups import GroupCoordinatorConfig, GroupState
 from kraftpy.broker.groups.loader import replay
-from kraftpy.client.consumer_protocol import Subscription, encode_subscription
+from kraftpy.protocol.consumer_protocol import Subscription, encode_subscription
 from kraftpy.protocol.errors import ErrorCode
 from tests.unit.test_groups_harness import SESSION, Harness
 

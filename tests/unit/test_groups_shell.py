@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from kraftpy.broker.api_find_coordinator import FindCoordinatorHandler, find_coordinator
-from kraftpy.broker.group_loader import read_records
-from kraftpy.broker.group_settings import GroupShellSettings
+from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler, find_coordinator
 from kraftpy.broker.groups import Append, GroupCoordinator, GroupCoordinatorConfig, partition_for
-from kraftpy.broker.offsets_topic import OffsetsTopicCreator, creation_request
-from kraftpy.broker.storage import PartitionLog
-from kraftpy.metadata import wire
+from kraftpy.broker.groups.shell.partition_loader import read_records
+from kraftpy.broker.groups.shell.settings import GroupShellSettings
+from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator, creation_request
+from kraftpy.metadata.controller import wire
 from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records import CompressionType, build_batch
 from kraftpy.protocol.topics import OFFSETS_TOPIC, is_internal
-from kraftpy.tools.node_config import build_config
+from kraftpy.storage import PartitionLog
 from tests.unit.test_records_validation import GARBAGE, forge
 
 SETTINGS = GroupShellSettings()

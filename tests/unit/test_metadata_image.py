@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.metadata.configs import ConfigResourceType
-from kraftpy.metadata.delta import MetadataDelta, apply_records
-from kraftpy.metadata.image import MetadataImage, PartitionRegistration
+from kraftpy.metadata.image.metadata_delta import MetadataDelta, apply_records
+from kraftpy.metadata.image.metadata_image import MetadataImage, PartitionRegistration
 from kraftpy.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,

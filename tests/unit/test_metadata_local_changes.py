@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from kraftpy.metadata.delta import apply_records
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.local_changes import local_replica_changes
+from kraftpy.metadata.image.local_changes import local_replica_changes
+from kraftpy.metadata.image.metadata_delta import apply_records
+from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import (
     ConfigRecord,
     Listener,

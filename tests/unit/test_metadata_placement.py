@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftpy.metadata.placement import PlacementBroker, place_replicas, rack_alternated
+from kraftpy.metadata.controller.placement import PlacementBroker, place_replicas, rack_alternated
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftpy.metadata.pmap import SHARDS, PMap, PVector
+from kraftpy.metadata.image.pmap import SHARDS, PMap, PVector
 
 ops = st.lists(st.tuples(st.booleans(), st.integers(0, 300), st.integers()), max_size=200)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from kraftpy.metadata.controller.requests import CreatableTopic, CreateTopicsRequest
 from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.requests import CreatableTopic, CreateTopicsRequest
-from kraftpy.metadata.views import broker_descriptions, topic_description, topic_names
+from kraftpy.metadata.image.views import broker_descriptions, topic_description, topic_names
 
 
 def test_views_are_json_ready() -> None:

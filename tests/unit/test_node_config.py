@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.group_settings import GroupShellSettings
+from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.node import meta_properties
+from kraftpy.node.config import Voter, build_config, load_config, parse_voters
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.tools import meta_properties
-from kraftpy.tools.node_config import Voter, build_config, load_config, parse_voters
 
 BASE = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9092,2@127.0.0.1:9093", "data_dir": "/tmp/x"}
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from kraftpy.client.partitioner import Partitioner, murmur2, partition_for_key
+from kraftpy.client.producer.partitioner import Partitioner, murmur2, partition_for_key
 
 # Apache Kafka's UtilsTest.testMurmur2 vectors (Java signed ints), and one more where noted.
 KAFKA_VECTORS = [

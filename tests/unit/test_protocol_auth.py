@@ -10,29 +10,27 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from kraftpy.client.cluster_client import METADATA_PATH
-from kraftpy.client.fetcher import FETCH_PATH
-from kraftpy.client.offset_fetcher import LIST_OFFSETS_PATH
-from kraftpy.client.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH
-from kraftpy.client.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH
-from kraftpy.metadata import wire
+from kraftpy.client.consumer.fetcher import FETCH_PATH
+from kraftpy.client.consumer.offset_fetcher import LIST_OFFSETS_PATH
+from kraftpy.client.consumer.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH
+from kraftpy.client.producer.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH
+from kraftpy.client.shell.cluster_client import METADATA_PATH
+from kraftpy.metadata.controller import wire
+from kraftpy.node.process import STATUS_PATH
 from kraftpy.protocol import access
 from kraftpy.protocol.auth import ReplayWindow, Verifier, check_proof, server_proof, sign
-from kraftpy.protocol.credentials import (
-    ADMIN_FILE,
-    NODE_FILE,
-    Credential,
+from kraftpy.protocol.credentials import ADMIN_FILE, NODE_FILE, Credential
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.credential_files import (
     create_cluster_secrets,
     load_credential,
     load_keyring,
     load_node_secrets,
     write_credential,
 )
-from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient, make_app
-from kraftpy.protocol.rpc_auth import ServerAuth
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
+from kraftpy.protocol.shell.rpc_auth import ServerAuth
 from kraftpy.raft.codec import ROUTES as RAFT_ROUTES
-from kraftpy.tools.node import STATUS_PATH
 
 NODE = Credential.generate("node", "cluster")
 ADMIN = Credential.generate("admin", "admin")
@@ -222,9 +220,9 @@ async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> No
 def test_storage_format_creates_the_cluster_credentials_and_a_node_needs_them(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from kraftpy.tools.node import Node
-    from kraftpy.tools.node_config import build_config
-    from kraftpy.tools.server_cmd import format_storage
+    from kraftpy.node.config import build_config
+    from kraftpy.node.process import Node
+    from kraftpy.tools.commands.server import format_storage
 
     flags = ["--node-id", "1", "--voters", "1@127.0.0.1:9092", "--data-dir", str(tmp_path / "data")]
     secrets = tmp_path / "secrets"

@@ -1,4 +1,4 @@
-"""The RPC stream Raft peers talk over (protocol/rpc.py, `RpcClient.call(..., stream=True)`), on a
+"""The RPC stream Raft peers talk over (protocol/shell/rpc.py, `RpcClient.call(..., stream=True)`), on a
 real aiohttp server on loopback: answers and typed errors as over HTTP, many calls in flight
 answered in any order, bad frames answered with INVALID_REQUEST while the stream keeps serving,
 and the ends of a stream (server shutdown, oversized frame, a peer without a stream)."""
@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import STREAM_PATH, RpcClient, make_app
+from kraftpy.protocol.shell.rpc import STREAM_PATH, RpcClient, make_app
 from tests.unit.test_rpc import crash, echo, fail  # the same handlers the HTTP tests call
 
 WAIT_S = 10  # every wait in these tests is bounded by this

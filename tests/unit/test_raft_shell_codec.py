@@ -11,9 +11,8 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient, make_app
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft import codec
-from kraftpy.raft.component import RaftComponent
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
 from kraftpy.raft.messages import (
@@ -28,6 +27,7 @@ from kraftpy.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraftpy.raft.shell.component import RaftComponent
 from tests.unit.test_raft_shell_component import free_ports
 
 C = "cluster-a"

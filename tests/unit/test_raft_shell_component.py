@@ -18,10 +18,10 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient, make_app
-from kraftpy.raft.component import CommittedBatch, RaftComponent
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.log import OffsetAndEpoch
+from kraftpy.raft.shell.component import CommittedBatch, RaftComponent
 from tests.integration.raft_procs import free_ports
 
 CONFIG = RaftConfig(

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kraftpy.raft import durable_log
 from kraftpy.raft.actions import AppendEntries, InstallSnapshot, TrimLog, TruncateTo, WriteSnapshotChunk
-from kraftpy.raft.durable_log import DurableLog, DurableLogError
 from kraftpy.raft.entry_batches import encode_entries
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch, validate_fetch
 from kraftpy.raft.memory_log import MemoryLog
+from kraftpy.raft.shell import durable_log
+from kraftpy.raft.shell.durable_log import DurableLog, DurableLogError
 
 
 def _entries(start: int, epoch: int, count: int, tag: str, leader_change: bool = False) -> list[Entry]:

@@ -9,10 +9,10 @@ import dataclasses
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.rpc import RpcClient, make_app
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft import codec
 from kraftpy.raft.messages import FetchRequest, FetchResponse, Message, VoteRequest
-from kraftpy.raft.peer_client import PeerClient
+from kraftpy.raft.shell.peer_client import PeerClient
 from tests.unit.test_raft_shell_component import free_ports
 
 C = "cluster-p"

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.raft import quorum_state_file as qsf
 from kraftpy.raft.quorum_state import QuorumState
+from kraftpy.raft.shell import quorum_state_file as qsf
 
 CLUSTER = "c-1"
 

@@ -14,10 +14,10 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import RpcClient, make_app
-from kraftpy.raft.component import RaftComponent
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.quorum_state import Role
+from kraftpy.raft.shell.component import RaftComponent
 from tests.unit.test_raft_shell_component import free_ports
 
 WAIT_S = 10

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftpy.raft import snapshot_store
 from kraftpy.raft.log import OffsetAndEpoch
-from kraftpy.raft.snapshot_store import SnapshotStore, SnapshotStoreError
+from kraftpy.raft.shell import snapshot_store
+from kraftpy.raft.shell.snapshot_store import SnapshotStore, SnapshotStoreError
 
 
 def _install(store: SnapshotStore, snapshot_id: OffsetAndEpoch, payload: bytes, chunk: int) -> None:

@@ -14,7 +14,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.client.batch_builder import ProducerBatchBuilder
+from kraftpy.client.producer.batch_builder import ProducerBatchBuilder
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode
 from kraftpy.protocol.records import CompressionType, build_batch, decode_batch, parse_header
 from kraftpy.protocol.records.compression import XERIAL_MAGIC, DecompressedTooLargeError, compress

@@ -12,8 +12,9 @@ import cbor2
 import pytest
 from aiohttp import web
 
+from kraftpy.protocol.backoff import Backoff
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.rpc import CONTENT_TYPE, Backoff, RpcClient, make_app
+from kraftpy.protocol.shell.rpc import CONTENT_TYPE, RpcClient, make_app
 from kraftpy.protocol.validate import field
 
 

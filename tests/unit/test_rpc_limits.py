@@ -1,4 +1,4 @@
-"""The listener's resource bounds (protocol/rpc_limits.py), on real aiohttp servers on loopback:
+"""The listener's resource bounds (protocol/shell/rpc_limits.py), on real aiohttp servers on loopback:
 a body with too many CBOR items is refused before it is decoded, a stream client that never reads
 its answers stops being read (no task per frame beyond the bound), connections beyond
 max_connections are closed at once, and idle connections are closed (issue 11, section 6)."""
@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.rpc import CONTENT_TYPE, STREAM_PATH, make_app
-from kraftpy.protocol.rpc_limits import LimitedTCPSite, ListenerLimits, count_items
+from kraftpy.protocol.shell.rpc import CONTENT_TYPE, STREAM_PATH, make_app
+from kraftpy.protocol.shell.rpc_limits import LimitedTCPSite, ListenerLimits, count_items
 
 WAIT_S = 10
 

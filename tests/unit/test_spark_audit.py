@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.log_manager import PARTITIONS_DIR
-from kraftpy.broker.storage import LogConfig, PartitionLog
-from kraftpy.broker.storage.inspection import LogFileReader
+from kraftpy.broker.shell.log_manager import PARTITIONS_DIR
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.header import patch_offset_and_epoch
 from kraftpy.spark_jobs.audit import plan_audit, run_audit
@@ -26,6 +24,8 @@ from kraftpy.spark_jobs.datasource import FORMAT_NAME
 from kraftpy.spark_jobs.records import digest
 from kraftpy.spark_jobs.report import render_html, to_json
 from kraftpy.spark_jobs.session import make_session
+from kraftpy.storage import LogConfig, PartitionLog
+from kraftpy.storage.inspection import LogFileReader
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
 
 NODES = (1, 2, 3)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftpy.broker.storage import CorruptCheckpointError, LeaderEpochCache
-from kraftpy.broker.storage.checkpoints import (
+from kraftpy.storage import CorruptCheckpointError, LeaderEpochCache
+from kraftpy.storage.checkpoints import (
     OffsetCheckpoint,
     decode_checkpoint,
     encode_checkpoint,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.storage import PartitionLog
-from kraftpy.broker.storage.cleaner import LogCleaner
-from kraftpy.broker.storage.layout import CLEANER_SCRATCH_DIR
-from kraftpy.broker.storage.swap import commit_swap
 from kraftpy.protocol.records.batch import build_batch, decode_batches
+from kraftpy.storage import PartitionLog
+from kraftpy.storage.cleaner import LogCleaner
+from kraftpy.storage.layout import CLEANER_SCRATCH_DIR
+from kraftpy.storage.swap import commit_swap
 from tests.unit.test_storage_fixtures import open_log, read_all
 
 DAY = 24 * 3600 * 1000
@@ -210,7 +210,7 @@ def test_the_background_cleaner_never_blocks_appends_or_reads(tmp_path: Path, ca
         finally:
             cleaner.stop()
         assert errors == []
-        assert [r.getMessage() for r in caplog.records if r.name == "kraftpy.broker.storage.cleaner"] == []
+        assert [r.getMessage() for r in caplog.records if r.name == "kraftpy.storage.cleaner"] == []
         assert {k: v for _, k, v in records(log)} == latest
         offsets = [r[0] for r in records(log)]
         assert offsets == sorted(offsets)

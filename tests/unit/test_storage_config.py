@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kraftpy.broker.storage import LogConfig
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.storage import LogConfig
 
 
 def test_defaults_are_kafkas() -> None:

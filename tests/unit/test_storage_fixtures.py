@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kraftpy.broker.storage import LogConfig, PartitionLog
 from kraftpy.protocol.records.batch import build_batch, decode_batches
 from kraftpy.protocol.records.header import parse_header
+from kraftpy.storage import LogConfig, PartitionLog
 
 
 def make_batch(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.storage.offset_index import IndexCorruptError, OffsetIndex
-from kraftpy.broker.storage.time_index import TimeIndex
+from kraftpy.storage.offset_index import IndexCorruptError, OffsetIndex
+from kraftpy.storage.time_index import TimeIndex
 
 
 def offset_index(tmp_path: Path) -> OffsetIndex:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.storage.integrity import Pacer, check_read, find_corruption
 from kraftpy.protocol.errors import CorruptRecordError
 from kraftpy.protocol.records.batch import decode_batches
+from kraftpy.storage.integrity import Pacer, check_read, find_corruption
 from tests.unit.test_storage_fixtures import make_batch, offsets_of, open_log, read_all
 
 BATCH_RECORDS = 4

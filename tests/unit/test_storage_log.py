@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.storage import (
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.batch import decode_batches
+from kraftpy.protocol.records.header import parse_header
+from kraftpy.storage import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LogStorageError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
-from kraftpy.broker.storage.offset_index import OffsetIndex
-from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.records.batch import decode_batches
-from kraftpy.protocol.records.header import parse_header
+from kraftpy.storage.offset_index import OffsetIndex
 from tests.unit.test_storage_fixtures import make_batch, offsets_of, open_log, read_all
 
 

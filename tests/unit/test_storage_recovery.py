@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.broker.storage import CorruptCheckpointError, PartitionLog
-from kraftpy.broker.storage.checkpoints import write_checkpoint
-from kraftpy.broker.storage.layout import (
+from kraftpy.storage import CorruptCheckpointError, PartitionLog
+from kraftpy.storage.checkpoints import write_checkpoint
+from kraftpy.storage.layout import (
     HIGH_WATERMARK_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kraftpy.broker.storage import PartitionLog
+from kraftpy.storage import PartitionLog
 from tests.unit.test_storage_fixtures import make_batch, offsets_of, open_log, read_all
 
 DAY = 24 * 3600 * 1000

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from kraftpy.protocol.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, is_internal
-from kraftpy.tools.topics_cmd import alter, delete
+from kraftpy.tools.commands.topics import alter, delete
 
 
 @pytest.mark.parametrize("topic", sorted(INTERNAL_TOPICS))

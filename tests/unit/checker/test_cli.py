@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kraftpy.tools.check_cmd import check
+from kraftpy.tools.commands.check import check
 from tests.unit.checker.generate import random_history
 
 GOOD = [

@@ -1,0 +1,1 @@
+"""Kafka's API handlers on the broker, one module per API; they drive the cores and await their waits."""

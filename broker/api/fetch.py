@@ -1,0 +1,257 @@
+"""`/kafka/fetch`: many partitions, long poll, for consumers (replica_id -1) and followers (Kafka's fetchMessages).
+
+Per partition the core validates the fetch (leader epoch fencing, replica,
+broker epoch, DivergingEpoch, offset range) and, for a follower, records its
+LEO (which may expand the ISR and raise the HW: its actions are performed at
+once). Readable bytes are read as whole batches, never decoded: a consumer
+up to the high watermark, a follower up to the log end. Byte limits are
+Kafka's: `partition_max_bytes` per partition and `max_bytes` for the answer,
+except that the first batch of the first partition with data is returned
+whole even when larger (KIP-74), so a consumer can always make progress.
+
+Long poll (Kafka's DelayedFetch and its purgatory): when fewer than
+`min_bytes` are readable and no partition errors or diverges, the fetch parks
+on its partitions' `watchers` and is re-checked (`check_fetch`, no state
+change) whenever one of them appends, moves its HW, changes role or is
+truncated, until `DelayedFetch.should_complete` says why to answer or
+`max_wait_ms` passes; then every partition is read again with `handle_fetch`
+(a follower's position is recorded again, as Kafka's completion does).
+At most fetch_purgatory_max_waiting fetches park at once; beyond that a
+fetch is answered with what it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
+from kraftpy.broker.replication.model import UNDEFINED_EPOCH
+from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
+from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
+from kraftpy.storage import OffsetOutOfRangeError
+from kraftpy.storage.integrity import check_read
+from kraftpy.storage.validation import hard_max_batch_bytes
+
+if TYPE_CHECKING:
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+# An answer is never built larger than this, whatever max_bytes asks (the RPC layer's body limit is 64 MiB).
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionFetch:
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+def _read_partition(part: Mapping[str, Any], where: str) -> _PartitionFetch:
+    return _PartitionFetch(
+        fetch_offset=at(where, field, part, "fetch_offset", int, min_value=0, max_value=INT64_MAX),
+        current_leader_epoch=at(
+            where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX
+        ),
+        last_fetched_epoch=at(
+            where, field, part, "last_fetched_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX
+        ),
+        log_start_offset=at(where, field, part, "log_start_offset", int, default=-1, min_value=-1, max_value=INT64_MAX),
+        partition_max_bytes=at(where, field, part, "partition_max_bytes", int, min_value=0, max_value=INT32_MAX),
+    )
+
+
+class FetchHandler:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
+        self.waiting = 0
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        replica_id = field(body, "replica_id", int, min_value=-1, max_value=INT32_MAX)
+        replica_epoch = field(body, "replica_epoch", int, default=-1, min_value=-1, max_value=INT64_MAX)
+        max_wait_ms = field(body, "max_wait_ms", int, min_value=0, max_value=INT32_MAX)
+        min_bytes = field(body, "min_bytes", int, min_value=0, max_value=INT32_MAX)
+        max_bytes = min(field(body, "max_bytes", int, min_value=0, max_value=INT32_MAX), MAX_RESPONSE_BYTES)
+        entries = read_partitions(body, _read_partition)
+        requests = [
+            (
+                topic,
+                partition,
+                FetchPartition(
+                    replica_id=replica_id,
+                    fetch_offset=p.fetch_offset,
+                    current_leader_epoch=p.current_leader_epoch,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                    broker_epoch=replica_epoch,
+                ),
+                p.partition_max_bytes,
+            )
+            for topic, partition, p in entries
+        ]
+        start = monotonic_ms()
+        answers, total, complete_now = self._read_all(requests, max_bytes, start)
+        if complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests:
+            return self._answer(answers)
+        if self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
+            return self._answer(answers)
+        await self._park(requests, DelayedFetch(min_bytes, max_wait_ms, start))
+        answers, _, _ = self._read_all(requests, max_bytes, monotonic_ms())
+        return self._answer(answers)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+
+    def _read_all(
+        self, requests: list[tuple[str, int, FetchPartition, int]], max_bytes: int, now: int
+    ) -> tuple[list[tuple[str, int, dict[str, Any]]], int, bool]:
+        """Answers for every partition, the bytes they carry, and whether an error or divergence ends the wait."""
+        answers = []
+        total = 0
+        complete_now = False
+        for topic, partition, request, partition_max in requests:
+            answer, size, final = self._read_one(
+                topic, partition, request, min(partition_max, max_bytes - total), total == 0, now
+            )
+            answers.append((topic, partition, answer))
+            total += size
+            complete_now = complete_now or final
+        return answers, total, complete_now
+
+    def _read_one(
+        self, topic: str, partition: int, request: FetchPartition, limit: int, first: bool, now: int
+    ) -> tuple[dict[str, Any], int, bool]:
+        try:
+            hosted = self.rm.lookup(topic, partition)
+            epoch_end = (
+                hosted.epoch_end(request.last_fetched_epoch) if request.last_fetched_epoch != UNDEFINED_EPOCH else None
+            )
+            decision = hosted.core.handle_fetch(request, epoch_end, now)
+            if decision.actions:
+                hosted.perform(decision.actions)
+        except KafkaError as exc:
+            answer = _empty_answer(exc)
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and "details" not in answer:
+                answer["details"] = self.rm.leader_hint(topic, partition)
+            return answer, 0, True
+        records = b""
+        if decision.readable and (limit > 0 or first):
+            plog = hosted.log
+            try:
+                records = plog.read(
+                    request.fetch_offset, max(limit, 0), max_offset=decision.max_offset, min_one_batch=first
+                )
+                # Below the recovery point nothing was checked since it was written: check what leaves.
+                check_read(
+                    records, request.fetch_offset, max_batch_bytes=hard_max_batch_bytes(plog.config.max_message_bytes)
+                )
+            except OffsetOutOfRangeError as exc:
+                # Retention or a truncation moved the range between the core's check and the read.
+                return _empty_answer(KafkaError(exc.message, ErrorCode.OFFSET_OUT_OF_RANGE)), 0, True
+            except CorruptRecordError as exc:
+                self.rm.replica_corrupt(hosted, f"a fetch at offset {request.fetch_offset} read {exc.message}")
+                error = KafkaError(
+                    f"{hosted.name} has a corrupt batch at offset {request.fetch_offset} or after it on broker "
+                    f"{self.rm.broker_id}; this replica is offline until repaired, its leadership moves",
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                )
+                return _empty_answer(error), 0, True
+        answer = self._decision_answer(decision, request, hosted)
+        answer["records"] = records
+        final = decision.error != ErrorCode.NONE or decision.diverging_epoch is not None
+        return answer, len(records), final
+
+    def _decision_answer(
+        self, decision: FetchDecision, request: FetchPartition, hosted: HostedPartition
+    ) -> dict[str, Any]:
+        answer = error_fields(decision.error, decision.message)
+        if decision.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            answer["details"] = self.rm.leader_hint(hosted.topic, hosted.partition)
+        answer["high_watermark"] = decision.high_watermark
+        answer["log_start_offset"] = decision.log_start_offset
+        if request.is_from_follower:
+            # Not in Kafka's schema: lets a follower resolve OFFSET_OUT_OF_RANGE without a ListOffsets.
+            answer["log_end_offset"] = decision.log_end_offset
+        d = decision.diverging_epoch
+        answer["diverging_epoch"] = {"epoch": d.epoch, "end_offset": d.end_offset} if d is not None else None
+        return answer
+
+    # -- the purgatory -----------------------------------------------------------------------------------------
+
+    async def _park(self, requests: list[tuple[str, int, FetchPartition, int]], delayed: DelayedFetch) -> None:
+        event = asyncio.Event()
+        watched: list[HostedPartition] = []
+        for topic, partition, _, _ in requests:
+            hosted = self.rm.partitions.get((topic, partition))
+            if hosted is not None:
+                hosted.watchers.add(event)
+                watched.append(hosted)
+        self.waiting += 1
+        try:
+            while True:
+                now = monotonic_ms()
+                statuses = (self._status(r, delayed.min_bytes) for r in requests)
+                if delayed.should_complete(statuses, now) is not None:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0, delayed.deadline_ms - now) / 1000):
+                        await event.wait()
+                event.clear()
+        finally:
+            self.waiting -= 1
+            for hosted in watched:
+                hosted.watchers.discard(event)
+
+    def _status(self, entry: tuple[str, int, FetchPartition, int], min_bytes: int) -> FetchPartitionStatus:
+        topic, partition, request, partition_max = entry
+        hosted = self.rm.partitions.get((topic, partition))
+        if hosted is None or hosted.stopped:
+            return FetchPartitionStatus(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if hosted.offline is not None:
+            return FetchPartitionStatus(error=ErrorCode.KAFKA_STORAGE_ERROR)
+        epoch_end = (
+            hosted.epoch_end(request.last_fetched_epoch) if request.last_fetched_epoch != UNDEFINED_EPOCH else None
+        )
+        decision = hosted.core.check_fetch(request, epoch_end)
+        if decision.error != ErrorCode.NONE:
+            return FetchPartitionStatus(error=decision.error)
+        if decision.diverging_epoch is not None:
+            return FetchPartitionStatus(diverging=True)
+        offset, bound = request.fetch_offset, decision.max_offset
+        if offset > decision.log_end_offset:
+            return FetchPartitionStatus(fetch_offset_beyond_end=True)
+        if bound <= offset:
+            return FetchPartitionStatus()
+        plog = hosted.log
+        on_older_segment = offset < plog.active_segment_base_offset
+        if min_bytes <= 1:
+            # A readable offset means at least one whole batch: enough, without reading it.
+            return FetchPartitionStatus(bytes_readable=1, on_older_segment=on_older_segment)
+        try:
+            # Count real bytes (whole batches, never decoded), but no more than min_bytes needs.
+            readable = len(plog.read(offset, max(min(partition_max, min_bytes), 1), max_offset=bound))
+        except OffsetOutOfRangeError:
+            return FetchPartitionStatus(fetch_offset_beyond_end=True)
+        except CorruptRecordError:
+            return FetchPartitionStatus(error=ErrorCode.KAFKA_STORAGE_ERROR)  # the read that answers says where
+        return FetchPartitionStatus(bytes_readable=readable, on_older_segment=readable > 0 and on_older_segment)
+
+    @staticmethod
+    def _answer(answers: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
+        return {"topics": group_by_topic(answers)}
+
+
+def _empty_answer(exc: KafkaError) -> dict[str, Any]:
+    answer = error_fields(exc)
+    answer.update(high_watermark=-1, log_start_offset=-1, diverging_epoch=None, records=b"")
+    return answer
+
+
+__all__ = ["FetchHandler", "PartitionOfflineError"]

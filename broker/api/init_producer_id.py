@@ -1,0 +1,36 @@
+"""`/kafka/init_producer_id`: a producer id and epoch for an idempotent producer (Kafka's InitProducerId).
+
+Without a transactional id any broker answers (Kafka does the same): a new
+producer (producer_id -1) gets the next id of this broker's block, epoch 0.
+A producer that names its current id and epoch gets the epoch bumped
+(KIP-360: it lost track of a sequence); at the last epoch it gets a new id
+instead. Transactions are not supported: a transactional_id is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT16_MAX, INT64_MAX, field, invalid
+
+if TYPE_CHECKING:
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+
+class InitProducerIdHandler:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        transactional_id = field(body, "transactional_id", str, nullable=True, default=None)
+        producer_id = field(body, "producer_id", int, default=-1, min_value=-1, max_value=INT64_MAX)
+        producer_epoch = field(body, "producer_epoch", int, default=-1, min_value=-1, max_value=INT16_MAX)
+        if transactional_id is not None:
+            raise KafkaError("transactions are not supported; use transactional_id null", ErrorCode.UNSUPPORTED_VERSION)
+        if (producer_id == -1) != (producer_epoch == -1):
+            raise invalid("field 'producer_id' and 'producer_epoch' must both be -1 or both be set")
+        if producer_id >= 0 and producer_epoch < INT16_MAX:
+            return {"producer_id": producer_id, "producer_epoch": producer_epoch + 1}
+        timeout_ms = self.rm.settings.controller_request_timeout_ms
+        return {"producer_id": await self.rm.producer_ids.generate(timeout_ms), "producer_epoch": 0}

@@ -1,0 +1,83 @@
+"""`/kafka/list_offsets`: earliest (-2), latest (-1) or the first offset at or after a timestamp (Kafka's ListOffsets).
+
+Answered by the partition leader only, after the leader-epoch check
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is
+bounded by the high watermark: "latest" is the HW (OFFSET_NOT_AVAILABLE
+while a new leader's HW has not reached its epoch start, as Kafka answers),
+and a timestamp lookup that lands at or above the HW finds nothing
+(offset -1). The leader epoch returned is that of the batch holding the
+offset before the answer (for latest) or at it, so a consumer that starts
+there can later validate its position (KIP-320).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.api.common import at, error_fields, group_by_topic, leading_partition, read_partitions
+from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
+from kraftpy.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+if TYPE_CHECKING:
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+
+def _read_partition(part: Mapping[str, Any], where: str) -> tuple[int, int]:
+    epoch = at(where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
+    timestamp = at(where, field, part, "timestamp", int, min_value=EARLIEST_TIMESTAMP, max_value=INT64_MAX)
+    return epoch, timestamp
+
+
+class ListOffsetsHandler:
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        field(body, "replica_id", int, default=-1, min_value=-1, max_value=INT32_MAX)
+        entries = read_partitions(body, _read_partition)
+        return {"topics": group_by_topic((t, p, self._one(t, p, *v)) for t, p, v in entries)}
+
+    def _one(self, topic: str, partition: int, current_epoch: int, timestamp: int) -> dict[str, Any]:
+        hosted = None
+        try:
+            hosted = leading_partition(self.rm, topic, partition, current_epoch)
+            core = hosted.core
+            plog = hosted.log
+            cache = plog.leader_epoch_cache
+            if timestamp == LATEST_TIMESTAMP:
+                error, offset = core.list_offsets_latest(current_epoch)
+                if error != ErrorCode.NONE:
+                    raise KafkaError(f"the high watermark of {topic}-{partition} is not known yet", error)
+                epoch = cache.epoch_for_offset(offset - 1) if offset > 0 else -1
+                return {"error_code": 0, "timestamp": -1, "offset": offset, "leader_epoch": epoch}
+            if timestamp == EARLIEST_TIMESTAMP:
+                start = plog.log_start_offset
+                return {
+                    "error_code": 0,
+                    "timestamp": -1,
+                    "offset": start,
+                    "leader_epoch": cache.epoch_for_offset(start),
+                }
+            found = plog.offset_for_timestamp(timestamp)
+            if found is None or found.offset >= plog.high_watermark:
+                return {"error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            return {
+                "error_code": 0,
+                "timestamp": found.timestamp,
+                "offset": found.offset,
+                "leader_epoch": found.leader_epoch,
+            }
+        except CorruptRecordError as exc:
+            # The batch found by timestamp fails its CRC: the replica gives up, as for a fetch (broker/api/fetch.py).
+            if hosted is not None:
+                self.rm.replica_corrupt(hosted, f"ListOffsets at timestamp {timestamp} read {exc.message}")
+            error = KafkaError(f"{topic}-{partition} has a corrupt batch on this broker", ErrorCode.KAFKA_STORAGE_ERROR)
+            return {**error_fields(error), "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        except KafkaError as exc:
+            answer = error_fields(exc)
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and "details" not in answer:
+                answer["details"] = self.rm.leader_hint(topic, partition)
+            answer.update(timestamp=-1, offset=-1, leader_epoch=-1)
+            return answer

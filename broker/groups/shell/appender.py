@@ -1,0 +1,132 @@
+"""Writes the group coordinator's `Append` actions to `__consumer_offsets`, in order per partition.
+
+Each Append becomes one v2 batch (keys and values as broker/groups/records.py encodes them) handed to
+the partition's replication core through the produce path (`ProduceHandler.begin_append`), acks=all,
+at the leader epoch the partition was loaded at: a batch for an epoch this broker no longer leads
+is refused before it reaches the log. `submit` is synchronous up to the append, so batches reach the
+log in the order the coordinator asked for them; outcomes are reported (`on_complete(append_id,
+error)`) in the same order per partition, as the coordinator's contract wants (actions.py).
+
+Errors are the produce path's, except that a fenced or unknown leader epoch is reported as
+NOT_LEADER_OR_FOLLOWER (the coordinator maps it to NOT_COORDINATOR). A write that times out has an
+unknown fate (it may still commit): it is reported REQUEST_TIMED_OUT and `on_unknown_fate(partition)`
+lets the shell reload the partition, so the coordinator's state again equals the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kraftpy.broker.api.common import leading_partition
+from kraftpy.broker.api.produce import check_producer_batch
+from kraftpy.broker.groups import Append
+from kraftpy.broker.replication import CompleteProduce
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records import build_batch
+from kraftpy.protocol.shell.clock import monotonic_ms
+from kraftpy.protocol.topics import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from kraftpy.broker.api.produce import ProduceHandler
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+ACKS_ALL = -1
+NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+_EPOCH_ERRORS = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+class OffsetsAppender:
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        produce: ProduceHandler,
+        *,
+        timeout_ms: int,
+        on_complete: Callable[[int, ErrorCode], None],
+        on_unknown_fate: Callable[[int], None],
+    ) -> None:
+        self.rm = rm
+        self.produce = produce
+        self.timeout_ms = timeout_ms
+        self.on_complete = on_complete
+        self.on_unknown_fate = on_unknown_fate
+        self._tails: dict[int, asyncio.Task[None]] = {}  # per partition: the last append's reporting task
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.appended = 0
+        self.failed = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def submit(self, action: Append, leader_epoch: int) -> None:
+        """Append now (synchronously) and report the outcome later, after the partition's earlier appends."""
+        now = monotonic_ms()
+        future: asyncio.Future[CompleteProduce] | None = None
+        waits = {}
+        try:
+            if action.records:
+                hosted = leading_partition(self.rm, OFFSETS_TOPIC, action.partition, leader_epoch)
+                batch = build_batch(action.records)
+                config = hosted.log.config
+                header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
+                rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)
+                waits[rid] = ((OFFSETS_TOPIC, action.partition), hosted, future)
+            error = ErrorCode.NONE
+        except KafkaError as exc:
+            error = NOT_LEADER if exc.code in _EPOCH_ERRORS else exc.code
+            log.debug("append %d to %s-%d refused: %s", action.append_id, OFFSETS_TOPIC, action.partition, exc)
+        except Exception:  # a bug here must still complete the append, or its group would wait forever
+            log.exception("append %d to %s-%d failed", action.append_id, OFFSETS_TOPIC, action.partition)
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+        previous = self._tails.get(action.partition)
+        task = asyncio.get_running_loop().create_task(
+            self._finish(action, previous, waits, error, now + self.timeout_ms), name="kraftpy-offsets-append"
+        )
+        self._tails[action.partition] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(
+        self,
+        action: Append,
+        previous: asyncio.Task[None] | None,
+        waits: dict,
+        error: ErrorCode,
+        deadline_ms: int,
+    ) -> None:
+        if waits:
+            try:
+                await self.produce.await_appends(waits, deadline_ms)
+            finally:
+                for rid in waits:
+                    self.rm.produce_waiters.pop(rid, None)
+            (_, _, future) = next(iter(waits.values()))
+            done = future.result()
+            error = NOT_LEADER if done.error in _EPOCH_ERRORS else ErrorCode(done.error)
+        if previous is not None and not previous.done():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(previous)
+        if error == ErrorCode.NONE:
+            self.appended += 1
+        else:
+            self.failed += 1
+            log.warning("write of %s to %s-%d failed: %s", action.kind, OFFSETS_TOPIC, action.partition, error.name)
+        self.on_complete(action.append_id, error)
+        if error == ErrorCode.REQUEST_TIMED_OUT:
+            self.on_unknown_fate(action.partition)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tails.clear()

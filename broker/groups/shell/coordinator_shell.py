@@ -1,0 +1,229 @@
+"""The asyncio shell around the sans-I/O group coordinator: routes, answers, appends, loading, timers.
+
+One per broker, built by the replica manager (docs/groups.md, "How the code is built"):
+
+- routes: `/kafka/find_coordinator` (broker/api/find_coordinator.py) and `/kafka/<api>` for every group API
+  (join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,
+  describe_groups, delete_groups). Each request gets an id and a future, goes to
+  `coordinator.handle`, and waits until a `Respond` action names it (JoinGroup waits for the
+  rebalance, commits for their write). A malformed body raises INVALID_REQUEST from `handle`, before
+  anything changes, and the RPC layer answers it (HTTP 400). The member's host (`client_host`) is
+  the connection's peer address, never what the body says;
+- actions: `Respond` completes the waiting request; `Append` goes to the OffsetsAppender
+  (broker/groups/shell/appender.py), whose completions come back through `append_completed`;
+- loading: the OffsetsLoader (broker/groups/shell/partition_loader.py) follows this broker's leaderships of
+  `__consumer_offsets` after every metadata image (`on_metadata`);
+- timers: one task calls `tick(now)` at `next_deadline_ms()`, re-armed after every batch of actions
+  (and re-checks leaderships every second, in case a change reached the replica manager unannounced).
+
+The coordinator's clock is the wall clock (ms): commit timestamps and offset expiry are stored in
+the log and read by whichever broker loads the partition next, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler
+from kraftpy.broker.groups import GROUP_APIS, Append, GroupCoordinator, PartitionStatus, Respond
+from kraftpy.broker.groups.actions import Action
+from kraftpy.broker.groups.shell.appender import OffsetsAppender
+from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
+from kraftpy.broker.groups.shell.settings import GroupShellSettings
+from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import wall_ms
+from kraftpy.protocol.shell.rpc import Handler, request_peer
+
+if TYPE_CHECKING:
+    from kraftpy.broker.api.produce import ProduceHandler
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+# Longest sleep of the timer task, so a missed re-arm costs at most this long; also how often the
+# loader re-checks this broker's leaderships of __consumer_offsets.
+MAX_TIMER_SLEEP_MS = 1_000
+# A request still unanswered this long after the longest wait the coordinator may impose on it is
+# answered REQUEST_TIMED_OUT (a backstop: the coordinator answers every request it accepted).
+BACKSTOP_MARGIN_MS = 60_000
+
+
+class GroupCoordinatorShell:
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        produce: ProduceHandler,
+        settings: GroupShellSettings,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.rm = rm
+        self.settings = settings
+        self.coordinator = GroupCoordinator(settings.coordinator, rng=rng or random.Random())
+        self.creator = OffsetsTopicCreator(rm.controller_channel.call, rm.image, settings)
+        self.appender = OffsetsAppender(
+            rm,
+            produce,
+            timeout_ms=settings.offsets_commit_timeout_ms,
+            on_complete=self._append_completed,
+            on_unknown_fate=self._reload,
+        )
+        self.loader = OffsetsLoader(
+            rm, self.coordinator, self.perform, wall_ms, buffer_bytes=settings.offsets_load_buffer_size
+        )
+        self.find_coordinator = FindCoordinatorHandler(
+            rm.image,
+            self.creator,
+            settings.coordinator.offsets_topic_num_partitions,
+            settings.coordinator.max_id_length,
+        )
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._rearm = asyncio.Event()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._stopped = False
+
+    # -- the component interface -------------------------------------------------------------------------------
+
+    def routes(self) -> Mapping[str, Handler]:
+        routes: dict[str, Handler] = {"/kafka/find_coordinator": self.find_coordinator}
+        for api in GROUP_APIS:
+            routes[f"/kafka/{api}"] = self._route(api)
+        return routes
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._timer_task = asyncio.get_running_loop().create_task(self._timer_loop(), name="kraftpy-group-timers")
+        self.on_metadata()
+
+    async def stop(self) -> None:
+        """Unload every partition (waiting members are told NOT_COORDINATOR) and stop the tasks."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.creator.stop()
+        await self.loader.stop()
+        await self.appender.stop()
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer_task
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        self._waiting.clear()
+
+    def on_metadata(self) -> None:
+        """The replica manager applied an image: follow this broker's leaderships of __consumer_offsets."""
+        if self._started and not self._stopped:
+            self.loader.reconcile()
+
+    def status(self) -> dict[str, Any]:
+        statuses = [self.coordinator.partition_status(p) for p in self.loader.owned]
+        return {
+            "partitions_loaded": sum(1 for s in statuses if s is PartitionStatus.ACTIVE),
+            "partitions_loading": sum(1 for s in statuses if s is PartitionStatus.LOADING),
+            "groups": len(self.coordinator.groups),
+            "waiting_requests": len(self._waiting),
+            "appends_in_flight": self.appender.in_flight,
+            "appends_failed": self.appender.failed,
+        }
+
+    # -- requests ----------------------------------------------------------------------------------------------
+
+    def _route(self, api: str) -> Handler:
+        async def handle(body: dict[str, Any]) -> dict[str, Any]:
+            return await self.handle(api, body)
+
+        handle.__name__ = api
+        return handle
+
+    async def handle(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One group request: answered once the coordinator says so (KafkaError INVALID_REQUEST if malformed)."""
+        if self._stopped:
+            raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if api == "join_group":
+            body = {**body, "client_host": request_peer() or ""}
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            self.perform(self.coordinator.handle(request_id, api, body, wall_ms()))
+            async with asyncio.timeout(self._backstop_ms(body) / 1000):
+                return await future
+        except TimeoutError:
+            raise KafkaError(f"{api} got no answer from the coordinator in time", ErrorCode.REQUEST_TIMED_OUT) from None
+        finally:
+            self._waiting.pop(request_id, None)
+
+    def _backstop_ms(self, body: Mapping[str, Any]) -> int:
+        config = self.settings.coordinator
+        rebalance = body.get("rebalance_timeout_ms")
+        longest = max(
+            config.group_max_session_timeout_ms,
+            config.new_member_join_timeout_ms,
+            rebalance if isinstance(rebalance, int) and not isinstance(rebalance, bool) else 0,
+        )
+        return longest + self.settings.offsets_commit_timeout_ms + BACKSTOP_MARGIN_MS
+
+    # -- actions -----------------------------------------------------------------------------------------------
+
+    def perform(self, actions: list[Action]) -> None:
+        """Carry out the coordinator's actions in order, then re-arm the timer."""
+        for action in actions:
+            if isinstance(action, Respond):
+                self._respond(action.request_id, action.body)
+            elif isinstance(action, Append):
+                epoch = self.loader.epoch(action.partition)
+                self.appender.submit(action, -1 if epoch is None else epoch)
+        self._rearm.set()
+
+    def _respond(self, request_id: Hashable, body: dict[str, Any]) -> None:
+        future = self._waiting.get(request_id)  # type: ignore[arg-type]
+        if future is not None and not future.done():
+            future.set_result(body)
+
+    def _append_completed(self, append_id: int, error: ErrorCode) -> None:
+        if not self._stopped:
+            self.perform(self.coordinator.append_completed(append_id, error, wall_ms()))
+
+    def _reload(self, partition: int) -> None:
+        if not self._stopped:
+            self.loader.reload(partition)
+
+    # -- timers ------------------------------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        next_reconcile = wall_ms() + MAX_TIMER_SLEEP_MS
+        while True:
+            deadline = self.coordinator.next_deadline_ms()
+            now = wall_ms()
+            if now >= next_reconcile:  # a safety net: leadership changes also call on_metadata directly
+                next_reconcile = now + MAX_TIMER_SLEEP_MS
+                try:
+                    self.loader.reconcile()
+                except Exception:
+                    log.exception("following __consumer_offsets leadership failed")
+            if deadline is not None and deadline <= now:
+                try:
+                    self.perform(self.coordinator.tick(now))
+                except Exception:  # a coordinator bug must not stop the timers of every group
+                    log.exception("group coordinator tick failed")
+                    await asyncio.sleep(MAX_TIMER_SLEEP_MS / 1000)
+                await asyncio.sleep(0)  # let requests in between two due timers
+                continue
+            sleep_ms = MAX_TIMER_SLEEP_MS if deadline is None else min(MAX_TIMER_SLEEP_MS, deadline - now)
+            self._rearm.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(sleep_ms / 1000):
+                    await self._rearm.wait()

@@ -1,0 +1,225 @@
+"""Loads and unloads `__consumer_offsets` partitions in the group coordinator as leadership moves.
+
+Kafka's GroupMetadataManager on elections, driven by the replica manager (`reconcile()` after every
+applied image and every change of an offsets partition, once at start, and every second as a safety
+net; it looks at `offsets_topic_num_partitions` partitions, so it is cheap):
+
+- this broker leads partition p at leader epoch e and has not loaded (p, e): `begin_loading(p)` (its
+  groups answer COORDINATOR_LOAD_IN_PROGRESS), wait until the high watermark reaches the log end offset
+  as of becoming leader (so nothing a previous leader committed is missed), read the log from its start
+  to the high watermark in a worker thread, decode, `complete_loading`;
+- the metadata says it leads p but the log is still opening: `begin_loading(p)` only (requests get
+  COORDINATOR_LOAD_IN_PROGRESS, as in Kafka, not NOT_COORDINATOR); the load starts once it is open;
+- it no longer leads p, leads it at another epoch (maybe after someone else led it), the partition is
+  deleted (or its topic created again), or the broker stops: `unload(p)`, then load again if it leads
+  in a new term.
+
+A load that fails on I/O is retried while the leadership lasts. A record the coordinator cannot use
+never blocks a load (it would keep every group of the partition answering
+COORDINATOR_LOAD_IN_PROGRESS for good): a batch whose records do not decode, a record without a key
+(read_records) and a key or value that does not parse (groups/loader.py) are logged and skipped, as
+Kafka's loader skips unknown record types. Produce refuses such records for clients (internal
+topics, keys on compacted topics); these are records that predate that, or a disk that lied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kraftpy.broker.groups import GroupCoordinator
+from kraftpy.broker.groups.actions import Action
+from kraftpy.broker.groups.records import Record
+from kraftpy.protocol.errors import CorruptRecordError
+from kraftpy.protocol.records import decode_batch, iter_batches
+from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.storage.errors import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from kraftpy.broker.shell.partition_host import HostedPartition
+    from kraftpy.broker.shell.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+# A partition's term of leadership here: (topic id, leader epoch).
+Term = tuple[uuid.UUID, int]
+# How often a waiting load looks at the high watermark even without a wake-up, and a failed load retries.
+POLL_S = 0.5
+
+
+def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
+    """(key, value) of every record of `plog` in [log start, end_offset), in log order (blocking: run in a thread).
+
+    Control batches are skipped; so are, with an error logged, batches whose records do not decode and
+    records without a key (none of ours has no key).
+    """
+    records: list[Record] = []
+    offset = plog.log_start_offset
+    while offset < end_offset:
+        try:
+            data = plog.read(offset, buffer_bytes, max_offset=end_offset)
+        except OffsetOutOfRangeError:
+            if plog.log_start_offset <= offset:
+                raise
+            offset = plog.log_start_offset  # retention moved the start meanwhile: what is gone is gone
+            continue
+        if not data:
+            break
+        for pos, header in iter_batches(data, check_crc=False):
+            offset = header.next_offset
+            if header.is_control:
+                continue
+            try:
+                batch = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                log.error(
+                    "%s: skipping the batch at offsets %d-%d, its records do not decode: %s",
+                    OFFSETS_TOPIC, header.base_offset, header.last_offset, exc,
+                )  # fmt: skip
+                continue
+            for record in batch.records:
+                if record.key is None:
+                    log.error("%s: skipping the record without a key at offset %d", OFFSETS_TOPIC, record.offset)
+                    continue
+                records.append((record.key, record.value))
+    return records
+
+
+class OffsetsLoader:
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        coordinator: GroupCoordinator,
+        perform: Callable[[list[Action]], None],
+        now_ms: Callable[[], int],
+        *,
+        buffer_bytes: int,
+    ) -> None:
+        self.rm = rm
+        self.coordinator = coordinator
+        self.perform = perform
+        self.now_ms = now_ms
+        self.buffer_bytes = buffer_bytes
+        # partition -> the term it is loaded (or loading) in: (topic id, leader epoch), so a topic deleted
+        # and created again, or a leadership lost and won back, is a new term and loads afresh.
+        self.owned: dict[int, Term] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self.loads_completed = 0
+
+    def epoch(self, partition: int) -> int | None:
+        """The leader epoch this broker serves `partition` at (its writes are fenced by it), if it does."""
+        term = self.owned.get(partition)
+        return None if term is None else term[1]
+
+    @property
+    def loading(self) -> int:
+        return sum(1 for t in self._tasks.values() if not t.done())
+
+    def _leading(self) -> dict[int, tuple[Term, HostedPartition | None]]:
+        """Partition -> (its term, the hosted partition once it leads here, else None).
+
+        A partition the metadata gives this broker to lead while its log is still opening counts
+        too (without a hosted partition): its groups answer COORDINATOR_LOAD_IN_PROGRESS, as in
+        Kafka, rather than NOT_COORDINATOR, and the load starts once the log is open.
+        """
+        out: dict[int, tuple[Term, HostedPartition | None]] = {}
+        hosted_partitions = self.rm.partitions
+        image = self.rm.image()
+        topic = image.topic(OFFSETS_TOPIC) if image is not None else None
+        for partition in range(self.coordinator.config.offsets_topic_num_partitions):
+            hosted = hosted_partitions.get((OFFSETS_TOPIC, partition))
+            if hosted is not None:
+                if hosted.offline is None and not hosted.stopped and hosted.is_leader:
+                    out[partition] = ((hosted.topic_id, hosted.core.leader_epoch), hosted)
+            elif topic is not None and partition < len(topic.partitions):
+                registration = topic.partitions[partition]
+                if registration.leader == self.rm.broker_id:
+                    out[partition] = ((topic.topic_id, registration.leader_epoch), None)
+        return out
+
+    def reconcile(self) -> None:
+        """Load what this broker newly leads, unload what it no longer leads (at the same epoch)."""
+        leading = self._leading()
+        for partition, term in list(self.owned.items()):
+            now_leading = leading.get(partition)
+            if now_leading is None or now_leading[0] != term:
+                self._unload(partition)
+        for partition, (term, hosted) in leading.items():
+            if partition not in self.owned:
+                self.owned[partition] = term
+                self.coordinator.begin_loading(partition)
+            if hosted is not None and partition not in self._tasks:
+                self._tasks[partition] = asyncio.get_running_loop().create_task(
+                    self._run_load(partition, term, hosted), name=f"kraftpy-load-offsets-{partition}"
+                )
+
+    def reload(self, partition: int) -> None:
+        """Forget the partition's state and load it again from the log (after a write of unknown fate)."""
+        if partition in self.owned:
+            log.warning("reloading %s-%d: a write's fate is unknown", OFFSETS_TOPIC, partition)
+            self._unload(partition)
+        self.reconcile()
+
+    def unload_all(self) -> None:
+        for partition in list(self.owned):
+            self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        self.owned.pop(partition, None)
+        task = self._tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        log.info("unloading the groups of %s-%d", OFFSETS_TOPIC, partition)
+        self.perform(self.coordinator.unload(partition, self.now_ms()))
+
+    def _still_owned(self, partition: int, term: Term, hosted: HostedPartition) -> bool:
+        return (
+            self.owned.get(partition) == term
+            and hosted.offline is None
+            and not hosted.stopped
+            and hosted.is_leader
+            and (hosted.topic_id, hosted.core.leader_epoch) == term
+        )
+
+    async def _run_load(self, partition: int, term: Term, hosted: HostedPartition) -> None:
+        target = hosted.log.log_end_offset  # as of becoming leader
+        log.info("loading %s-%d at leader epoch %d (up to offset %d)", OFFSETS_TOPIC, partition, term[1], target)
+        while self._still_owned(partition, term, hosted):
+            high_watermark = hosted.log.high_watermark
+            if high_watermark < target:
+                await self._wait_for_change(hosted)
+                continue
+            try:
+                records = await asyncio.to_thread(read_records, hosted.log, high_watermark, self.buffer_bytes)
+            except Exception as exc:  # I/O, a log closed under us: try again while we still lead
+                log.warning("reading %s-%d failed (%s); retrying", OFFSETS_TOPIC, partition, exc)
+                await asyncio.sleep(POLL_S)
+                continue
+            if not self._still_owned(partition, term, hosted):
+                return
+            actions = self.coordinator.complete_loading(partition, records, self.now_ms())
+            self.loads_completed += 1
+            log.info("loaded %s-%d: %d records", OFFSETS_TOPIC, partition, len(records))
+            self.perform(actions)
+            return
+
+    async def _wait_for_change(self, hosted: HostedPartition) -> None:
+        event = asyncio.Event()
+        hosted.watchers.add(event)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await event.wait()
+        finally:
+            hosted.watchers.discard(event)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        self.unload_all()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,1 @@
+"""The broker's asyncio shell: server, replica manager, fetchers, log manager, controller channel."""

@@ -1,0 +1,618 @@
+"""ReplicaManager: the broker's data plane, driven by the metadata image (Kafka's ReplicaManager).
+
+The broker node component constructs it as
+
+    ReplicaManager(node, image_provider=lambda: image, broker_epoch_provider=lambda: epoch,
+                   controller_address_provider=lambda: (host, port) | None)
+
+serves its `routes()`, calls `start()`, `apply_metadata(old, new)` on every
+committed image in order, and `stop(graceful)` at the end. It takes partition
+roles only from images handed to `apply_metadata` (never from
+`image_provider` at start), and the broker component hands over none before
+this incarnation's registration is in the image.
+
+What it owns:
+- one HostedPartition (core + log) per partition this broker replicates,
+  made leader or follower at the image's leader epoch (`apply_metadata`,
+  from `local_replica_changes`), stopped and deleted with its topic;
+- the request handlers of the data plane (api_*.py): metadata, produce,
+  fetch, list_offsets, offsets_for_leader_epoch, init_producer_id;
+- the group coordinator's shell (client/shell/group_member.py): find_coordinator and the
+  group routes, told after every applied image which `__consumer_offsets`
+  partitions this broker leads;
+- the ReplicaFetcherManager (followers fetch from their leaders), the
+  AlterPartitionManager (ISR changes to the controller), the
+  ProducerIdManager (id blocks from the controller), the LogManager
+  (directories, flush, checkpoints, retention, cleaner);
+- the produce purgatory's futures (`produce_waiters`, completed by the
+  cores' CompleteProduce actions) and a periodic tick that lets every core
+  expire ISR members and waits and retry AlterPartition.
+
+Everything runs on one asyncio loop; the cores are never touched from
+another thread. Blocking storage work goes to the LogManager's threads,
+opening logs included: a partition newly assigned to this broker is
+*becoming hosted* (`_opening`) until its log is open, and requests for it
+meanwhile get NOT_LEADER_OR_FOLLOWER, as for any partition the metadata knows
+but this broker does not host yet (clients retry). Metadata changes that reach
+a partition while it opens (leader changes, deletion, a new topic id under
+the same name) queue on it and are applied in their order once it is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kraftpy.broker.api.fetch import FetchHandler
+from kraftpy.broker.api.init_producer_id import InitProducerIdHandler
+from kraftpy.broker.api.list_offsets import ListOffsetsHandler
+from kraftpy.broker.api.metadata import MetadataHandler
+from kraftpy.broker.api.offsets_for_leader_epoch import OffsetsForLeaderEpochHandler
+from kraftpy.broker.api.produce import ProduceHandler
+from kraftpy.broker.groups.shell.coordinator_shell import GroupCoordinatorShell
+from kraftpy.broker.groups.shell.settings import GroupShellSettings
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.broker.replication import (
+    AlterPartitionRequest,
+    CompleteProduce,
+    PartitionRegistration,
+    ProducerStateManager,
+    ReplicationConfig,
+    Role,
+    predates_log,
+)
+from kraftpy.broker.replication.model import may_cut_corrupt_replica
+from kraftpy.broker.shell.alter_partition_manager import AlterPartitionManager
+from kraftpy.broker.shell.controller_channel import ControllerChannel
+from kraftpy.broker.shell.fetcher_manager import ReplicaFetcherManager
+from kraftpy.broker.shell.log_manager import LogManager, OpenedLog, OpenRequest
+from kraftpy.broker.shell.partition_host import (
+    HostedPartition,
+    PartitionOfflineError,
+    TopicPartitionKey,
+    producer_state,
+)
+from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
+from kraftpy.metadata.configs import ConfigSource, resolve
+from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
+from kraftpy.protocol.shell.rpc import Handler
+from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.protocol.types import Address
+from kraftpy.storage import LogConfig, PartitionLog
+from kraftpy.storage.integrity import find_corruption
+from kraftpy.storage.layout import partition_dir_name
+
+log = logging.getLogger(__name__)
+
+DELETE = None  # a queued change: the partition leaves this broker
+
+
+@dataclass
+class _Opening:
+    """A partition becoming hosted: its log opens in a worker thread; `changes` wait for it, in order.
+
+    Each change is a LocalPartition (become leader/follower at that registration) or DELETE; the
+    first is the one that started the open.
+    """
+
+    topic_id: uuid.UUID
+    changes: list[LocalPartition | None]
+    future: asyncio.Future[OpenedLog[ProducerStateManager]]
+
+
+class ReplicaManager:
+    name = "replica_manager"
+
+    def __init__(
+        self,
+        node: Any,
+        *,
+        image_provider: Callable[[], MetadataImage],
+        broker_epoch_provider: Callable[[], int],
+        controller_address_provider: Callable[[], Address | None],
+        settings: ReplicaManagerSettings | None = None,
+        group_settings: GroupShellSettings | None = None,
+    ) -> None:
+        self.node = node
+        self.config = node.config
+        self.broker_id: int = node.config.node_id
+        self.image = image_provider
+        self.broker_epoch_provider = broker_epoch_provider
+        self.controller_address_provider = controller_address_provider
+        self.settings = settings or ReplicaManagerSettings.from_node_config(node.config)
+        self.partitions: dict[TopicPartitionKey, HostedPartition] = {}
+        self._opening: dict[TopicPartitionKey, _Opening] = {}
+        self.produce_waiters: dict[Any, asyncio.Future[CompleteProduce]] = {}
+        channel = ControllerChannel(
+            node.rpc, controller_address_provider, request_timeout_ms=self.settings.controller_request_timeout_ms
+        )
+        self.controller_channel = channel
+        self.alter_partitions = AlterPartitionManager(channel, self.broker_id, broker_epoch_provider)
+        self.producer_ids = ProducerIdManager(channel, self.broker_id, broker_epoch_provider)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, self.settings, self.broker_address, broker_epoch_provider, node.rpc.credential
+        )
+        self.logs = LogManager(node.config.data_dir, self.settings, lambda: list(self.partitions.values()))
+        self.fetch_handler = FetchHandler(self)
+        produce = ProduceHandler(self)
+        group_settings = group_settings or GroupShellSettings.from_node_config(node.config)
+        self.groups = GroupCoordinatorShell(self, produce, group_settings)
+        self._handlers: dict[str, Handler] = {
+            "/kafka/metadata": MetadataHandler(self),
+            "/kafka/produce": produce,
+            "/kafka/fetch": self.fetch_handler,
+            "/kafka/list_offsets": ListOffsetsHandler(self),
+            "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
+            "/kafka/init_producer_id": InitProducerIdHandler(self),
+            **self.groups.routes(),
+        }
+        self._applied: MetadataImage | None = None
+        self._tick_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._stopped = False
+        self._broker_epoch = -1
+        # Woken when a replica goes offline, so the next heartbeat reports it at once (set by the broker).
+        self.offline_listener: Callable[[], None] = lambda: None
+        self._corrupt: set[TopicPartitionKey] = set()  # offline for a corrupt batch, waiting to be repaired
+        self._repairing: set[TopicPartitionKey] = set()
+        self._repairs: set[asyncio.Task[None]] = set()
+        self.repairs_done = 0
+        self.logs.on_corrupt = self.replica_corrupt
+
+    # -- the component interface -------------------------------------------------------------------------------
+
+    def routes(self) -> Mapping[str, Handler]:
+        return dict(self._handlers)
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        await self.logs.start()
+        self.alter_partitions.start()
+        self._tick_task = asyncio.create_task(self._tick_loop(), name="kraftpy-replica-tick")
+        # No partition role from the image at start: it may be this node's stale replay of the metadata
+        # log. The owner hands over the first image it may act on (docs/replication.md, restarts).
+        await self.groups.start()
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Stop fetching, fail what waits, snapshot producer state, close every log (flushed, checkpointed)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.groups.stop()  # before the partitions stop: waiting members hear NOT_COORDINATOR
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        for task in list(self._repairs):
+            task.cancel()
+        await asyncio.gather(*self._repairs, return_exceptions=True)
+        await self.fetchers.stop()
+        await self.alter_partitions.stop()
+        await self.producer_ids.stop()
+        hosted = list(self.partitions.values())
+        for p in hosted:
+            p.stop()
+            if p.offline is None and not p.log.closed:
+                try:
+                    p.take_producer_snapshot()
+                except OSError as exc:
+                    log.warning("producer snapshot of %s at close failed: %s", p.name, exc)
+        await self.logs.stop()  # waits (bounded) for logs being opened
+        unclaimed = [o.future.result().log for o in self._opening.values() if _opened(o.future)]
+        self._opening.clear()
+        await self.logs.close_logs([p for p in hosted if p.offline is None], unclaimed)
+        for p in hosted:
+            if p.offline is not None and not p.log.closed:
+                p.log.discard()
+        self.partitions.clear()
+        log.info("replica manager of broker %d stopped (%s)", self.broker_id, "graceful" if graceful else "abrupt")
+
+    def status(self) -> dict[str, Any]:
+        roles = [p.role for p in self.partitions.values()]
+        under_replicated = sum(
+            1
+            for p in self.partitions.values()
+            if p.core.leader is not None and len(p.core.leader.isr) < len(p.core.leader.replicas)
+        )
+        return {
+            "partitions": len(self.partitions),
+            "opening": len(self._opening),
+            "leaders": sum(1 for r in roles if r is Role.LEADER),
+            "followers": sum(1 for r in roles if r is Role.FOLLOWER),
+            "offline": sum(1 for p in self.partitions.values() if p.offline is not None),
+            "corrupt": sorted(p.name for p in self.partitions.values() if p.corrupt),
+            "repairs_done": self.repairs_done,
+            "scrub": self.logs.scrub_status(),
+            "under_replicated": under_replicated,
+            "metadata_offset": self._applied.offset if self._applied is not None else -1,
+            "fetchers": self.fetchers.status(),
+            "alter_partition_pending": self.alter_partitions.pending,
+            "waiting_fetches": self.fetch_handler.waiting,
+            "waiting_produces": len(self.produce_waiters),
+            "groups": self.groups.status(),
+        }
+
+    # -- metadata ----------------------------------------------------------------------------------------------
+
+    def apply_metadata(self, old_image: MetadataImage, new_image: MetadataImage) -> None:
+        """Act on a newly committed image: become leader/follower, stop deleted replicas, follow config changes."""
+        if self._stopped:
+            return
+        first = self._applied is None
+        old = MetadataImage.EMPTY if first else old_image
+        epoch = self.broker_epoch_provider()
+        if epoch != self._broker_epoch:
+            self._broker_epoch = epoch
+            for p in self.partitions.values():
+                p.core.broker_epoch = epoch
+        changes = local_replica_changes(old, new_image, self.broker_id)
+        now = monotonic_ms()
+        for (_topic_id, partition), topic in changes.deleted.items():
+            self._delete_partition((topic, partition))
+        for local in (*changes.leaders.values(), *changes.followers.values()):
+            self._apply_partition(local, new_image, now)
+        if first or new_image.configs is not old.configs:
+            self._apply_configs(new_image)
+        if first or new_image.cluster is not old.cluster:
+            ineligible = frozenset(b for b, reg in new_image.brokers.items() if not reg.usable)
+            for p in self.partitions.values():
+                p.core.set_ineligible_replicas(ineligible)
+            self.fetchers.wake_all()
+        self._applied = new_image
+        registration = new_image.broker(self.broker_id)
+        if registration is not None and registration.broker_epoch == epoch >= 0:
+            # The image holds this incarnation's own registration, so it is newer than anything this
+            # broker could have hosted before it started: what it does not assign here is a stray.
+            self.logs.mark_strays({partition_dir_name(*key) for key in (*self.partitions, *self._opening)})
+        self.groups.on_metadata()
+        for key in list(self._corrupt):
+            self._maybe_repair(key)
+
+    def _apply_partition(self, local: LocalPartition, image: MetadataImage, now: int) -> None:
+        key = (local.topic_name, local.partition)
+        opening = self._opening.get(key)
+        if opening is not None:
+            opening.changes.append(local)  # applied after the open, in order
+            return
+        hosted = self.partitions.get(key)
+        if hosted is not None and hosted.topic_id != local.topic_id:
+            self._delete_partition(key)  # the topic was deleted and created again under the same name
+            hosted = None
+        if hosted is None:
+            self._begin_open(local, image)
+            return
+        if hosted.offline is not None:
+            return
+        reg = local.registration
+        registration = _registration(reg)
+        try:
+            hosted.perform(hosted.core.apply_registration(registration, hosted.log_state(), now))
+        except PartitionOfflineError:
+            return
+        follower = hosted.core.follower
+        if follower is not None:
+            self.fetchers.follow(hosted, follower.leader_id)
+        else:
+            self.fetchers.unfollow(hosted)
+        hosted.notify()
+        if key[0] == OFFSETS_TOPIC:
+            self.groups.on_metadata()  # its leadership may have changed here (also after a log opened late)
+
+    def _begin_open(self, local: LocalPartition, image: MetadataImage) -> None:
+        """Open the partition's log (and rebuild its producer state) in the log manager's thread."""
+        name, key = local.topic_name, (local.topic_name, local.partition)
+        replication = self._replication_config(image, name)
+        registration = local.registration
+
+        def prepare(plog: PartitionLog) -> ProducerStateManager:
+            if registration.leader == self.broker_id and not predates_log(registration, plog.latest_epoch):
+                # The core's first action as leader is AssignEpochStartOffset(epoch, log end); doing it here
+                # keeps its checkpoint write (two fsyncs) off the loop, and the action finds nothing to do.
+                # Should a queued change take the leadership away first, the entry is that of a leader
+                # that wrote nothing, as after any short-lived leadership.
+                plog.leader_epoch_cache.assign(registration.leader_epoch, plog.log_end_offset)
+            return producer_state(plog, replication)
+
+        request = OpenRequest(name, local.topic_id, local.partition, self._log_config(image, name), then=prepare)
+        opening = _Opening(local.topic_id, [local], self.logs.open_later(request))
+        self._opening[key] = opening
+        opening.future.add_done_callback(lambda _: self._finish_open(key, opening))
+
+    def _finish_open(self, key: TopicPartitionKey, opening: _Opening) -> None:
+        """The log is open (or failed to open): host the partition, then apply what queued meanwhile, in order."""
+        if self._stopped or self._opening.get(key) is not opening:
+            return  # stop() closes what was opened
+        del self._opening[key]
+        image = self._applied if self._applied is not None else self.image()
+        changes = opening.changes
+        if _opened(opening.future):
+            self._host(key, opening.topic_id, opening.future.result(), image)
+        else:
+            exc = opening.future.exception() if not opening.future.cancelled() else None
+            # Kafka would take the log directory offline; here the partition is not hosted and requests
+            # for it get NOT_LEADER_OR_FOLLOWER; a later change for it tries again, as a restart does.
+            log.error("cannot open the log of %s-%d: %r", key[0], key[1], exc)
+            changes = changes[1:]
+        now = monotonic_ms()
+        for change in changes:
+            if change is DELETE:
+                self._delete_partition(key)
+            else:
+                self._apply_partition(change, image, now)
+
+    def _host(
+        self, key: TopicPartitionKey, topic_id: uuid.UUID, opened: OpenedLog[ProducerStateManager], image: MetadataImage
+    ) -> HostedPartition:
+        # Configs and usable brokers as of now, not as of when the open began.
+        name, plog = key[0], opened.log
+        try:
+            self.logs.update_config(plog, self._log_config(image, name))
+        except (KafkaError, ValueError) as exc:
+            log.error("config of %s-%d not applied: %s", name, key[1], exc)
+        hosted = HostedPartition(
+            name,
+            topic_id,
+            key[1],
+            plog,
+            self._replication_config(image, name),
+            self,
+            replica_id=self.broker_id,
+            broker_epoch=self._broker_epoch,
+            producers=opened.prepared,
+        )
+        ineligible = frozenset(b for b, reg in image.brokers.items() if not reg.usable)
+        hosted.core.set_ineligible_replicas(ineligible)
+        self.partitions[key] = hosted
+        log.info("broker %d hosts %s (log end offset %d)", self.broker_id, hosted.name, plog.log_end_offset)
+        return hosted
+
+    def _delete_partition(self, key: TopicPartitionKey) -> None:
+        opening = self._opening.get(key)
+        if opening is not None:
+            opening.changes.append(DELETE)  # applied after the open, in order
+            return
+        hosted = self.partitions.pop(key, None)
+        if hosted is None:
+            return
+        self.fetchers.unfollow(hosted)
+        hosted.stop()
+        log.info("broker %d deletes its replica of %s", self.broker_id, hosted.name)
+        try:
+            self.logs.delete_log(hosted.log, hosted.topic_id)
+        except OSError as exc:
+            log.error("deleting %s failed: %s", hosted.name, exc)
+
+    def _apply_configs(self, image: MetadataImage) -> None:
+        for p in self.partitions.values():
+            if p.offline is not None:
+                continue
+            try:
+                self.logs.update_config(p.log, self._log_config(image, p.topic))
+                p.update_replication_config(self._replication_config(image, p.topic))
+            except (KafkaError, ValueError) as exc:
+                log.error("config of %s not applied: %s", p.name, exc)
+
+    def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        return LogConfig.from_topic_configs(image.topic_config(topic))
+
+    def _replication_config(self, image: MetadataImage, topic: str) -> ReplicationConfig:
+        s = self.settings
+        value, source = resolve(
+            "min_insync_replicas", image.topic_config_overrides(topic), image.broker_config_overrides("")
+        )
+        min_isr = s.min_insync_replicas if source == ConfigSource.DEFAULT else int(value)
+        return ReplicationConfig(
+            replica_lag_time_max_ms=s.replica_lag_time_max_ms,
+            min_insync_replicas=min_isr,
+            replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes=s.replica_fetch_min_bytes,
+            replica_fetch_backoff_ms=s.replica_fetch_backoff_ms,
+            alter_partition_retry_ms=s.alter_partition_retry_ms,
+            producer_id_expiration_ms=s.producer_id_expiration_ms,
+        )
+
+    # -- corrupt replicas --------------------------------------------------------------------------------------
+    #
+    # A corrupt batch found by a fetch (broker/api/fetch.py) or by the scrubber (log_manager.py) takes the replica
+    # offline at once: nothing more is served or appended, waiting produces fail with KAFKA_STORAGE_ERROR,
+    # and every heartbeat names it until it is repaired. The controller moves its leadership to another
+    # ISR member and takes it out of the ISR; once this broker's image shows that (another broker leads,
+    # this one is out of the ISR), the log is cut at the first bad batch (a full scan finds it; damage the
+    # scan cannot place costs the whole log) and the replica comes back as a follower that fetches the rest
+    # from the leader and rejoins the ISR when caught up. While no other ISR member exists the partition
+    # stays leaderless and the replica untouched: its data past the damage may be the only copy.
+
+    def offline_replicas(self) -> tuple[tuple[uuid.UUID, int], ...]:
+        """What the heartbeat reports: every hosted replica that is offline (corrupt or failed storage)."""
+        return tuple((p.topic_id, p.partition) for p in self.partitions.values() if p.offline is not None)
+
+    def replica_corrupt(self, hosted: HostedPartition, reason: str) -> None:
+        """A corrupt batch in this replica's log: stop serving it, report it, repair it when the controller acted."""
+        if hosted.stopped or hosted.offline is not None or self.partitions.get(hosted.key) is not hosted:
+            return
+        log.error("replica of %s on broker %d is corrupt: %s", hosted.name, self.broker_id, reason)
+        hosted.corrupt = True
+        self._corrupt.add(hosted.key)
+        hosted.go_offline(f"corrupt batch: {reason}")
+        self.fetchers.unfollow(hosted)
+        self.offline_listener()
+        self._maybe_repair(hosted.key)
+
+    def _maybe_repair(self, key: TopicPartitionKey) -> None:
+        hosted = self.partitions.get(key)
+        if hosted is None or not hosted.corrupt:
+            self._corrupt.discard(key)  # deleted, or replaced (a new topic under the same name)
+            return
+        if key in self._repairing or self._stopped:
+            return
+        image = self._applied if self._applied is not None else self.image()
+        reg = image.partition(hosted.topic_id, hosted.partition) if image is not None else None
+        if reg is None or not may_cut_corrupt_replica(_registration(reg), self.broker_id):
+            return
+        self._repairing.add(key)
+        task = asyncio.create_task(self._repair(hosted), name=f"kraftpy-repair-{hosted.name}")
+        self._repairs.add(task)
+        task.add_done_callback(self._repairs.discard)
+
+    async def _repair(self, hosted: HostedPartition) -> None:
+        key, plog, config = hosted.key, hosted.log, hosted.core.config
+
+        def cut() -> ProducerStateManager:
+            found = find_corruption(plog)
+            if found is None:
+                # The damage is not in the batches (an index?) or is gone: refetch the whole log.
+                log.warning("%s: no corrupt batch found by a full scan; refetching the whole log", hosted.name)
+                plog.truncate_fully_and_start_at(plog.log_start_offset)
+            else:
+                log.warning("%s: cutting the log at the corrupt batch: %s", hosted.name, found)
+                if not plog.truncate_at_position(found.segment_base_offset, found.position):
+                    plog.truncate_fully_and_start_at(plog.log_start_offset)
+            return producer_state(plog, config)
+
+        try:
+            producers = await self.logs.run(cut)
+        except Exception:
+            log.exception("repair of %s failed; it stays offline", hosted.name)
+            return
+        finally:
+            self._repairing.discard(key)
+        if self._stopped or self.partitions.get(key) is not hosted:
+            return
+        repaired = HostedPartition(
+            hosted.topic,
+            hosted.topic_id,
+            hosted.partition,
+            plog,
+            config,
+            self,
+            replica_id=self.broker_id,
+            broker_epoch=self._broker_epoch,
+            producers=producers,
+        )
+        image = self._applied if self._applied is not None else self.image()
+        repaired.core.set_ineligible_replicas(frozenset(b for b, r in image.brokers.items() if not r.usable))
+        self.partitions[key] = repaired
+        self._corrupt.discard(key)
+        hosted.notify()  # parked fetches look again (and find the repaired replica)
+        self.repairs_done += 1
+        log.warning(
+            "%s repaired on broker %d: log end offset %d; fetching the rest from the leader",
+            hosted.name,
+            self.broker_id,
+            plog.log_end_offset,
+        )
+        reg = image.partition(hosted.topic_id, hosted.partition)
+        if reg is not None:
+            self._apply_partition(
+                LocalPartition(hosted.topic, hosted.topic_id, hosted.partition, reg), image, monotonic_ms()
+            )
+        self.offline_listener()
+
+    # -- lookups for the handlers ------------------------------------------------------------------------------
+
+    def lookup(self, topic: str, partition: int) -> HostedPartition:
+        """The hosted partition, or the error a request for it gets (unknown, not hosted here, offline)."""
+        hosted = self.partitions.get((topic, partition))
+        if hosted is not None:
+            hosted.check_online()
+            return hosted
+        if (topic, partition) in self._opening:
+            raise KafkaError(
+                f"broker {self.broker_id} is still opening the log of {topic}-{partition}",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                **self.leader_hint(topic, partition),
+            )
+        image = self.image()
+        t = image.topic(topic) if image is not None else None
+        if t is None or partition >= len(t.partitions):
+            raise KafkaError(f"unknown topic or partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise KafkaError(
+            f"broker {self.broker_id} does not host {topic}-{partition}",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            **self.leader_hint(topic, partition),
+        )
+
+    def leader_hint(self, topic: str, partition: int) -> dict[str, Any]:
+        """{leader_id, leader_address} of a partition from the image (docs/protocol.md, NOT_LEADER_OR_FOLLOWER)."""
+        image = self.image()
+        t = image.topic(topic) if image is not None else None
+        if t is None or partition >= len(t.partitions):
+            return {}
+        leader = t.partitions[partition].leader
+        address = self.broker_address(leader)
+        return {
+            "leader_id": leader,
+            "leader_epoch": t.partitions[partition].leader_epoch,
+            "leader_address": f"{address[0]}:{address[1]}" if address is not None else None,
+        }
+
+    def broker_address(self, broker_id: int) -> Address | None:
+        image = self.image()
+        broker = image.broker(broker_id) if image is not None else None
+        if broker is None or not broker.listeners:
+            return None
+        return broker.listeners[0].host, broker.listeners[0].port
+
+    def controller_id(self) -> int:
+        address = self.controller_address_provider()
+        if address is None:
+            return -1
+        for voter in getattr(self.config, "controller_quorum_voters", ()):
+            if (voter.host, voter.port) == tuple(address):
+                return voter.node_id
+        return -1
+
+    @property
+    def cluster_id(self) -> str | None:
+        return getattr(self.node, "cluster_id", None)
+
+    # -- the ActionSink --------------------------------------------------------------------------------------
+
+    def complete_produce(self, action: CompleteProduce) -> None:
+        future = self.produce_waiters.get(action.request_id)
+        if future is not None and not future.done():
+            future.set_result(action)
+
+    def send_alter_partition(self, hosted: HostedPartition, request: AlterPartitionRequest) -> None:
+        self.alter_partitions.submit(hosted, request)
+
+    # -- time --------------------------------------------------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        interval = self.settings.replica_tick_interval_ms / 1000
+        next_expiry_check = monotonic_ms() + self.settings.producer_id_expiration_check_interval_ms
+        while True:
+            await asyncio.sleep(interval)
+            now = monotonic_ms()
+            for hosted in list(self.partitions.values()):
+                try:
+                    hosted.tick(now)
+                except PartitionOfflineError:
+                    continue
+                except Exception:
+                    log.exception("tick of %s failed", hosted.name)
+            if now >= next_expiry_check:
+                next_expiry_check = now + self.settings.producer_id_expiration_check_interval_ms
+                wall = wall_ms()
+                for hosted in self.partitions.values():
+                    hosted.core.producers.remove_expired(wall)
+
+
+def _registration(reg: Any) -> PartitionRegistration:
+    """The metadata image's partition as the replication core takes it."""
+    return PartitionRegistration(tuple(reg.replicas), tuple(reg.isr), reg.leader, reg.leader_epoch, reg.partition_epoch)
+
+
+def _opened(future: asyncio.Future[OpenedLog[ProducerStateManager]]) -> bool:
+    """Whether the open finished with a log (retrieving its exception, if any, so none goes unreported)."""
+    return future.done() and not future.cancelled() and future.exception() is None

@@ -1,0 +1,242 @@
+"""The "broker" component: metadata publishing, the broker lifecycle and the data plane of one broker.
+
+Kafka's BrokerServer, composed of three parts:
+
+- **Metadata publisher.** Subscribed to the node's metadata component (the
+  Raft observer or voter's replay of the metadata log): every new image goes to
+  `replica_manager.apply_metadata(old, new)`, which acts on what changed for
+  this broker (`local_replica_changes`). Nothing goes to it before the
+  lifecycle allows partition roles (`may_take_partition_roles`: this
+  incarnation registered and its registration replayed, so the controller's
+  fencing of the previous incarnation is in the image too); the first image
+  after that goes as one change from the empty image. Until then the replica
+  manager hosts nothing: it leads, follows and serves no partition, and
+  answers OffsetsForLeaderEpoch for none.
+- **Lifecycle.** `BrokerLifecycle` (sans-I/O) driven by one task: register
+  with a new incarnation id, heartbeat every `broker_heartbeat_interval_ms` to
+  the active controller (following NOT_CONTROLLER hints, else the Raft
+  leader), become unfenced once caught up. `stop(graceful=True)` runs a
+  controlled shutdown: heartbeats with want_shut_down until the controller
+  answers should_shut_down (its leaderships moved), bounded by
+  `broker_session_timeout_ms` (then fencing moves them anyway).
+- **Data plane.** `kraftpy.broker.shell.replica_manager.ReplicaManager`, which
+  serves the `/kafka/*` routes, when that module is installed; without it the
+  broker registers and heartbeats but serves no data routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState, Outgoing
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.metadata.records import Listener
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+LISTENER_NAME = "PLAINTEXT"
+# Upper bound of one lifecycle sleep, so a missed wake-up costs at most this long.
+MAX_SLEEP_MS = 1000
+# Controlled shutdown waits at most this long (and at most the session timeout): the node gives
+# each component 10 s to stop, and Raft still has to resign after us.
+MAX_CONTROLLED_SHUTDOWN_MS = 5000
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def load_replica_manager_class() -> Any:
+    """The ReplicaManager class, or None while the data plane is not part of this install."""
+    try:
+        module = importlib.import_module("kraftpy.broker.shell.replica_manager")
+    except ModuleNotFoundError as e:
+        if e.name != "kraftpy.broker.shell.replica_manager":
+            raise  # the module exists but one of its imports is broken: say so loudly
+        return None
+    return getattr(module, "ReplicaManager", None)
+
+
+class BrokerComponent:
+    name = "broker"
+
+    def __init__(self, node: Any, raft: Any, metadata: Any, *, replica_manager_class: Any = None) -> None:
+        config = node.config
+        self.node = node
+        self.raft = raft
+        self.metadata = metadata
+        self.lifecycle = BrokerLifecycle(
+            broker_id=config.node_id,
+            cluster_id=node.cluster_id,
+            incarnation_id=uuid.uuid4().hex,
+            listeners=(Listener(LISTENER_NAME, config.host, config.port),),
+            rack=config.rack,
+            voters=config.voter_addresses(),
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        )
+        self.controlled_shutdown_ms = min(config.broker_session_timeout_ms, MAX_CONTROLLED_SHUTDOWN_MS)
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()  # set after every answer (controlled shutdown waits on it)
+        self._task: asyncio.Task[None] | None = None
+        self._published: MetadataImage = MetadataImage.EMPTY  # what the replica manager has seen
+        self._replica_manager_started = False
+        cls = replica_manager_class if replica_manager_class is not None else load_replica_manager_class()
+        self.replica_manager = (
+            None
+            if cls is None
+            else cls(
+                node,
+                image_provider=lambda: self.metadata.image,
+                broker_epoch_provider=lambda: self.lifecycle.broker_epoch,
+                controller_address_provider=self.controller_address,
+            )
+        )
+        if hasattr(self.replica_manager, "offline_listener"):
+            self.replica_manager.offline_listener = self._wake.set  # a replica went offline: heartbeat now
+        if self.replica_manager is None:
+            log.warning("kraftpy.broker.shell.replica_manager is not installed: this broker serves no data routes")
+        metadata.subscribe(self._on_image, self._on_leader_change)
+
+    # --- providers -----------------------------------------------------------------------------------
+    def controller_address(self) -> tuple[str, int] | None:
+        return self.lifecycle.controller_address(self.raft.leader_id)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
+
+    # --- metadata publishing -------------------------------------------------------------------------
+    def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        self._maybe_publish(new)
+
+    def _maybe_publish(self, new: MetadataImage) -> None:
+        if self.replica_manager is None or not self._replica_manager_started:
+            return
+        first = not self.lifecycle.partition_roles_allowed
+        if not self.lifecycle.may_take_partition_roles(new):
+            return
+        if first:
+            log.info(
+                "broker %d takes its partition roles at metadata offset %d (registered with broker epoch %d)",
+                self.lifecycle.broker_id,
+                new.offset,
+                self.lifecycle.broker_epoch,
+            )
+        self._publish(new)
+
+    def _publish(self, new: MetadataImage) -> None:
+        old, self._published = self._published, new
+        try:
+            self.replica_manager.apply_metadata(old, new)  # type: ignore[union-attr]
+        except Exception:  # a data-plane bug must not stop metadata from flowing
+            log.exception("replica manager failed to apply metadata at offset %d", new.offset)
+
+    def _on_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        self._wake.set()  # a controller may be known now
+
+    # --- lifecycle loop ------------------------------------------------------------------------------
+    async def _lifecycle_loop(self) -> None:
+        while self.lifecycle.state is not BrokerState.SHUTTING_DOWN:
+            now = monotonic_ms()
+            offline = getattr(self.replica_manager, "offline_replicas", None)
+            if offline is not None and self._replica_manager_started:
+                self.lifecycle.set_offline_replicas(offline(), now)
+            outgoing = self.lifecycle.next_request(now, self.metadata.committed_offset, self.raft.leader_id)
+            if outgoing is not None:
+                await self._send(outgoing)
+                continue
+            deadline = self.lifecycle.next_deadline_ms()
+            sleep_ms = MAX_SLEEP_MS if deadline is None else min(MAX_SLEEP_MS, max(1, deadline - now))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(sleep_ms / 1000):
+                    await self._wake.wait()
+
+    async def _send(self, outgoing: Outgoing) -> None:
+        # A heartbeat is answered once its records commit; bound the wait by the session timeout so a
+        # lost answer never leaves the broker silent for longer than its lease.
+        timeout_ms = self.node.config.broker_session_timeout_ms
+        try:
+            answer = await self.node.rpc.call(outgoing.address, outgoing.path, outgoing.body, timeout_ms=timeout_ms)
+            self.lifecycle.on_answer(outgoing, answer, monotonic_ms())
+            if not self.lifecycle.partition_roles_allowed:
+                self._maybe_publish(self.metadata.image)  # the registration may have been replayed already
+        except KafkaError as e:
+            self._log_error(outgoing, e)
+            self.lifecycle.on_error(outgoing, e, monotonic_ms())
+        except (TypeError, ValueError) as e:  # a malformed answer is a failed request
+            error = KafkaError(f"malformed answer from {outgoing.address}: {e}", ErrorCode.CORRUPT_MESSAGE)
+            self.lifecycle.on_error(outgoing, error, monotonic_ms())
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _log_error(self, outgoing: Outgoing, error: KafkaError) -> None:
+        quiet = (ErrorCode.NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT)
+        level = logging.DEBUG if error.code in quiet else logging.WARNING
+        log.log(level, "%s to %s:%d failed: %s", outgoing.path, *outgoing.address, error)
+
+    # --- component -----------------------------------------------------------------------------------
+    def routes(self) -> Mapping[str, Any]:
+        return dict(self.replica_manager.routes()) if self.replica_manager is not None else {}
+
+    async def start(self) -> None:
+        if self.replica_manager is not None:
+            await self.replica_manager.start()
+            self._replica_manager_started = True
+            self._maybe_publish(self.metadata.image)
+        self._task = asyncio.get_running_loop().create_task(self._lifecycle_loop(), name="broker-lifecycle")
+
+    async def stop(self, graceful: bool) -> None:
+        if graceful and self._task is not None and not self._task.done():
+            await self._controlled_shutdown()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.replica_manager is not None and self._replica_manager_started:
+            self._replica_manager_started = False
+            await self.replica_manager.stop(graceful)
+
+    async def _controlled_shutdown(self) -> None:
+        self.lifecycle.begin_controlled_shutdown(monotonic_ms())
+        self._wake.set()
+        deadline = monotonic_ms() + self.controlled_shutdown_ms
+        while self.lifecycle.state is not BrokerState.SHUTTING_DOWN:
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                log.warning("controlled shutdown not confirmed within %d ms; stopping", self.controlled_shutdown_ms)
+                self.lifecycle.give_up_controlled_shutdown()
+                break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining / 1000):
+                    await self._changed.wait()
+        if self.lifecycle.shutdown_released:
+            log.info("controlled shutdown done: the controller moved this broker's leaderships")
+
+    def status(self) -> dict[str, Any]:
+        out = self.lifecycle.status(self.metadata.committed_offset)
+        if self.replica_manager is not None:
+            with contextlib.suppress(Exception):
+                out["replicas"] = self.replica_manager.status()
+        return out
+
+
+def create(node: Any) -> BrokerComponent | None:
+    """Factory for node/process.py: broker-role nodes only."""
+    if not node.config.is_broker:
+        return None
+    try:
+        raft, metadata = node.component("raft"), node.component("metadata")
+    except LookupError:  # no Raft on this node: no metadata to follow
+        log.error("the broker role needs the raft and metadata components; not starting the broker")
+        return None
+    return BrokerComponent(node, raft, metadata)

@@ -1,0 +1,1 @@
+"""The admin client's sans-I/O core: request shapes and answers."""

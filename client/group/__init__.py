@@ -1,0 +1,1 @@
+"""The consumer group member's sans-I/O core: membership, heartbeats, commits, assignors."""

@@ -1,0 +1,1 @@
+"""The producer's sans-I/O core: accumulator, batches, idempotence, partitioner, sender decisions."""

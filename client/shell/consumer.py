@@ -1,0 +1,598 @@
+"""The asyncio consumer: Kafka's KafkaConsumer (manual assignment or a consumer group), over the sans-I/O cores.
+
+SubscriptionState holds positions; Fetcher builds fetches and turns answers
+into records; OffsetFetcher completes resets (auto_offset_reset,
+seek_to_beginning/end) with list_offsets; PositionValidator checks positions
+after leader changes (KIP-320). This class sends what those cores ask for,
+feeds the answers back, and implements poll():
+
+    validate / reset positions -> collect buffered records -> if any: send the
+    next fetches (pipelining) and return them -> else send fetches and wait
+    for an answer or the timeout.
+
+With a group_id, GroupShell (client/shell/group_member.py) runs the group membership:
+subscribe() joins the group, poll() drives rebalances and runs the rebalance
+listener, partitions without a position start from the group's committed
+offset (auto_offset_reset only when there is none), commit()/commit_async()/
+committed() use the coordinator, close() commits (auto-commit) and leaves.
+
+Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
+OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
+(with the partition and offset; seek past it to continue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kraftpy.client.config import consumer_config, parse_bootstrap_servers
+from kraftpy.client.consumer.fetcher import FETCH_PATH, Fetcher, FetchRequest
+from kraftpy.client.consumer.offset_fetcher import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LIST_OFFSETS_PATH,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    OffsetFetcher,
+    build_list_offsets_requests,
+    parse_list_offsets_response,
+    to_offset_and_timestamp,
+)
+from kraftpy.client.consumer.position_validator import (
+    OFFSETS_FOR_LEADER_EPOCH_PATH,
+    PositionValidator,
+    ValidationRequest,
+)
+from kraftpy.client.consumer.subscription import (
+    FetchPosition,
+    FetchState,
+    LogTruncation,
+    OffsetResetStrategy,
+    SubscriptionState,
+)
+from kraftpy.client.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    invalidates_metadata,
+    is_retriable,
+)
+from kraftpy.client.group.commits import CommitCallback, GroupOperation, OffsetAndMetadata
+from kraftpy.client.group.errors import InvalidGroupIdError
+from kraftpy.client.interceptors import run_on_consume
+from kraftpy.client.metadata import Metadata
+from kraftpy.client.serde import Deserializer, deserializer_for
+from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms, wait_event
+from kraftpy.client.shell.group_member import ConsumerGroupMetadata, GroupShell
+from kraftpy.client.types import ConsumerRecord, OffsetAndTimestamp
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import TopicPartition, as_topic_partition
+
+log = logging.getLogger(__name__)
+
+TPLike = TopicPartition | tuple[str, int]
+DEFAULT_CLOSE_TIMEOUT_MS = 30_000  # Kafka's KafkaConsumer.close() bound
+# A poll() waiting for records wakes for the group's own work (a join retry, an auto-commit), but never
+# sooner than this after its last look, so a deadline already due cannot make it spin.
+GROUP_WAKE_FLOOR_MS = 5
+
+
+def _malformed(exc: Exception) -> KafkaError:
+    return KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE)
+
+
+def _offsets(
+    offsets: Mapping[TPLike, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    if offsets is None:
+        return None
+    out = {}
+    for tp, value in offsets.items():
+        out[as_topic_partition(tp)] = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+    return out
+
+
+def _deserializer(key: str, spec: Any) -> Deserializer:
+    try:
+        return deserializer_for(spec)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
+class Consumer:
+    """`Consumer("host:port,...", auto_offset_reset="earliest")`, then assign() and poll()."""
+
+    def __init__(self, bootstrap_servers: Any, **config: Any) -> None:
+        self.config = consumer_config(config)
+        cfg = self.config
+        self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self._interceptors = list(cfg["interceptors"])
+        self._subscriptions = SubscriptionState(OffsetResetStrategy(cfg["auto_offset_reset"]))
+        self._metadata = Metadata(
+            self._bootstrap,
+            metadata_max_age_ms=cfg["metadata_max_age_ms"],
+            refresh_backoff_ms=cfg["retry_backoff_ms"],
+            refresh_backoff_max_ms=cfg["retry_backoff_max_ms"],
+        )
+        self._fetcher = Fetcher(
+            self._subscriptions,
+            self._metadata,
+            fetch_min_bytes=cfg["fetch_min_bytes"],
+            fetch_max_wait_ms=cfg["fetch_max_wait_ms"],
+            fetch_max_bytes=cfg["fetch_max_bytes"],
+            max_partition_fetch_bytes=cfg["max_partition_fetch_bytes"],
+            max_poll_records=cfg["max_poll_records"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+            check_crcs=cfg["check_crcs"],
+            key_deserializer=_deserializer("key_deserializer", cfg["key_deserializer"]),
+            value_deserializer=_deserializer("value_deserializer", cfg["value_deserializer"]),
+        )
+        self._offsets = OffsetFetcher(
+            self._subscriptions,
+            self._metadata,
+            request_timeout_ms=cfg["request_timeout_ms"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+        )
+        self._validator = PositionValidator(
+            self._subscriptions,
+            self._metadata,
+            request_timeout_ms=cfg["request_timeout_ms"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+        )
+        self._truncations: dict[TopicPartition, LogTruncation] = {}
+        self._group: GroupShell | None = None
+        if cfg["group_id"] is not None:
+            self._group = GroupShell(
+                cfg, self._subscriptions, self._metadata, on_removed=self._partitions_removed, on_activity=self._poke
+            )
+        self._committed_lookup: GroupOperation | None = None
+        self._cluster: ClusterClient | None = None
+        self._activity: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    # Lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+        if self._cluster is not None:
+            return
+        self._activity = asyncio.Event()
+        self._cluster = ClusterClient(self._metadata, request_timeout_ms=self.config["request_timeout_ms"])
+        self._cluster.add_listener(self._activity.set)
+        self._cluster.start()
+        if self._group is not None:
+            self._group.start(self._cluster)
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Stop; with a group: commit (auto-commit), revoke through the listener, leave (dynamic members).
+
+        The group part is bounded by `timeout_ms` (30000, as Kafka's close()).
+        """
+        if self._closed:
+            return
+        try:
+            if self._group is not None and self._cluster is not None:
+                try:
+                    await self._group.leave("close", DEFAULT_CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+                except Exception:
+                    log.exception("leaving the group on close failed")
+                finally:
+                    await self._group.stop()
+        finally:
+            # Also when cancelled: whatever ran stops and the connections close.
+            self._closed = True
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._cluster is not None:
+                await self._cluster.close()
+
+    # Assignment and positions ---------------------------------------------
+
+    def assign(self, partitions: Iterable[TPLike]) -> None:
+        """Manually assign partitions (replacing the previous assignment)."""
+        wanted = [as_topic_partition(tp) for tp in partitions]
+        removed = self._subscriptions.assigned_partitions() - set(wanted)
+        self._subscriptions.assign_from_user(wanted)
+        self._fetcher.clear_buffered(removed)
+        for tp in removed:
+            self._truncations.pop(tp, None)
+        self._metadata.set_topics(self._subscriptions.topics())
+        self._wake_metadata()
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: Any = None, listener: Any = None) -> None:
+        """Join the group for these topics, or every topic matching `pattern` (re.fullmatch; internal topics
+        excluded). `listener`: a ConsumerRebalanceListener. The assignment arrives with a later poll()."""
+        group = self._require_group()
+        chosen = self._subscriptions.subscribe(topics, pattern=pattern, listener=listener)
+        if pattern is not None:
+            group.subscribe(None, chosen, listener is not None)
+        else:
+            group.subscribe(frozenset(chosen), None, listener is not None)  # type: ignore[arg-type]
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: the ones it matches now)."""
+        if self._group is None or not self._subscriptions.is_subscribed:
+            return set()
+        return self._group.subscription()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer has now (Kafka's groupMetadata())."""
+        return self._require_group().group_metadata()
+
+    async def unsubscribe(self) -> None:
+        """Give up the partitions (subscription: the listener's on_partitions_revoked, then LeaveGroup)."""
+        if self._group is not None and self._subscriptions.is_subscribed:
+            # Also before start(): the membership core must forget the subscription too.
+            await self._group.leave("unsubscribe", self.config["default_api_timeout_ms"])
+        self._partitions_removed(self._subscriptions.assigned_partitions())
+        self._subscriptions.unsubscribe()
+        self._metadata.set_topics(())
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subscriptions.assigned_partitions()
+
+    def _require_group(self) -> GroupShell:
+        if self._group is None:
+            raise InvalidGroupIdError()
+        return self._group
+
+    def _partitions_removed(self, removed: set[TopicPartition]) -> None:
+        self._fetcher.clear_buffered(removed)
+        for tp in removed:
+            self._truncations.pop(tp, None)
+
+    def _poke(self) -> None:
+        if self._activity is not None:
+            self._activity.set()
+
+    # Committed offsets (with a group_id) ------------------------------------
+
+    async def commit(
+        self, offsets: Mapping[TPLike, OffsetAndMetadata | int] | None = None, timeout_ms: int | None = None
+    ) -> None:
+        """Commit `offsets` (None: the position of every assigned partition); retries until it succeeds or
+        `timeout_ms` (default_api_timeout_ms) passes. CommitFailedError: the group rebalanced without us."""
+        group = self._require_group()
+        await self.start()
+        await group.commit(_offsets(offsets), timeout_ms)
+
+    def commit_async(
+        self, offsets: Mapping[TPLike, OffsetAndMetadata | int] | None = None, callback: CommitCallback | None = None
+    ) -> None:
+        """Commit once, without waiting; `callback(offsets, error)` runs from a later poll()."""
+        self._require_group().commit_async(_offsets(offsets), callback)
+
+    async def committed(
+        self, partitions: Iterable[TPLike], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None: nothing committed for that partition)."""
+        group = self._require_group()
+        await self.start()
+        return await group.committed([as_topic_partition(tp) for tp in partitions], timeout_ms)
+
+    def seek(self, tp: TPLike, offset: int) -> None:
+        """Fetch `tp` from `offset` on the next poll."""
+        tp = as_topic_partition(tp)
+        self._subscriptions.seek(tp, offset)
+        self._after_seek(tp)
+
+    def seek_to_beginning(self, *partitions: TPLike) -> None:
+        """Start from the earliest offset (of all assigned partitions when none are named); lazy, as in Kafka."""
+        for tp in self._named_or_all(partitions):
+            self._subscriptions.request_offset_reset(tp, OffsetResetStrategy.EARLIEST)
+            self._after_seek(tp)
+
+    def seek_to_end(self, *partitions: TPLike) -> None:
+        for tp in self._named_or_all(partitions):
+            self._subscriptions.request_offset_reset(tp, OffsetResetStrategy.LATEST)
+            self._after_seek(tp)
+
+    def _named_or_all(self, partitions: tuple[TPLike, ...]) -> list[TopicPartition]:
+        return [as_topic_partition(tp) for tp in partitions] or sorted(self.assignment())
+
+    def _after_seek(self, tp: TopicPartition) -> None:
+        self._fetcher.clear_buffered({tp})
+        self._truncations.pop(tp, None)
+        if self._activity is not None:
+            self._activity.set()
+
+    async def position(self, tp: TPLike, timeout_ms: float | None = None) -> int:
+        """The offset of the next record to be returned, looking it up first if needed."""
+        tp = as_topic_partition(tp)
+        if not self._subscriptions.is_assigned(tp):
+            raise IllegalStateError(f"can only check the position of assigned partitions, not {tp}")
+        await self.start()
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        while True:
+            assert self._activity is not None
+            self._activity.clear()
+            self._update_fetch_positions()
+            if self._subscriptions.has_valid_position(tp):
+                position = self._subscriptions.position(tp)
+                assert position is not None
+                return position.offset
+            if not await self._wait(deadline):
+                raise KafkaTimeoutError(f"the position of {tp} could not be determined within {timeout} ms")
+
+    def pause(self, *partitions: TPLike) -> None:
+        for tp in partitions:
+            self._subscriptions.pause(as_topic_partition(tp))
+
+    def resume(self, *partitions: TPLike) -> None:
+        for tp in partitions:
+            self._subscriptions.resume(as_topic_partition(tp))
+        if self._activity is not None:
+            self._activity.set()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subscriptions.paused_partitions()
+
+    def high_watermark(self, tp: TPLike) -> int | None:
+        """The last high watermark a fetch of `tp` reported (None before the first)."""
+        return self._subscriptions.state(as_topic_partition(tp)).high_watermark
+
+    # Polling ---------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, waiting up to `timeout_ms` when none are buffered."""
+        if not self._subscriptions.assigned_partitions() and not self._subscriptions.is_subscribed:
+            raise IllegalStateError("the consumer is not subscribed to any topics or assigned any partitions")
+        await self.start()
+        assert self._activity is not None
+        deadline = monotonic_ms() + timeout_ms
+        while True:
+            self._activity.clear()
+            if self._group is not None:
+                await self._group.app_poll()  # rebalance, listener calls, auto-commit, commit callbacks
+            self._update_fetch_positions()
+            records = self._fetcher.collect_fetch(max_records)
+            self._send_fetches()  # with records in hand, the next answer is fetched while the app works
+            if records:
+                return run_on_consume(self._interceptors, records)
+            if not await self._wait(deadline, self._group.poll_deadline_ms() if self._group is not None else None):
+                return []
+
+    async def _wait(self, deadline: float, wake_at: float | None = None) -> bool:
+        """Wait for an answer to arrive (or `wake_at`, when the group has poll() work); False once `deadline`
+        passed."""
+        assert self._activity is not None
+        now = monotonic_ms()
+        if deadline - now <= 0:
+            return False
+        until = deadline if wake_at is None else min(deadline, max(wake_at, now + GROUP_WAKE_FLOOR_MS))
+        await wait_event(self._activity, until - now)
+        return True
+
+    def _update_fetch_positions(self) -> None:
+        """Kafka's updateFetchPositions: validate after leader changes, reset positions, raise what was found."""
+        now = monotonic_ms()
+        self._raise_truncations(self._validator.take_truncations())
+        error = self._offsets.take_error() or self._validator.error
+        self._validator.error = None
+        if error is not None:
+            raise error
+        for request in self._validator.prepare_requests(now):
+            self._spawn(self._validate(request))
+        if self._group is None:
+            stuck = self._subscriptions.reset_initializing_positions()
+        else:
+            stuck = self._init_from_committed()
+        if stuck:
+            raise NoOffsetForPartitionError(stuck)
+        for request in self._offsets.prepare_reset_requests(now):
+            self._spawn(self._reset(request))
+        self._wake_metadata()
+
+    def _init_from_committed(self) -> list[TopicPartition]:
+        """Partitions without a position start at the group's committed offset (validated like any position
+        with an epoch); only those without one get auto_offset_reset. Returns those that cannot (policy none)."""
+        assert self._group is not None
+        stuck: list[TopicPartition] = []
+        lookup = self._committed_lookup
+        if lookup is not None and lookup.done:
+            self._committed_lookup = None
+            if lookup.error is not None:
+                if not is_retriable(lookup.error.code):
+                    raise lookup.error
+                log.info("looking up committed offsets failed (%s); trying again", lookup.error)
+            else:
+                without = []
+                for tp, committed in lookup.result.items():
+                    if not self._subscriptions.is_assigned(tp):
+                        continue
+                    if self._subscriptions.state(tp).fetch_state is not FetchState.INITIALIZING:
+                        continue  # the application seeked meanwhile
+                    if committed is None:
+                        without.append(tp)
+                    else:
+                        position = FetchPosition(
+                            committed.offset, committed.leader_epoch, self._metadata.current_leader(tp)
+                        )
+                        log.info("%s starts at its committed offset %d", tp, committed.offset)
+                        self._subscriptions.seek_unvalidated(tp, position)
+                stuck = self._subscriptions.reset_initializing_positions(without)
+        waiting = self._subscriptions.initializing_partitions()
+        if waiting and self._committed_lookup is None:
+            self._committed_lookup = self._group.start_committed_lookup(waiting)
+        return stuck
+
+    def _raise_truncations(self, found: list[LogTruncation]) -> None:
+        for truncation in found:
+            self._truncations[truncation.tp] = truncation
+        # A truncation stays raised until the application seeks (or the position moves on).
+        for tp, truncation in list(self._truncations.items()):
+            state = self._subscriptions.state(tp) if self._subscriptions.is_assigned(tp) else None
+            if state is None or state.position != truncation.position or self._subscriptions.has_valid_position(tp):
+                del self._truncations[tp]
+        if self._truncations:
+            raise LogTruncationError(
+                {tp: (t.position.offset, t.divergent_offset) for tp, t in self._truncations.items()}
+            )
+
+    def _send_fetches(self) -> None:
+        for request in self._fetcher.prepare_fetch_requests(monotonic_ms()):
+            self._spawn(self._fetch(request))
+        self._wake_metadata()
+
+    def _wake_metadata(self) -> None:
+        if self._cluster is not None and self._metadata.update_requested:
+            self._cluster.wake()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _answered(self) -> None:
+        if self._activity is not None:
+            self._activity.set()
+        self._wake_metadata()
+
+    async def _fetch(self, request: FetchRequest) -> None:
+        assert self._cluster is not None
+        try:
+            # Over the broker's stream, as the producer and follower fetchers: a fetch parked for new data is
+            # answered the moment a record commits, without an HTTP exchange per round (docs/perf-groups.md).
+            answer = await self._cluster.call(
+                request.address, FETCH_PATH, request.body, raise_errors=False, stream=True
+            )
+        except KafkaError as exc:
+            self._fetcher.handle_fetch_failure(request, exc, monotonic_ms())
+        else:
+            try:
+                self._fetcher.handle_fetch_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._fetcher.handle_fetch_failure(request, _malformed(exc), monotonic_ms())
+        self._answered()
+
+    async def _reset(self, request: ListOffsetsRequest) -> None:
+        assert self._cluster is not None
+        try:
+            answer = await self._cluster.call(request.address, LIST_OFFSETS_PATH, request.body, raise_errors=False)
+        except KafkaError as exc:
+            self._offsets.handle_reset_failure(request, exc, monotonic_ms())
+        else:
+            try:
+                self._offsets.handle_reset_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._offsets.handle_reset_failure(request, _malformed(exc), monotonic_ms())
+        self._answered()
+
+    async def _validate(self, request: ValidationRequest) -> None:
+        assert self._cluster is not None
+        try:
+            answer = await self._cluster.call(
+                request.address, OFFSETS_FOR_LEADER_EPOCH_PATH, request.body, raise_errors=False
+            )
+        except KafkaError as exc:
+            self._validator.handle_failure(request, exc, monotonic_ms())
+        else:
+            try:
+                self._validator.handle_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
+                log.warning("malformed answer from node %d: %r", request.node_id, exc)
+                self._validator.handle_failure(request, _malformed(exc), monotonic_ms())
+        self._answered()
+
+    # Offset lookups --------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TPLike], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        found = await self._list_offsets({as_topic_partition(tp): EARLIEST_TIMESTAMP for tp in partitions}, timeout_ms)
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def end_offsets(
+        self, partitions: Iterable[TPLike], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        found = await self._list_offsets({as_topic_partition(tp): LATEST_TIMESTAMP for tp in partitions}, timeout_ms)
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TPLike, int], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is at or after the given one, per partition (None: no such record)."""
+        wanted = {as_topic_partition(tp): ts for tp, ts in timestamps.items()}
+        for tp, ts in wanted.items():
+            if ts < 0:
+                raise ValueError(f"the timestamp for {tp} must not be negative, got {ts}")
+        found = await self._list_offsets(wanted, timeout_ms)
+        return {tp: to_offset_and_timestamp(r) for tp, r in found.items()}
+
+    async def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
+        await self.start()
+        assert self._cluster is not None
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        self._metadata.add_topic(topic)
+        while self._metadata.cluster.num_partitions(topic) is None:
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout} ms")
+            await self._cluster.wait_for_version(self._cluster.request_update(), remaining)
+        return [p.partition for p in self._metadata.cluster.partitions_for_topic(topic)]
+
+    async def _list_offsets(
+        self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        await self.start()
+        assert self._cluster is not None
+        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        deadline = monotonic_ms() + timeout
+        for tp in timestamps:
+            self._metadata.add_topic(tp.topic)
+        results: dict[TopicPartition, ListOffsetsResult] = {}
+        todo = dict(timestamps)
+        last_error: KafkaError | None = None
+        while todo:
+            requests, leaderless = build_list_offsets_requests(self._metadata, todo)
+            answers = await asyncio.gather(
+                *(self._cluster.call(r.address, LIST_OFFSETS_PATH, r.body, raise_errors=False) for r in requests),
+                return_exceptions=True,
+            )
+            for request, answer in zip(requests, answers, strict=True):
+                if isinstance(answer, KafkaError):
+                    last_error = answer
+                    continue
+                if isinstance(answer, BaseException):
+                    raise answer
+                for tp, result in parse_list_offsets_response(answer).items():
+                    if tp not in request.timestamps:
+                        continue
+                    if result.code == ErrorCode.NONE:
+                        results[tp] = result
+                        del todo[tp]
+                    elif invalidates_metadata(result.code) or is_retriable(result.code):
+                        last_error = KafkaError(result.message or result.code.name, result.code)
+                    else:
+                        raise KafkaError(f"list_offsets for {tp}: {result.message or result.code.name}", result.code)
+            if not todo:
+                break
+            if leaderless:
+                last_error = KafkaError(f"no leader known for {sorted(leaderless)}", ErrorCode.LEADER_NOT_AVAILABLE)
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"offsets of {sorted(str(tp) for tp in todo)} not found within {timeout} ms "
+                    f"(last error: {last_error})"
+                )
+            await self._cluster.wait_for_version(self._cluster.request_update(), min(remaining, 1_000))
+        return results

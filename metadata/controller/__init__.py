@@ -1,0 +1,1 @@
+"""The controller's decisions (Kafka's QuorumController and its control managers), sans-I/O."""

@@ -1,0 +1,266 @@
+"""QuorumController: the controller facade the node shell drives (sans-I/O).
+
+The Raft layer decides who is active; this object only decides what to write.
+Inputs are (request or tick, now_ms), the committed image and the Raft role;
+outputs are `ControllerResult`s: records to append as one atomic batch and
+the response to send once they commit (or an immediate error).
+
+How a shell drives it:
+
+    controller = QuorumController(config, rng=random.Random(seed), image=loaded_image)
+    # every committed batch (the shell replays records into its MetadataDelta):
+    controller.handle_commit(new_committed_image)
+    # Raft: this node became leader of `epoch` and has replayed the log up to the
+    # start of the epoch (its committed image includes everything before it):
+    controller.activate(epoch, now_ms)
+    # Raft: this node lost leadership (or an append failed; KRaft renounces then):
+    controller.deactivate(leader_id, leader_address)
+    # a request / a timer:
+    result = controller.handle(request, now_ms)      # or controller.tick(now_ms)
+    if result.records: offset = raft.append(result.records)    # one batch
+    deferred.add(offset or last_appended_offset, result.response)
+    # wake up for the next tick at controller.next_deadline_ms(now_ms)
+
+Uncommitted state (KRaft's "uncommitted image"): the active controller
+decides on `latest_image` = committed image + every record it produced and has
+not seen committed yet, so two CreateTopics for one name in a row answer
+TOPIC_ALREADY_EXISTS to the second before the first commits. While active,
+this controller is the only writer, so the latest image stays ahead of the
+committed one; `deactivate` drops it and the next active controller (maybe
+this one again) starts from the committed log. Reads (DescribeConfigs) answer
+from the committed image.
+
+When not active every write is answered NOT_CONTROLLER with the leader hint
+the Raft layer gave (`details`: leader_id, leader_address).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from kraftpy.metadata.controller import config_control, leader_balance, producer_ids, replication_control
+from kraftpy.metadata.controller.cluster_control import ClusterControlManager, check_broker_epoch
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
+    AllocateProducerIdsRequest,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ControllerResult,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+    UnregisterBrokerRequest,
+)
+from kraftpy.metadata.image.metadata_delta import apply_records
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.metadata.records import NoOpRecord, PartitionChangeRecord
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+
+class QuorumController:
+    def __init__(
+        self, config: ControllerConfig, *, rng: random.Random, image: MetadataImage = MetadataImage.EMPTY
+    ) -> None:
+        self.config = config
+        self._rng = rng
+        self._committed = image
+        self._latest = image
+        self._epoch: int | None = None
+        self._leader_id: int | None = None
+        self._leader_address: str | None = None
+        self._cluster = ClusterControlManager(config)
+        self._next_rebalance_ms = 0
+        self._next_noop_ms = 0
+        self._preferred_due_ms: int | None = None  # when waiting preferred elections run
+        self._handlers: dict[type, Callable[[Any, int], ControllerResult]] = {
+            BrokerRegistrationRequest: self.register_broker,
+            BrokerHeartbeatRequest: self.broker_heartbeat,
+            UnregisterBrokerRequest: self.unregister_broker,
+            CreateTopicsRequest: self.create_topics,
+            DeleteTopicsRequest: self.delete_topics,
+            CreatePartitionsRequest: self.create_partitions,
+            IncrementalAlterConfigsRequest: self.incremental_alter_configs,
+            AlterPartitionRequest: self.alter_partition,
+            ElectLeadersRequest: self.elect_leaders,
+            AllocateProducerIdsRequest: self.allocate_producer_ids,
+        }
+
+    # --- state ---------------------------------------------------------------------------------
+    @property
+    def is_active(self) -> bool:
+        return self._epoch is not None
+
+    @property
+    def epoch(self) -> int | None:
+        """The Raft epoch this controller is active in, or None."""
+        return self._epoch
+
+    @property
+    def committed_image(self) -> MetadataImage:
+        return self._committed
+
+    @property
+    def latest_image(self) -> MetadataImage:
+        """The committed image plus this controller's uncommitted records (equal when inactive)."""
+        return self._latest
+
+    # --- Raft events -----------------------------------------------------------------------------
+    def handle_commit(self, image: MetadataImage) -> None:
+        """The committed image advanced (the shell replayed a committed batch)."""
+        self._committed = image
+        if not self.is_active:
+            self._latest = image
+
+    def activate(self, epoch: int, now_ms: int) -> None:
+        """Become the active controller for Raft `epoch`; the committed image must include every
+        record written before this epoch (the shell waits until it has replayed that far)."""
+        self._epoch = epoch
+        self._leader_id = None
+        self._leader_address = None
+        self._latest = self._committed
+        self._cluster.activate(self._committed, now_ms)
+        self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
+        self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
+        self._preferred_due_ms = None
+
+    def deactivate(self, leader_id: int | None = None, leader_address: str | None = None) -> None:
+        """Stop being active: drop uncommitted state; answer NOT_CONTROLLER with this hint from now on."""
+        self._epoch = None
+        self._leader_id = leader_id
+        self._leader_address = leader_address
+        self._latest = self._committed
+
+    def not_controller_error(self) -> KafkaError:
+        hint = f"; the active controller is {self._leader_id}" if self._leader_id is not None else ""
+        return KafkaError(
+            f"This node is not the active controller{hint}",
+            ErrorCode.NOT_CONTROLLER,
+            leader_id=self._leader_id,
+            leader_address=self._leader_address,
+        )
+
+    # --- writes --------------------------------------------------------------------------------
+    def handle(self, request: Any, now_ms: int) -> ControllerResult:
+        """Any write request, dispatched by type; reads go to `describe_configs`."""
+        if isinstance(request, DescribeConfigsRequest):
+            return ControllerResult((), self.describe_configs(request))
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            return ControllerResult(
+                (), KafkaError(f"The controller does not handle {type(request).__name__}", ErrorCode.INVALID_REQUEST)
+            )
+        return handler(request, now_ms)
+
+    def _write(self, now_ms: int, decide: Callable[[], ControllerResult]) -> ControllerResult:
+        if not self.is_active:
+            return ControllerResult((), self.not_controller_error())
+        try:
+            result = decide()
+        except KafkaError as e:
+            return ControllerResult((), e)
+        except (TypeError, ValueError, AttributeError) as e:
+            # A field of the wrong type that validation did not name: answer, never crash
+            # (decisions change nothing before they return, so there is nothing to undo).
+            return ControllerResult((), KafkaError(f"Malformed request: {e}", ErrorCode.INVALID_REQUEST))
+        return self._commit_locally(result, now_ms)
+
+    def _commit_locally(self, result: ControllerResult, now_ms: int) -> ControllerResult:
+        """Make the decision's records part of the latest (uncommitted) image."""
+        if result.records:
+            image = result.image if result.image is not None else apply_records(self._latest, result.records)
+            self._latest = image
+            self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
+        return result
+
+    def register_broker(self, request: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: self._cluster.register_broker(self._latest, request, now_ms))
+
+    def broker_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+        return self._write(
+            now_ms, lambda: self._cluster.process_heartbeat(self._latest, self._committed, request, now_ms)
+        )
+
+    def unregister_broker(self, request: UnregisterBrokerRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: self._cluster.unregister_broker(self._latest, request))
+
+    def create_topics(self, request: CreateTopicsRequest, now_ms: int) -> ControllerResult:
+        return self._write(
+            now_ms, lambda: replication_control.create_topics(self._latest, request, self.config, self._rng)
+        )
+
+    def delete_topics(self, request: DeleteTopicsRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: replication_control.delete_topics(self._latest, request))
+
+    def create_partitions(self, request: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
+        return self._write(
+            now_ms, lambda: replication_control.create_partitions(self._latest, request, self.config, self._rng)
+        )
+
+    def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: config_control.incremental_alter_configs(self._latest, request))
+
+    def alter_partition(self, request: AlterPartitionRequest, now_ms: int) -> ControllerResult:
+        def decide() -> ControllerResult:
+            check_broker_epoch(self._latest, request.broker_id, request.broker_epoch)
+            return replication_control.alter_partition(self._latest, request)
+
+        return self._write(now_ms, decide)
+
+    def elect_leaders(self, request: ElectLeadersRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: replication_control.elect_leaders(self._latest, request))
+
+    def allocate_producer_ids(self, request: AllocateProducerIdsRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: producer_ids.allocate_producer_ids(self._latest, request))
+
+    # --- reads ---------------------------------------------------------------------------------
+    def describe_configs(self, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+        return config_control.describe_configs(self._committed, request)
+
+    # --- timers --------------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> ControllerResult:
+        """Session expiry (fencing), automatic preferred-leader rebalance, idle NoOp records."""
+        if not self.is_active:
+            return ControllerResult()
+        batch = self._cluster.fence_stale_brokers(self._latest, now_ms)
+        batch.add(*leader_balance.unclean_elections(batch.image))
+        if self.config.auto_leader_rebalance_enable:
+            batch.add(*self._due_preferred_elections(batch.image, now_ms))
+        if self.config.auto_leader_rebalance_enable and now_ms >= self._next_rebalance_ms:
+            self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
+            percentage = self.config.leader_imbalance_per_broker_percentage
+            batch.add(*replication_control.imbalanced_partitions(batch.image, percentage))
+        if not batch.records and self.config.metadata_max_idle_interval_ms > 0 and now_ms >= self._next_noop_ms:
+            batch.add(NoOpRecord())
+        return self._commit_locally(batch.result(), now_ms)
+
+    def _due_preferred_elections(self, image: MetadataImage, now_ms: int) -> list[PartitionChangeRecord]:
+        """Preferred elections once some have waited preferred_leader_election_delay_ms (then all at once)."""
+        pending = leader_balance.preferred_elections(image)
+        if not pending:
+            self._preferred_due_ms = None
+            return []
+        if self._preferred_due_ms is None:
+            self._preferred_due_ms = now_ms + self.config.preferred_leader_election_delay_ms
+        if now_ms < self._preferred_due_ms:
+            return []
+        self._preferred_due_ms = None
+        return pending
+
+    def next_deadline_ms(self, now_ms: int) -> int | None:
+        """When `tick` next has something to do (None when inactive)."""
+        if not self.is_active:
+            return None
+        deadlines = [self._cluster.next_expiry_ms(self._latest, now_ms)]
+        if self.config.auto_leader_rebalance_enable:
+            deadlines.append(self._next_rebalance_ms)
+            deadlines.append(self._preferred_due_ms)
+        if self.config.metadata_max_idle_interval_ms > 0:
+            deadlines.append(self._next_noop_ms)
+        return min((d for d in deadlines if d is not None), default=None)

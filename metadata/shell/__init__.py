@@ -1,0 +1,1 @@
+"""Metadata's asyncio shell: the controller component and the image publisher."""

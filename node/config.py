@@ -1,0 +1,287 @@
+"""A node's configuration: Kafka's KRaft settings in snake_case, read from TOML, overridable by flags.
+
+Every value is validated on load; a bad value is an INVALID_CONFIG error that
+names the key, what it must be and what was given. Times carry `_ms`.
+
+Besides its own fields, a node config takes every setting the broker's
+components declare (ReplicaManagerSettings, GroupShellSettings,
+GroupCoordinatorConfig: retention and cleaner intervals, fetcher limits, ...),
+typed and checked by the component itself, and keeps them in `extra`; the
+component reads them back with kraftpy.protocol.settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftpy.broker.groups import GroupCoordinatorConfig
+from kraftpy.broker.groups.shell.settings import GroupShellSettings
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+
+ROLES = ("broker", "controller")
+
+
+def config_error(message: str) -> KafkaError:
+    return KafkaError(message, ErrorCode.INVALID_CONFIG)
+
+
+@dataclass(frozen=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.port}"
+
+
+def parse_voters(text: str) -> tuple[Voter, ...]:
+    """Kafka's controller.quorum.voters: '1@host:port,2@host:port'."""
+    voters: list[Voter] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        node_text, at, address = item.partition("@")
+        host, colon, port_text = address.rpartition(":")
+        if not at or not colon or not host:
+            raise config_error(f"controller_quorum_voters entry {item!r} is not ID@HOST:PORT")
+        try:
+            node_id, port = int(node_text), int(port_text)
+        except ValueError:
+            raise config_error(f"controller_quorum_voters entry {item!r} has a non-numeric id or port") from None
+        if node_id < 0 or not 0 < port < 65536:
+            raise config_error(f"controller_quorum_voters entry {item!r}: id must be >= 0, port 1-65535")
+        voters.append(Voter(node_id, host, port))
+    if not voters:
+        raise config_error("controller_quorum_voters is empty")
+    ids = [v.node_id for v in voters]
+    if len(set(ids)) != len(ids):
+        raise config_error(f"controller_quorum_voters names a node twice: {text!r}")
+    return tuple(voters)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: int
+    controller_quorum_voters: tuple[Voter, ...]
+    data_dir: Path
+    process_roles: tuple[str, ...] = ("broker", "controller")
+    host: str = "127.0.0.1"
+    port: int = 9092
+    rack: str | None = None
+    log_level: str = "INFO"
+    log_file: Path | None = None
+    # Raft (KRaft's names and defaults; `cluster start` passes faster local ones, see docs/operations.md)
+    controller_quorum_election_timeout_ms: int = 1000
+    controller_quorum_fetch_timeout_ms: int = 2000
+    controller_quorum_election_backoff_max_ms: int = 1000
+    controller_quorum_request_timeout_ms: int = 2000
+    controller_quorum_append_linger_ms: int = 0
+    metadata_max_idle_interval_ms: int = 500
+    preferred_leader_election_delay_ms: int = 10_000
+    metadata_snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
+    # Brokers
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = False
+    # Consumer groups (Kafka's group.* and offsets.* broker settings; docs/operations.md)
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_commit_timeout_ms: int = 5000
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2_147_483_647
+    # The listener's resource bounds (Kafka's max.connections, connections.max.idle.ms; docs/operations.md)
+    max_connections: int = 1000
+    connections_max_idle_ms: int = 600_000
+    rpc_stream_max_in_flight_calls: int = 64
+    rpc_stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
+    rpc_max_body_items: int = 200_000
+    # Authentication (docs/security.md): the credentials this node accepts, its own `node.credential` among them
+    secrets_dir: Path | None = None
+    auth_max_clock_skew_ms: int = 60_000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.process_roles
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+    def listener_limits(self) -> ListenerLimits:
+        return ListenerLimits(
+            max_connections=self.max_connections,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            stream_max_in_flight_calls=self.rpc_stream_max_in_flight_calls,
+            stream_max_queued_answer_bytes=self.rpc_stream_max_queued_answer_bytes,
+            max_body_items=self.rpc_max_body_items,
+        )
+
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        return {v.node_id: (v.host, v.port) for v in self.controller_quorum_voters}
+
+    def to_toml(self) -> str:
+        """The config as a TOML file `load_config` reads back to an equal config."""
+        lines = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or f.name == "extra":
+                continue
+            lines.append(f"{f.name} = {_toml_value(f.name, value)}")
+        lines.extend(f"{name} = {_toml_value(name, value)}" for name, value in sorted(self.extra.items()))
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(name: str, value: Any) -> str:
+    if name == "controller_quorum_voters":
+        return _toml_value("", ",".join(str(v) for v in value))
+    if name == "process_roles":
+        return _toml_value("", ",".join(value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(NodeConfig) if f.name != "extra"}
+# The broker components' own settings, declared (with their defaults) once, in the component.
+_COMPONENT_FIELDS = {
+    f.name: f
+    for cls in (ReplicaManagerSettings, GroupShellSettings, GroupCoordinatorConfig)
+    for f in dataclasses.fields(cls)
+    if f.name not in _FIELDS and f.name != "coordinator"
+}
+_TYPES = {"int": int, "bool": bool, "str": str}
+
+
+def build_config(values: dict[str, Any]) -> NodeConfig:
+    """Validate raw values (TOML and/or flags, Kafka dotted names allowed) into a NodeConfig."""
+    clean: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for raw_key, value in values.items():
+        key = raw_key.replace(".", "_").replace("-", "_")
+        if key in ("log_dirs", "metadata_log_dir"):
+            key = "data_dir"
+        if key == "listeners":  # accept Kafka's PLAINTEXT://host:port
+            address = str(value).split("://", 1)[-1]
+            host, _, port = address.rpartition(":")
+            clean["host"], value, key = host or "127.0.0.1", port, "port"
+        if key in _FIELDS:
+            clean[key] = _coerce(key, value)
+        elif key in _COMPONENT_FIELDS:
+            extra[key] = _coerce(key, value)
+        else:
+            raise config_error(f"unknown setting {raw_key!r}")
+    for required in ("node_id", "controller_quorum_voters", "data_dir"):
+        if required not in clean:
+            raise config_error(f"missing required setting {required!r}")
+    config = NodeConfig(**clean, extra=extra)
+    _check(config)
+    return config
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if key == "controller_quorum_voters":
+        return value if isinstance(value, tuple) else parse_voters(str(value))
+    if key == "process_roles":
+        roles = tuple(r.strip() for r in (value.split(",") if isinstance(value, str) else value) if r.strip())
+        bad = [r for r in roles if r not in ROLES]
+        if bad or not roles:
+            raise config_error(f"process_roles must be broker, controller or both; got {value!r}")
+        return roles
+    if key in ("data_dir", "log_file", "secrets_dir"):
+        return Path(value)
+    annotation = str((_FIELDS.get(key) or _COMPONENT_FIELDS[key]).type)
+    if annotation == "int":
+        if isinstance(value, bool):
+            raise config_error(f"{key} must be an integer, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise config_error(f"{key} must be an integer, got {value!r}") from None
+    if annotation == "bool":
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise config_error(f"{key} must be true or false, got {value!r}")
+        return value
+    return str(value)
+
+
+def _check(c: NodeConfig) -> None:
+    if c.node_id < 0:
+        raise config_error(f"node_id must be >= 0, got {c.node_id}")
+    if not 0 < c.port < 65536:
+        raise config_error(f"port must be 1-65535, got {c.port}")
+    voter_ids = {v.node_id for v in c.controller_quorum_voters}
+    if c.is_controller and c.node_id not in voter_ids:
+        raise config_error(f"node {c.node_id} has the controller role but is not in controller_quorum_voters")
+    if not c.is_controller and c.node_id in voter_ids:
+        raise config_error(f"node {c.node_id} is a voter but lacks the controller role")
+    if c.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise config_error(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {c.log_level!r}")
+    for f in dataclasses.fields(c):
+        if f.name.endswith("_ms") and getattr(c, f.name) < 0:
+            raise config_error(f"{f.name} must be >= 0, got {getattr(c, f.name)}")
+    if c.controller_quorum_election_timeout_ms < 10 or c.controller_quorum_fetch_timeout_ms < 10:
+        raise config_error("controller_quorum_election_timeout_ms and _fetch_timeout_ms must be >= 10")
+    for name in ("max_connections", "rpc_stream_max_in_flight_calls", "rpc_max_body_items"):
+        if getattr(c, name) < 1:
+            raise config_error(f"{name} must be >= 1, got {getattr(c, name)}")
+    if c.connections_max_idle_ms < 1000:
+        raise config_error(f"connections_max_idle_ms must be >= 1000, got {c.connections_max_idle_ms}")
+    if c.broker_heartbeat_interval_ms >= c.broker_session_timeout_ms:
+        raise config_error("broker_heartbeat_interval_ms must be below broker_session_timeout_ms")
+    for component, what in ((GroupShellSettings, "group coordinator"), (ReplicaManagerSettings, "replica manager")):
+        try:  # each component's own rules, in one place
+            component.from_node_config(c)
+        except ValueError as exc:
+            raise config_error(f"{what} settings: {exc}") from None
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads Kafka's `log.dirs = ...` as a nested table; fold it back to `log.dirs`."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> NodeConfig:
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            values.update(_flatten(tomllib.loads(Path(path).read_text())))
+        except FileNotFoundError:
+            raise config_error(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise config_error(f"config file {path} is not valid TOML: {exc}") from None
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return build_config(values)

@@ -1,0 +1,578 @@
+"""CBOR request/response over HTTP (aiohttp): the one transport every node API uses.
+
+Server side: routes whose handlers take and return plain dicts.
+Any KafkaError a handler raises becomes a body with `error_code`, `error` and
+`message`; malformed CBOR, unknown paths, oversized bodies and unexpected
+exceptions become typed error answers too, so a bad request never takes a node
+down. Client side: one keep-alive connection pool per peer, request timeouts,
+and errors in answers raised again as KafkaError on the caller's side.
+
+The same routes are also served over one websocket per peer (`STREAM_PATH`,
+`RpcClient.call(..., stream=True)`): each call is a frame {id, path, body},
+each answer a frame {id, body}, many calls in flight on one connection and
+answered in any order. Frames are written in the order the calls were made,
+also while the stream connects (SendTurns): a producer's batches reach the
+leader in the order it sent them, as over Kafka's one connection. Same
+handlers, same errors, same timeouts; a frame costs a fraction of an HTTP
+request (no headers, no request objects), which is what a peer exchanging
+thousands of small messages a second (Raft) needs. A peer that does not
+serve the stream is called over HTTP instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import cbor2
+from aiohttp import web
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits, StreamGate, check_body_items
+from kraftpy.protocol.types import Address
+
+if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
+    from kraftpy.protocol.credentials import Credential
+    from kraftpy.protocol.shell.rpc_auth import ServerAuth
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/cbor"
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+STREAM_PATH = "/rpc/stream"
+
+Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
+
+# The peer address of the request a handler is serving (handlers take only the body; the group
+# coordinator records each member's host, as Kafka's clientHost).
+_request_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar("kraftpy_request_peer", default=None)
+
+
+def request_peer() -> str | None:
+    """The remote address of the request being handled, when known (called from inside a handler)."""
+    return _request_peer.get()
+
+
+def encode(obj: Any) -> bytes:
+    return cbor2.dumps(obj)
+
+
+def decode_map(data: bytes, what: str = "request") -> dict[str, Any]:
+    """Decode a CBOR map from untrusted bytes, or raise INVALID_REQUEST saying why."""
+    if not data:
+        raise KafkaError(f"empty {what} body; expected a CBOR map", ErrorCode.INVALID_REQUEST)
+    try:
+        obj = cbor2.loads(data)
+    except Exception as exc:  # cbor2 raises several types for garbage; all mean the same here
+        raise KafkaError(f"{what} body is not valid CBOR: {exc}", ErrorCode.INVALID_REQUEST) from None
+    if not isinstance(obj, dict):
+        raise KafkaError(f"{what} body must be a CBOR map, got {type(obj).__name__}", ErrorCode.INVALID_REQUEST)
+    return obj
+
+
+def _response(body: Mapping[str, Any], status: int = 200) -> web.Response:
+    return web.Response(body=encode(dict(body)), status=status, content_type=CONTENT_TYPE)
+
+
+def error_response(err: KafkaError) -> web.Response:
+    status = 400 if err.code in (ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE) else 200
+    return _response(err.to_dict(), status)
+
+
+def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def route(request: web.Request) -> web.Response:
+        token = _request_peer.set(request.remote)
+        try:
+            data = await request.read()
+            await check_body_items(data, request.app[_LIMITS].max_body_items)
+            body = decode_map(data)
+            result = await handler(body)
+        except KafkaError as err:
+            return error_response(err)
+        finally:
+            _request_peer.reset(token)
+        out = dict(result or {})
+        out.setdefault("error_code", 0)
+        return _response(out)
+
+    route.__name__ = getattr(handler, "__name__", "route")
+    return route
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Turn routing errors and crashes into typed CBOR answers; the node keeps serving."""
+    try:
+        return await handler(request)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return error_response(KafkaError(f"request body too large: {exc.text}", ErrorCode.INVALID_REQUEST))
+    except web.HTTPException as exc:
+        if exc.status in (404, 405):
+            return error_response(
+                KafkaError(f"unknown request {request.method} {request.path}", ErrorCode.INVALID_REQUEST)
+            )
+        raise
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        log.exception("unexpected error serving %s", request.path)
+        return _response(
+            KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict(),
+            500,
+        )
+
+
+_STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
+_STREAM_SOCKETS = web.AppKey("rpc_stream_sockets", weakref.WeakSet)
+_STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
+_LIMITS = web.AppKey("rpc_listener_limits", ListenerLimits)
+# Half-open stream connections: a ping this often, closed when its pong does not come back.
+STREAM_HEARTBEAT_S = 30.0
+_AUTH = web.AppKey("rpc_auth", object)
+STREAM_AUTH_HEADERS = web.RequestKey("rpc_stream_auth_headers", dict)  # set by rpc_auth: the upgrade's proof
+
+
+def make_app(
+    routes: Mapping[str, Handler],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: ListenerLimits | None = None,
+    auth: ServerAuth | None = None,
+) -> web.Application:
+    """An aiohttp app serving `routes` (path -> handler) as POST with CBOR bodies, and over the stream.
+
+    With `auth`, routes that need a credential refuse callers without one (protocol/shell/rpc_auth.py)."""
+    middlewares: list[Any] = [error_middleware] if auth is None else [error_middleware, auth.middleware]
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
+    app[_LIMITS] = limits or ListenerLimits()
+    if auth is not None:
+        app[_AUTH] = auth
+    app[_STREAM_ROUTES] = {}
+    app[_STREAM_SOCKETS] = weakref.WeakSet()
+    app[_STREAM_MAX_BYTES] = max_body_bytes
+    app.router.add_get(STREAM_PATH, _serve_stream)
+    app.on_shutdown.append(_close_streams)
+    add_routes(app, routes)
+    return app
+
+
+def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
+    for path, handler in routes.items():
+        if _AUTH in app:
+            handler = app[_AUTH].guard(path, handler)  # type: ignore[attr-defined]
+        app.router.add_post(path, wrap_handler(handler))
+        if _STREAM_ROUTES in app:
+            app[_STREAM_ROUTES][path] = handler
+
+
+async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
+    """One peer's stream: every binary frame is a call, answered by its own task.
+
+    Bounded per connection (StreamGate): while the calls in flight or the answer bytes not yet
+    written are over their bounds, no frame is read (TCP backpressure slows the peer) and no
+    task is created. A stream without a frame for connections_max_idle_ms is closed, and a
+    heartbeat ping closes a half-open one."""
+    app = request.app
+    limits = app[_LIMITS]
+    _request_peer.set(request.remote)  # for every call on the stream (their tasks copy this context)
+    ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
+    ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
+    await ws.prepare(request)
+    app[_STREAM_SOCKETS].add(ws)
+    gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
+    tasks: set[asyncio.Task[None]] = set()
+    previous_started: asyncio.Event | None = None
+    try:
+        while True:
+            await gate.wait_for_room()
+            try:
+                msg = await ws.receive(timeout=limits.connections_max_idle_ms / 1000)
+            except TimeoutError:
+                await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle stream")
+                break
+            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                break
+            if msg.type is aiohttp.WSMsgType.ERROR:
+                break
+            gate.call_started()
+            started = asyncio.Event()
+            task = asyncio.create_task(
+                _answer_frame(
+                    ws,
+                    app[_STREAM_ROUTES],
+                    msg.data,
+                    gate=gate,
+                    max_body_items=limits.max_body_items,
+                    after=previous_started,
+                    started=started,
+                )
+            )
+            previous_started = started
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            task.add_done_callback(lambda _t: gate.call_finished())
+    finally:
+        app[_STREAM_SOCKETS].discard(ws)
+        try:
+            # Calls read before the peer left still start: a handler changes state before its first
+            # await (a produce appends before it waits for acks), and an acks=0 produce has no answer to
+            # wait for, so its records must not depend on the connection staying open (Kafka handles the
+            # requests it read before a disconnect). What they wait for after that is cancelled.
+            await asyncio.sleep(0)
+        finally:
+            for task in tasks:
+                task.cancel()  # the caller is gone: nobody reads these answers
+    return ws
+
+
+async def _answer_frame(
+    ws: web.WebSocketResponse,
+    routes: Mapping[str, Handler],
+    data: Any,
+    refuse: KafkaError | None = None,
+    gate: StreamGate | None = None,
+    max_body_items: int | None = None,
+    after: asyncio.Event | None = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Answer one frame. `after`/`started` keep a stream's handlers starting in arrival order: a large
+    frame is checked off the loop, and a later frame must not overtake it (a producer's batches to a
+    partition would reach the log out of sequence)."""
+    call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
+    try:
+        try:
+            if after is not None:
+                await after.wait()
+            if not isinstance(data, bytes):
+                raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
+            if max_body_items is not None:
+                await check_body_items(data, max_body_items, "stream frame")
+            frame = decode_map(data, "stream frame")
+            if isinstance(frame.get("id"), int):
+                call_id = frame["id"]
+            else:
+                raise KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
+            if refuse is not None:
+                raise refuse
+            handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
+            if handler is None:
+                raise KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
+            body = frame.get("body")
+            if not isinstance(body, dict):
+                raise KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+        finally:
+            if started is not None:
+                started.set()  # the handler below starts before the next frame's resumes
+        out = dict(await handler(body) or {})
+        out.setdefault("error_code", 0)
+    except KafkaError as err:
+        out = err.to_dict()
+    except Exception as exc:
+        log.exception("unexpected error serving a stream call")
+        out = KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict()
+    if not ws.closed:
+        answer = encode({"id": call_id, "body": out})
+        if gate is not None:
+            gate.answer_queued(len(answer))
+        try:
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
+                await ws.send_bytes(answer)
+        finally:
+            if gate is not None:
+                gate.answer_written(len(answer))
+
+
+async def _close_streams(app: web.Application) -> None:
+    """On shutdown: a stream is a long-lived handler; closing it lets the server stop at once."""
+    for ws in list(app[_STREAM_SOCKETS]):
+        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"server shutting down")
+
+
+class SendTurns:
+    """First come, first written: the order in which calls to one peer write their frames.
+
+    A call takes its turn when it is made, before any await, and writes only
+    after every call made before it has written or given up. Without this, a
+    call that waited for the stream to connect resumed a loop iteration after
+    the stream became visible, and a call made in that iteration was written
+    first: a producer's second batch then reached the leader before its first
+    (issue 11, the producer stall). Kafka gets the same order from its one
+    connection per broker; the server answers a stream's frames in parallel,
+    but starts handling them in the order they arrive.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    def take(self) -> asyncio.Future[None]:
+        """This call's turn: a future done when it may write (at once when nobody is ahead)."""
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._queue:
+            turn.set_result(None)
+        self._queue.append(turn)
+        return turn
+
+    def release(self, turn: asyncio.Future[None]) -> None:
+        """The call wrote its frame or gave up (timeout, cancellation, error): the next one may write."""
+        head = bool(self._queue) and self._queue[0] is turn
+        with contextlib.suppress(ValueError):
+            self._queue.remove(turn)
+        if head and self._queue and not self._queue[0].done():
+            self._queue[0].set_result(None)
+
+
+class _Stream:
+    """The client end of one peer's stream: calls in flight by id, one reader task."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, where: str) -> None:
+        self.ws = ws
+        self.where = where
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.next_id = 0
+        self.last_answer = time.monotonic()
+        self.closed = False
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def send(self, path: str, body: Mapping[str, Any]) -> tuple[int, asyncio.Future[Any]]:
+        """Write one call's frame; its id and the future its answer completes (`forget` the id when done)."""
+        self.next_id += 1
+        call_id = self.next_id
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[call_id] = future
+        try:
+            await self.ws.send_bytes(encode({"id": call_id, "path": path, "body": dict(body)}))
+        except BaseException:
+            self.pending.pop(call_id, None)
+            raise
+        return call_id, future
+
+    def forget(self, call_id: int) -> None:
+        self.pending.pop(call_id, None)
+
+    async def _read(self) -> None:
+        reason = "closed by the peer"
+        try:
+            async for msg in self.ws:
+                if msg.type is not aiohttp.WSMsgType.BINARY:
+                    reason = f"unexpected {msg.type.name} frame"
+                    break
+                try:
+                    frame = decode_map(msg.data, "stream answer")
+                except KafkaError as err:
+                    reason = str(err)
+                    break
+                self.last_answer = time.monotonic()
+                future = self.pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
+                if future is not None and not future.done():
+                    future.set_result(frame.get("body"))
+        except Exception as exc:  # a broken connection ends the stream like a close
+            reason = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.closed = True
+            error = KafkaError(f"stream to {self.where} ended: {reason}", ErrorCode.NETWORK_EXCEPTION)
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(error)
+            self.pending.clear()
+            await self.ws.close()
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.ws.close()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.reader
+
+
+class RpcClient:
+    """Calls CBOR routes on peers. One aiohttp session; its connector keeps a
+    keep-alive pool per peer, and (for `stream=True` calls) one stream per peer.
+    Every call has a timeout; every failure is a KafkaError."""
+
+    def __init__(
+        self,
+        *,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 1_000,
+        max_connections_per_peer: int = 8,
+        credential: Credential | None = None,
+    ) -> None:
+        from kraftpy.protocol.shell.rpc_auth import ClientAuth
+
+        # With a credential every request is signed, and a stream must prove the peer holds the same key.
+        self.auth = ClientAuth(credential) if credential is not None else None
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self._max_per_peer = max_connections_per_peer
+        self._session: aiohttp.ClientSession | None = None
+        self._streams: dict[Address, _Stream] = {}
+        self._connecting: dict[Address, asyncio.Task[_Stream | None]] = {}
+        self._http_only: set[Address] = set()  # peers that do not serve the stream
+        self._turns: dict[Address, SendTurns] = {}
+
+    @property
+    def credential(self) -> Credential | None:
+        """What this client signs with (another client of the same process, e.g. replication's, uses it too)."""
+        return self.auth.credential if self.auth is not None else None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._max_per_peer, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        return self._session
+
+    async def call(
+        self,
+        address: Address,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        timeout_ms: int | None = None,
+        raise_errors: bool = True,
+        stream: bool = False,
+    ) -> dict[str, Any]:
+        """Call `path` on `address`; `stream` sends it over the peer's stream (HTTP if it has none)."""
+        host, port = address
+        total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        if stream and address not in self._http_only:
+            answer = await self._stream_call(address, path, body, total_ms)
+            if answer is not None:
+                if not isinstance(answer, dict):
+                    raise KafkaError("response body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+                if raise_errors and answer.get("error_code", 0) != 0:
+                    raise KafkaError.from_dict(answer)
+                return answer
+        url = f"http://{host}:{port}{path}"
+        timeout = aiohttp.ClientTimeout(total=total_ms / 1000, sock_connect=self.connect_timeout_ms / 1000)
+        data = encode(dict(body))
+        headers = {"Content-Type": CONTENT_TYPE}
+        if self.auth is not None:
+            headers.update(self.auth.headers("POST", host, port, path, data))
+        try:
+            async with self._get_session().post(url, data=data, headers=headers, timeout=timeout) as resp:
+                raw = await resp.read()
+        except TimeoutError:
+            raise KafkaError(
+                f"{path} to {host}:{port} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise KafkaError(f"{path} to {host}:{port} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        answer = decode_map(raw, "response")
+        if raise_errors and answer.get("error_code", 0) != 0:
+            raise KafkaError.from_dict(answer)
+        return answer
+
+    async def send(
+        self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
+    ) -> None:
+        """Write a call whose answer nobody waits for (a produce with acks=0, which Kafka does not answer).
+
+        Returns once the frame is written to the peer's stream, in call order with every other call;
+        the answer the peer still sends is dropped. Closing the client afterwards completes the stream's
+        close handshake, so the peer has read the frame before the connection ends. A peer without a
+        stream is called over HTTP (its answer is awaited, and then dropped).
+        """
+        total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        sent = address not in self._http_only and (
+            await self._stream_call(address, path, body, total_ms, answer_wanted=False) is not None
+        )
+        if sent:
+            return
+        await self.call(address, path, body, timeout_ms=total_ms, raise_errors=False)
+
+    async def _stream_call(
+        self, address: Address, path: str, body: Mapping[str, Any], total_ms: int, *, answer_wanted: bool = True
+    ) -> Any:
+        """The answer body ({} when not `answer_wanted`), or None if the peer serves no stream (then HTTP)."""
+        where = f"{address[0]}:{address[1]}"
+        started = time.monotonic()
+        stream: _Stream | None = None
+        call_id = -1
+        # Taken before the first await, so turns follow the order the calls were made.
+        turns = self._turns.setdefault(address, SendTurns())
+        turn = turns.take()
+        try:
+            async with asyncio.timeout(total_ms / 1000):
+                try:
+                    await turn
+                    stream = await self._get_stream(address)
+                    if stream is None:
+                        return None
+                    call_id, answer = await stream.send(path, body)
+                finally:
+                    turns.release(turn)
+                return await answer if answer_wanted else {}
+        except TimeoutError:
+            if stream is not None and stream.last_answer < started:
+                await stream.close()  # nothing came back on it since this call left: a dead connection
+            raise KafkaError(f"{path} to {where} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT) from None
+        except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
+            raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        finally:
+            if stream is not None:
+                stream.forget(call_id)
+
+    async def _get_stream(self, address: Address) -> _Stream | None:
+        stream = self._streams.get(address)
+        if stream is not None and not stream.closed and not stream.ws.closed:
+            return stream
+        task = self._connecting.get(address)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._connect_stream(address))
+            self._connecting[address] = task
+            task.add_done_callback(lambda t: self._connected(address, t))
+        return await asyncio.shield(task)  # a caller that gives up does not cancel the others' connection
+
+    def _connected(self, address: Address, task: asyncio.Task[_Stream | None]) -> None:
+        self._connecting.pop(address, None)
+        if not task.cancelled() and task.exception() is None and task.result() is not None:
+            self._streams[address] = task.result()  # type: ignore[assignment]
+
+    async def _connect_stream(self, address: Address) -> _Stream | None:
+        host, port = address
+        headers = self.auth.headers("GET", host, port, STREAM_PATH, b"") if self.auth is not None else {}
+        try:
+            async with asyncio.timeout(self.connect_timeout_ms / 1000):
+                ws = await self._get_session().ws_connect(
+                    f"http://{host}:{port}{STREAM_PATH}",
+                    autoping=True,
+                    max_msg_size=DEFAULT_MAX_BODY_BYTES,
+                    headers=headers,
+                )
+            if self.auth is not None:
+                try:
+                    self.auth.check_stream_proof(headers, ws._response.headers, f"{host}:{port}")
+                except KafkaError:
+                    await ws.close()
+                    raise
+        except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 401:  # the peer refused our credential: say so, never fall back to HTTP
+                raise KafkaError(
+                    f"{host}:{port} refused the stream's credential; see its log", ErrorCode.SASL_AUTHENTICATION_FAILED
+                ) from None
+            self._http_only.add(address)  # serves its routes but no stream
+            return None
+        except TimeoutError:
+            raise KafkaError(
+                f"connecting to {host}:{port} timed out after {self.connect_timeout_ms} ms", ErrorCode.NETWORK_EXCEPTION
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise KafkaError(f"connecting to {host}:{port} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        return _Stream(ws, f"{host}:{port}")
+
+    async def close(self) -> None:
+        for task in list(self._connecting.values()):
+            task.cancel()
+        for stream in list(self._streams.values()):
+            await stream.close()
+        self._streams.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

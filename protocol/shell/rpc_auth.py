@@ -1,0 +1,154 @@
+"""Authentication on the RPC transport: the server's check and the client's signature (aiohttp glue).
+
+Server (`ServerAuth`, given to `make_app(..., auth=...)`):
+- every route is wrapped by `guard(path, handler)`: a route that needs a
+  credential (protocol/access.py) asks who the caller is and refuses with the
+  route's Kafka error code; open routes are not wrapped at all;
+- an HTTP request's signature is checked only when its route needs one
+  (`middleware` binds the request; the guard verifies it on demand), so open
+  traffic (produce, consumer fetch) never pays for a MAC or fills the replay
+  window;
+- a stream is authenticated once, at its upgrade (the middleware verifies the
+  signed GET and answers with a proof header); every frame on it runs as that
+  principal. A bad signature refuses the upgrade (401, SASL_AUTHENTICATION_FAILED);
+  an unsigned upgrade gives an anonymous stream that reaches open routes only.
+
+Client (`ClientAuth`, from `RpcClient(credential=...)`): the headers that sign
+one request, and the check of the server's proof on a stream upgrade.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from kraftpy.protocol import access
+from kraftpy.protocol.auth import (
+    HEADER,
+    PROOF_HEADER,
+    Principal,
+    Verifier,
+    auth_failed,
+    check_proof,
+    server_proof,
+    sign,
+)
+from kraftpy.protocol.credentials import Credential
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.records.batch import now_ms
+from kraftpy.protocol.shell.rpc import STREAM_AUTH_HEADERS, STREAM_PATH, error_response
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
+
+
+class _HttpCaller:
+    """The caller of one HTTP request, verified on first use."""
+
+    __slots__ = ("auth", "request", "result")
+
+    def __init__(self, auth: ServerAuth, request: web.Request) -> None:
+        self.auth = auth
+        self.request = request
+        self.result: Principal | KafkaError | None = None
+
+    async def principal(self) -> Principal | None:
+        if self.result is None:
+            header = self.request.headers.get(HEADER)
+            if header is None:
+                return None
+            try:
+                self.result = self.auth.verify(self.request, header, await self.request.read())[0]
+            except KafkaError as err:
+                self.result = err
+        if isinstance(self.result, KafkaError):
+            raise self.result
+        return self.result
+
+
+# The caller of the request being handled: a _HttpCaller, a stream's Principal, or None (anonymous).
+_caller: contextvars.ContextVar[_HttpCaller | Principal | None] = contextvars.ContextVar("kraftpy_caller", default=None)
+
+
+class ServerAuth:
+    def __init__(self, verifier: Verifier, clock: Callable[[], int] = now_ms) -> None:
+        self.verifier = verifier
+        self.clock = clock
+        self.refused = 0  # calls refused (unauthenticated or unauthorized), for status
+
+    def verify(self, request: web.Request, header: str, body: bytes) -> tuple[Principal, Any]:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        local_port = sockname[1] if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+        return self.verifier.verify(
+            header, request.method, request.host, request.path, body, self.clock(), local_port=local_port
+        )
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == STREAM_PATH and request.method == "GET":
+            principal: Principal | None = None
+            header = request.headers.get(HEADER)
+            if header is not None:
+                try:
+                    principal, signature = self.verify(request, header, b"")
+                except KafkaError as err:
+                    self.refused += 1
+                    log.warning("refused a stream from %s: %s", request.remote, err.message)
+                    response = error_response(err)
+                    response.set_status(401)
+                    return response
+                proof = server_proof(self.verifier.credential(principal.name), signature.mac)
+                request[STREAM_AUTH_HEADERS] = {PROOF_HEADER: proof}
+            _caller.set(principal)  # the stream's call tasks copy this context
+            return await handler(request)
+        token = _caller.set(_HttpCaller(self, request))
+        try:
+            return await handler(request)
+        finally:
+            _caller.reset(token)
+
+    def guard(self, path: str, handler: Handler) -> Handler:
+        """`handler`, refusing callers that `path` does not admit (open routes come back unwrapped)."""
+        if access.static_requirement(path) is None and not access.depends_on_body(path):
+            return handler
+
+        async def guarded(body: dict[str, Any]) -> Mapping[str, Any] | None:
+            requirement = access.required(path, body)
+            if requirement is not None:
+                await self.authorize(path, requirement)
+            return await handler(body)
+
+        guarded.__name__ = getattr(handler, "__name__", "route")
+        return guarded
+
+    async def authorize(self, path: str, requirement: access.Requirement) -> None:
+        caller = _caller.get()
+        try:
+            principal = await caller.principal() if isinstance(caller, _HttpCaller) else caller
+        except KafkaError:
+            self.refused += 1
+            raise
+        if principal is None or principal.role not in requirement.roles:
+            self.refused += 1
+            raise requirement.refuse(path, principal.name if principal else None)
+
+
+class ClientAuth:
+    def __init__(self, credential: Credential, clock: Callable[[], int] = now_ms) -> None:
+        self.credential = credential
+        self.clock = clock
+
+    def headers(self, method: str, host: str, port: int, path: str, body: bytes) -> dict[str, str]:
+        """Host and Authorization headers for one request (the Host is signed, so it is set explicitly)."""
+        target = f"{host}:{port}"
+        return {"Host": target, HEADER: sign(self.credential, method, target, path, body, self.clock())}
+
+    def check_stream_proof(self, sent: Mapping[str, str], answer_headers: Mapping[str, str], where: str) -> None:
+        """SASL_AUTHENTICATION_FAILED unless the server proved it holds our key."""
+        if not check_proof(self.credential, sent[HEADER], answer_headers.get(PROOF_HEADER)):
+            raise auth_failed(f"{where} did not prove it belongs to this cluster (no valid {PROOF_HEADER})")

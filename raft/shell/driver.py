@@ -1,0 +1,409 @@
+"""The asyncio shell around the sans-I/O core: clock, timers, storage actions, flush thread.
+
+Every input (a message, a timer, a finished flush, a proposal, a read, a
+resignation, a stored snapshot) is one synchronous call on the event loop
+thread: the core takes it, then the shell performs every action it emitted,
+in order, before anything else can reach the core. That keeps the core's
+contract without locks:
+
+* PersistQuorumState, TruncateTo, TrimLog, InstallSnapshot are done and durable
+  (fsynced) before the next action, on the loop thread. They are rare (epoch
+  changes, truncations, snapshots); doing them inline is what makes "persist
+  before send" hold, since the Send that depends on them comes later in the
+  same list.
+* AppendEntries writes to the log (page cache); WriteSnapshotChunk to LMDB.
+* Flush(o) goes to a single flush thread (FIFO, so completions come back in the
+  order asked), which fsyncs and posts `on_flushed(o)` back to the loop. A
+  leader hands it over one loop turn later, after the step's answers are out. One
+  fsync covers every append before it: while it runs, new appends pile up
+  and the core asks for the next flush when it returns (group commit).
+* Send goes to `send` (the component routes requests to peers and answers to
+  the waiting routes); it never blocks.
+* CommitAdvanced, InstallSnapshot (after the log work), AppendResolved,
+  ReadResolved and RoleChanged are queued as notifications and handed to the
+  listener only after the whole step is performed, so a listener may call
+  back into the shell (a controller appending on a commit) without
+  interleaving with a half-performed step. A listener that raises stops the
+  node (its state machine no longer matches the committed log).
+
+Timers: after every input the shell re-arms one loop timer at the core's
+`next_deadline_ms()` (capped at a second) and ticks the core when it fires.
+
+Faults: a RaftInvariantError or ShellContractError from the core, or a storage
+error while performing an action, means this node can no longer be trusted:
+the shell logs it, stops taking inputs and calls `on_fatal` (the component
+stops the node). Fail-stop, as KRaft halts the process.
+
+Except a resource error (EMFILE, ENFILE, ENOSPC, EDQUOT, ENOMEM: too many open
+files, a full disk): the node is fine, its environment is short. The shell
+stalls instead: it keeps the failed action and every one after it, retries
+them in order with a backoff (100 ms doubling to 5 s), reports the stall (log
+and `stall_status()`), drops peer messages meanwhile (as a lossy network would;
+Raft resends) and refuses proposals with a retriable KAFKA_STORAGE_ERROR. Once
+the actions are done, the step completes as it would have, flushes that came
+back meanwhile are handed to the core, and the node carries on. Nothing the
+core sends leaves before the actions before it are durable, so a stall is only
+a pause. A Raft log that went offline on the error stays stalled (reported, not
+fatal) until the node restarts and recovery truncates its torn tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError, resource_error
+from kraftpy.raft.actions import (
+    Action,
+    AppendEntries,
+    AppendResolved,
+    CommitAdvanced,
+    Flush,
+    InstallSnapshot,
+    PersistQuorumState,
+    ReadResolved,
+    RoleChanged,
+    Send,
+    TrimLog,
+    TruncateTo,
+    WriteSnapshotChunk,
+)
+from kraftpy.raft.config import RaftConfig
+from kraftpy.raft.log import OffsetAndEpoch
+from kraftpy.raft.messages import Message
+from kraftpy.raft.node import NEVER, RaftNode
+from kraftpy.raft.quorum_state import QuorumState, Role
+from kraftpy.raft.shell import quorum_state_file
+from kraftpy.raft.shell.durable_log import DurableLog
+
+log = logging.getLogger(__name__)
+
+MAX_TIMER_S = 1.0  # a tick at least this often even when the core needs none (cheap, bounds any drift)
+STALL_BACKOFF_MS = (100, 5_000)  # first retry, cap (doubling)
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class ShellListener(Protocol):
+    """What the component learns from the shell, after each step."""
+
+    def on_commit(self, high_watermark: int) -> None: ...
+
+    def on_install(self, snapshot_id: OffsetAndEpoch) -> None: ...
+
+    def on_role(self, change: RoleChanged, log_end_offset: int) -> None: ...
+
+    def on_append_resolved(self, resolved: AppendResolved) -> None: ...
+
+    def on_read_resolved(self, resolved: ReadResolved) -> None: ...
+
+    def on_fatal(self, error: BaseException) -> None: ...
+
+
+class RaftShell:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: frozenset[int],
+        cluster_id: str,
+        log_dir: Path,
+        durable_log: DurableLog,
+        quorum_state: QuorumState,
+        config: RaftConfig,
+        send: Callable[[Message], None],
+        listener: ShellListener,
+        rng: random.Random | None = None,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.log_dir = Path(log_dir)
+        self.log = durable_log
+        self.config = config
+        self._send = send
+        self._listener = listener
+        self._clock = clock
+        self._notifications: deque[tuple[str, Any]] = deque()
+        self._dispatching = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._ticked_at = -1
+        self._deferred_flushes: deque[int] = deque()
+        self._flush_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-flush")
+        self._loop = asyncio.get_running_loop()
+        self.failed: BaseException | None = None
+        self.stopped = False
+        self.flushes = 0
+        self._stalled: deque[Action] | None = None  # actions still to perform after a resource error
+        self._stall_error: str | None = None
+        self._stall_delay_ms = STALL_BACKOFF_MS[0]
+        self._stalled_flushes: deque[int] = deque()
+        self.stalls = 0
+        self.core = RaftNode(
+            node_id=node_id,
+            voters=voters,
+            cluster_id=cluster_id,
+            log=durable_log,
+            quorum_state=quorum_state,
+            rng=rng or random.Random(),
+            now_ms=clock(),
+            config=config,
+        )
+        self._after_input()
+
+    # ---- inputs -------------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self.failed is not None or self.stopped:
+            raise KafkaError(
+                f"node {self.node_id}: the Raft layer is {'failed' if self.failed else 'stopped'}",
+                ErrorCode.BROKER_NOT_AVAILABLE,
+            )
+        if self._stalled is not None:
+            raise KafkaError(
+                f"node {self.node_id}: Raft storage is stalled ({self._stall_error}); retrying",
+                ErrorCode.KAFKA_STORAGE_ERROR,
+            )
+
+    def handle(self, message: Message) -> None:
+        if self.failed is not None or self.stopped or self._stalled is not None:
+            return
+        self._step(self.core.handle, message, self._clock())
+
+    def append(self, records: list[bytes]) -> tuple[int, int, int]:
+        self._check_running()
+        return self._step(self.core.append, records, self._clock())
+
+    def read_index(self) -> int:
+        self._check_running()
+        return self._step(self.core.read_index, self._clock())
+
+    def resign(self) -> None:
+        self._check_running()
+        self._step(self.core.resign, self._clock())
+
+    def snapshot_created(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._check_running()
+        self._step(self.core.on_snapshot_created, snapshot_id, self._clock())
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if self.failed is None and not self.stopped and self._stalled is None:
+            self._ticked_at = self._clock()
+            self._step(self.core.tick, self._ticked_at)
+
+    def _on_flushed(self, up_to_offset: int) -> None:
+        if self._stalled is not None:
+            self._stalled_flushes.append(up_to_offset)  # the core learns it once the stall is over
+            return
+        if self.failed is None and not self.stopped:
+            self.flushes += 1
+            self._step(self.core.on_flushed, up_to_offset, self._clock())
+
+    def _step(self, func: Callable[..., Any], *args: Any) -> Any:
+        """One input: the core call, then every action, then the listener, then the timer."""
+        try:
+            result = func(*args)
+        except KafkaError:
+            self._after_input()  # a refused proposal or read (not leader, backlog full): nothing changed
+            raise
+        except Exception as exc:
+            self._fail(exc)
+            raise KafkaError(f"node {self.node_id}: Raft failed: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        self._after_input()
+        return result
+
+    def _after_input(self) -> None:
+        if not self._perform_all(deque(self.core.take_actions())):
+            return
+        self._dispatch()
+        self._arm_timer()
+
+    def _perform_all(self, actions: deque[Action]) -> bool:
+        """Perform `actions` in order; False if they stalled on a resource error or failed."""
+        while actions:
+            try:
+                self._perform(actions[0])
+            except Exception as exc:
+                shortage = resource_error(exc)
+                if shortage is None and self._stalled is None:
+                    self._fail(exc)
+                    return False
+                self._stall(actions, exc)
+                return False
+            actions.popleft()
+        return True
+
+    # ---- resource stalls ----------------------------------------------------------------------
+
+    def _stall(self, actions: deque[Action], exc: BaseException) -> None:
+        first = self._stalled is None
+        self._stalled = actions
+        self._stall_error = f"{type(exc).__name__}: {exc}"
+        if first:
+            self.stalls += 1
+            self._stall_delay_ms = STALL_BACKOFF_MS[0]
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = self._timer_at = None
+            log.error(
+                "node %d: Raft storage stalled on %s; retrying %s (peer messages are dropped meanwhile)",
+                self.node_id,
+                self._stall_error,
+                type(actions[0]).__name__,
+            )
+        else:
+            self._stall_delay_ms = min(self._stall_delay_ms * 2, STALL_BACKOFF_MS[1])
+        self._loop.call_later(self._stall_delay_ms / 1000, self._retry_stalled)
+
+    def _retry_stalled(self) -> None:
+        actions = self._stalled
+        if actions is None or self.failed is not None or self.stopped:
+            return
+        if not self._perform_all(actions):
+            return  # stalled again (rescheduled) or failed
+        log.warning("node %d: Raft storage recovered after %s", self.node_id, self._stall_error)
+        self._stalled = None
+        self._stall_error = None
+        self._dispatch()
+        while self._stalled_flushes and self._stalled is None and self.failed is None:
+            self._on_flushed(self._stalled_flushes.popleft())
+        self._arm_timer()
+
+    def stall_status(self) -> dict[str, Any]:
+        """For the node's status: whether storage is stalled now, on what, and how often it was."""
+        return {"stalled": self._stalled is not None, "error": self._stall_error, "stalls": self.stalls}
+
+    # ---- actions ------------------------------------------------------------------------------
+
+    def _perform(self, action: Action) -> None:
+        if isinstance(action, Send):
+            self._send(action.message)
+        elif isinstance(action, AppendEntries | TruncateTo | TrimLog | WriteSnapshotChunk):
+            self.log.apply(action)
+        elif isinstance(action, Flush):
+            if self.core.role is Role.LEADER:
+                # The leader's own fsync runs alongside the followers' round trip, so it can wait
+                # until the step's answers (parked fetches carrying the new entries) are written:
+                # started now, the flush thread would take the GIL from them. A follower's fsync
+                # is its next fetch's critical path: it starts at once.
+                self._deferred_flushes.append(action.up_to_offset)
+                if len(self._deferred_flushes) == 1:
+                    self._loop.call_soon(self._submit_deferred_flushes)
+            else:
+                self._submit_deferred_flushes()  # keep the order of any deferred ones
+                self._flush_pool.submit(self._flush, action.up_to_offset)
+        elif isinstance(action, PersistQuorumState):
+            quorum_state_file.write(self.log_dir, action.state, self.cluster_id)
+        elif isinstance(action, InstallSnapshot):
+            self.log.apply(action)
+            self._notifications.append(("install", action.snapshot_id))
+        elif isinstance(action, CommitAdvanced):
+            self.log.set_high_watermark(action.high_watermark)
+            self._notifications.append(("commit", action.high_watermark))
+        elif isinstance(action, AppendResolved):
+            self._notifications.append(("append", action))
+        elif isinstance(action, ReadResolved):
+            self._notifications.append(("read", action))
+        elif isinstance(action, RoleChanged):
+            # the log end now is where a new leader's epoch starts (its first entry comes next)
+            self._notifications.append(("role", (action, self.log.end_offset)))
+        else:  # pragma: no cover - a new action type the shell does not know yet
+            raise TypeError(f"unknown Raft action {action!r}")
+
+    def _submit_deferred_flushes(self) -> None:
+        if self.stopped or self.failed is not None:
+            self._deferred_flushes.clear()  # closing the log flushes everything anyway
+            return
+        while self._deferred_flushes:
+            self._flush_pool.submit(self._flush, self._deferred_flushes.popleft())
+
+    def _flush(self, up_to_offset: int) -> None:
+        """In the flush thread: fsync, then report back to the loop (in order: one thread)."""
+        try:
+            self.log.flush(up_to_offset)
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(self._fail, exc)
+            return
+        self._loop.call_soon_threadsafe(self._on_flushed, up_to_offset)
+
+    def _dispatch(self) -> None:
+        if self._dispatching:
+            return  # the outer dispatch loop will hand these out, in order
+        self._dispatching = True
+        listener = self._listener
+        try:
+            while self._notifications and self.failed is None:
+                kind, value = self._notifications.popleft()
+                try:
+                    if kind == "commit":
+                        listener.on_commit(value)
+                    elif kind == "install":
+                        listener.on_install(value)
+                    elif kind == "append":
+                        listener.on_append_resolved(value)
+                    elif kind == "read":
+                        listener.on_read_resolved(value)
+                    else:
+                        listener.on_role(*value)
+                except Exception as exc:
+                    # a state machine that failed to apply a commit no longer matches the log:
+                    # carrying on would serve a diverged state, so the node stops (KRaft does too)
+                    log.error("the Raft listener failed on %s %s", kind, value)
+                    self._fail(exc)
+        finally:
+            self._dispatching = False
+
+    def _arm_timer(self) -> None:
+        if self.failed is not None or self.stopped:
+            return
+        now = self._clock()
+        deadline = self.core.next_deadline_ms()
+        if deadline >= NEVER:
+            deadline = now + int(MAX_TIMER_S * 1000)
+        deadline = min(deadline, now + int(MAX_TIMER_S * 1000))
+        if self._timer is not None:
+            if self._timer_at is not None and self._timer_at <= deadline:
+                return  # fires no later than needed; an early tick is harmless
+            self._timer.cancel()
+        # a deadline still due right after a tick would spin the loop: wait a millisecond then
+        delay_ms = max(deadline - now, 1 if self._ticked_at == now else 0)
+        self._timer_at = now + delay_ms
+        self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
+
+    # ---- faults and shutdown ------------------------------------------------------------------
+
+    def _fail(self, error: BaseException) -> None:
+        if self.failed is not None:
+            return
+        self.failed = error
+        log.critical("node %d: Raft stops after a fatal error: %r", self.node_id, error, exc_info=error)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        try:
+            self._listener.on_fatal(error)
+        except Exception:
+            log.exception("on_fatal failed")
+
+    async def close(self) -> None:
+        """Stop taking inputs, wait for the flush in flight, leave the log to the caller to close."""
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await asyncio.get_running_loop().run_in_executor(None, self._flush_pool.shutdown, True)
+
+    @property
+    def now_ms(self) -> int:
+        return self._clock()

@@ -1,0 +1,303 @@
+"""Log compaction: keep the latest record per key in closed segments, as Kafka's log cleaner does.
+
+One pass over a log (`LogCleaner.clean`):
+1. Pick the cleanable range: closed segments entirely below the high watermark
+   and older than min_compaction_lag_ms. The part at or after the cleaner
+   checkpoint (`cleaner-offset-checkpoint`, the first dirty offset) is dirty;
+   clean only if dirty bytes / cleanable bytes >= min_cleanable_dirty_ratio.
+2. Build the offset map (key -> latest offset) over the dirty segments, up to
+   `max_map_entries` keys (a larger dirty range is cleaned over several passes).
+3. Rewrite every cleanable segment from the log start to the end of the mapped
+   range, in groups that fit one segment: a record survives unless a later
+   record has its key, or it is a tombstone in a segment whose newest record
+   is older than delete_retention_ms. Offsets, leader epochs, producer fields
+   and compression are kept; a batch that loses nothing is copied byte for
+   byte, one that loses everything is dropped (gaps in offsets are normal).
+   Control batches and records without a key are kept.
+4. Swap each group in (swap.py: crash-safe) under the log's lock, then move
+   the checkpoint.
+
+All reading, decoding and writing happens outside the log's lock, on files of
+closed segments that appends never touch; a swap refused because retention
+or truncation removed a source segment meanwhile just drops that work.
+Decoding uses the project's codec (kraftpy.protocol.records.batch).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraftpy.protocol.errors import CorruptRecordError
+from kraftpy.protocol.records.batch import build_batch, decode_batch
+from kraftpy.protocol.records.header import crc_matches
+from kraftpy.storage import layout
+from kraftpy.storage.checkpoints import OffsetCheckpoint
+from kraftpy.storage.config import INT32_MAX
+from kraftpy.storage.errors import CorruptCheckpointError, LogStorageError
+from kraftpy.storage.log import CleanableSegment, PartitionLog
+from kraftpy.storage.scan import CorruptSegmentError
+from kraftpy.storage.segment import LogSegment
+from kraftpy.storage.validation import hard_max_batch_bytes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    first_dirty_offset: int  # where the next pass starts (the new checkpoint)
+    dirty_ratio: float
+    segments_read: int
+    segments_written: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+    tombstones_removed: int
+
+
+class LogCleaner:
+    """Compacts logs whose cleanup_policy includes compact; clean() for one pass, start() for a thread."""
+
+    def __init__(self, *, max_map_entries: int = 1_000_000, backoff_ms: int = 15_000) -> None:
+        self.max_map_entries = max_map_entries
+        self.backoff_ms = backoff_ms
+        self._logs: list[PartitionLog] = []
+        self._logs_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Per log directory: when the earliest tombstone kept by the last pass may go.
+        self._tombstone_due: dict[Path, int] = {}
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def clean(self, plog: PartitionLog, *, now_ms: int, force: bool = False) -> CleanResult | None:
+        """Clean `plog` once if it is dirty enough (or `force`); None when there was nothing to do."""
+        cfg = plog.config
+        if not cfg.compact:
+            return None
+        segments, log_start, high_watermark = plog.cleanable_segments()
+        cleanable: list[CleanableSegment] = []
+        for seg in segments:
+            if seg.next_base_offset > high_watermark:
+                break
+            # (An empty segment, left by an earlier pass, has no records to be young.)
+            if seg.size_bytes and seg.largest_timestamp > now_ms - cfg.min_compaction_lag_ms:
+                break
+            cleanable.append(seg)
+        if not cleanable:
+            return None
+        checkpoint = OffsetCheckpoint(plog.directory / layout.CLEANER_OFFSET_CHECKPOINT)
+        try:
+            first_dirty = max(checkpoint.read() or 0, log_start)
+        except CorruptCheckpointError as exc:
+            log.warning("%s; cleaning the whole log", exc.message)
+            first_dirty = log_start
+        dirty = [s for s in cleanable if s.next_base_offset > first_dirty]
+        total = sum(s.size_bytes for s in cleanable)
+        ratio = sum(s.size_bytes for s in dirty) / total if total else 0.0
+        # Kept tombstones expire later; a pass is due then even if nothing new is dirty.
+        tombstones_due = now_ms >= self._tombstone_due.get(plog.directory, 2**63)
+        if not (force or tombstones_due) and (not dirty or ratio < cfg.min_cleanable_dirty_ratio):
+            return None
+
+        max_batch = hard_max_batch_bytes(cfg.max_message_bytes)
+        offset_map, mapped = self._build_offset_map(dirty, max_batch)
+        end_offset = mapped[-1].next_base_offset if mapped else first_dirty
+        to_rewrite = [s for s in cleanable if s.base_offset < end_offset] if mapped else cleanable
+        delete_horizon = now_ms - cfg.delete_retention_ms
+
+        stats = {"written": 0, "after": 0, "removed": 0, "tombstones": 0, "due": 2**63}
+        scratch = plog.directory / layout.CLEANER_SCRATCH_DIR
+        for group in _group_by_size(to_rewrite, cfg.segment_bytes):
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            try:
+                built = self._rewrite(plog, group, scratch, offset_map, delete_horizon, max_batch, stats)
+                if built is None or not plog.swap_cleaned_segment([s.segment for s in group], scratch, built):
+                    log.info("%s: log changed during cleaning; dropping this pass", plog.directory.name)
+                    return None
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        checkpoint.write(end_offset)
+        self._tombstone_due[plog.directory] = stats["due"]
+        result = CleanResult(
+            first_dirty_offset=end_offset,
+            dirty_ratio=ratio,
+            segments_read=len(to_rewrite),
+            segments_written=stats["written"],
+            bytes_before=sum(s.size_bytes for s in to_rewrite),
+            bytes_after=stats["after"],
+            records_removed=stats["removed"],
+            tombstones_removed=stats["tombstones"],
+        )
+        log.info("%s cleaned: %s", plog.directory.name, result)
+        return result
+
+    def _build_offset_map(
+        self, dirty: list[CleanableSegment], max_batch: int
+    ) -> tuple[dict[bytes, int], list[CleanableSegment]]:
+        """key -> latest offset over as many whole dirty segments as fit in max_map_entries."""
+        offset_map: dict[bytes, int] = {}
+        mapped: list[CleanableSegment] = []
+        for seg in dirty:
+            keys: dict[bytes, int] = {}
+            for _, _, batch in _decoded_batches(seg.segment, max_batch):
+                if batch is None:
+                    continue
+                for record in batch.records:
+                    if record.key is not None:
+                        keys[record.key] = record.offset
+            if mapped and len(offset_map.keys() | keys.keys()) > self.max_map_entries:
+                break  # the rest waits for the next pass
+            offset_map.update(keys)
+            mapped.append(seg)
+        return offset_map, mapped
+
+    def _rewrite(
+        self,
+        plog: PartitionLog,
+        group: list[CleanableSegment],
+        scratch: Path,
+        offset_map: dict[bytes, int],
+        delete_horizon: int,
+        max_batch: int,
+        stats: dict[str, int],
+    ) -> int | None:
+        """Write the cleaned replacement of `group` into `scratch`; returns its base offset."""
+        base = group[0].base_offset
+        out = LogSegment.create(
+            scratch, base, index_interval_bytes=plog.config.index_interval_bytes, now_ms=int(time.time() * 1000)
+        )
+        try:
+            for source in group:
+                drop_tombstones = source.largest_timestamp < delete_horizon
+                for raw, header, batch in _decoded_batches(source.segment, max_batch):
+                    if batch is None:  # a control batch: kept as is
+                        out.append(
+                            [raw],
+                            [(header.base_offset, header.last_offset, header.size, header.max_timestamp)],
+                            header.size,
+                        )
+                        continue
+                    kept = []
+                    for record in batch.records:
+                        superseded = record.key is not None and offset_map.get(record.key, -1) > record.offset
+                        expired_tombstone = record.value is None and drop_tombstones and record.key is not None
+                        if superseded or expired_tombstone:
+                            stats["removed"] += 1
+                            stats["tombstones"] += record.value is None
+                        else:
+                            kept.append(record)
+                            if record.value is None and record.key is not None:
+                                due = source.largest_timestamp + plog.config.delete_retention_ms + 1
+                                stats["due"] = min(stats["due"], due)
+                    if not kept:
+                        continue
+                    if len(kept) == len(batch.records):
+                        data = bytes(raw)  # untouched: same bytes, same CRC
+                    else:
+                        data = build_batch(
+                            kept,
+                            base_offset=header.base_offset,
+                            partition_leader_epoch=header.partition_leader_epoch,
+                            compression=header.compression,
+                            producer_id=header.producer_id,
+                            producer_epoch=header.producer_epoch,
+                            base_sequence=header.base_sequence,
+                            is_transactional=header.is_transactional,
+                            timestamp_type=header.timestamp_type,
+                        )
+                    last = kept[-1].offset
+                    max_ts = max(r.timestamp for r in kept)
+                    out.append([data], [(header.base_offset, last, len(data), max_ts)], len(data))
+            out.on_roll()
+            out.fsync()
+            stats["after"] += out.size
+            stats["written"] += 1
+            return base
+        finally:
+            out.close()
+
+    # -- background thread ----------------------------------------------------------------
+
+    def add(self, plog: PartitionLog) -> None:
+        with self._logs_lock:
+            if plog not in self._logs:
+                self._logs.append(plog)
+
+    def remove(self, plog: PartitionLog) -> None:
+        with self._logs_lock:
+            if plog in self._logs:
+                self._logs.remove(plog)
+
+    def start(self) -> None:
+        """Clean the added logs in a daemon thread, pausing backoff_ms between rounds."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kraftpy-log-cleaner", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._logs_lock:
+                logs = list(self._logs)
+            for plog in logs:
+                if self._stop.is_set():
+                    break
+                if plog.closed:
+                    self.remove(plog)
+                    continue
+                try:
+                    self.clean(plog, now_ms=time.time_ns() // 1_000_000)
+                except LogStorageError as exc:
+                    log.error("cleaning %s failed: %s", plog.directory.name, exc)
+                except Exception:
+                    log.exception("cleaning %s failed", plog.directory.name)
+            self._stop.wait(self.backoff_ms / 1000)
+
+
+def _decoded_batches(segment: LogSegment, max_batch: int):
+    """(raw bytes, header, decoded batch or None for a control batch) of a closed segment.
+
+    A closed segment that fails its CRC or does not decode stops the pass: the
+    cleaner never rewrites what it cannot read.
+    """
+    try:
+        for pos, header, raw in segment.batches(max_batch_bytes=max_batch):
+            if not crc_matches(raw, 0, header):
+                raise LogStorageError(f"{segment.log_path}: CRC mismatch at position {pos}; not cleaning it")
+            if header.is_control:
+                yield raw, header, None
+                continue
+            try:
+                yield raw, header, decode_batch(raw, 0, max_batch_bytes=max_batch)
+            except CorruptRecordError as exc:
+                raise LogStorageError(f"{segment.log_path}: batch at {pos} does not decode: {exc.message}") from exc
+    except CorruptSegmentError as exc:
+        raise LogStorageError(f"{segment.log_path}: {exc.message}; not cleaning it") from exc
+
+
+def _group_by_size(segments: list[CleanableSegment], segment_bytes: int) -> list[list[CleanableSegment]]:
+    """Consecutive segments whose total size fits one segment and whose offsets fit its index."""
+    groups: list[list[CleanableSegment]] = []
+    for seg in segments:
+        if groups:
+            group = groups[-1]
+            size = sum(s.size_bytes for s in group) + seg.size_bytes
+            span = seg.next_base_offset - 1 - group[0].base_offset
+            if size <= segment_bytes and span <= INT32_MAX:
+                group.append(seg)
+                continue
+        groups.append([seg])
+    return groups

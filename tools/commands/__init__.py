@@ -1,0 +1,1 @@
+"""The `kraftpy` CLI's commands, one module per command group."""

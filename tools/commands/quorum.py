@@ -1,0 +1,88 @@
+"""`kraftpy quorum status`: kafka-metadata-quorum describe --status/--replication.
+
+Asks the active controller (`/controller/describe_quorum`) for the Raft
+leader, epoch and high watermark and, per voter and observer, its log end
+offset, lag behind the leader and time since its last fetch. `--json` prints
+`{"leader_id", "epoch", "high_watermark", "voters": [...], "observers": [...]}`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kraftpy.tools.commands.topics import echo_json, run_admin, timeout_option
+from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.tables import narrow_table
+
+UNREACHABLE_AFTER_MS = 2_000  # KRaft's controller.quorum.fetch.timeout.ms: a voter silent this long is gone
+
+
+def quorum_json(info: Any) -> dict[str, Any]:
+    def rows(replicas: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "node_id": r.node_id,
+                "log_end_offset": r.log_end_offset,
+                "lag": r.lag,
+                "last_fetch_ms_ago": r.last_fetch_ms_ago,
+            }
+            for r in replicas
+        ]
+
+    return {
+        "leader_id": info.leader_id,
+        "epoch": info.epoch,
+        "high_watermark": info.high_watermark,
+        "voters": rows(info.voters),
+        "observers": rows(info.observers),
+    }
+
+
+def reachable(row: dict[str, Any], leader_id: int | None) -> bool:
+    """The leader heard from this replica within KRaft's fetch timeout (the leader itself always is)."""
+    if row["node_id"] == leader_id:
+        return True
+    ago = row["last_fetch_ms_ago"]
+    return ago is not None and ago <= UNREACHABLE_AFTER_MS
+
+
+def render_quorum(body: dict[str, Any]) -> Table:
+    table = narrow_table(
+        "node", "role", "state", "log end offset", "lag", "last fetch",
+        title=f"quorum leader {body['leader_id']}  epoch {body['epoch']}  high watermark {body['high_watermark']}",
+    )  # fmt: skip
+    for role, key in (("voter", "voters"), ("observer", "observers")):
+        for r in body[key]:
+            is_leader = r["node_id"] == body["leader_id"]
+            ago = "never" if r["last_fetch_ms_ago"] is None else f"{r['last_fetch_ms_ago']} ms ago"
+            if reachable(r, body["leader_id"]):
+                state, end, lag = "up", str(r["log_end_offset"]), "-" if r["lag"] is None else str(r["lag"])
+            else:  # what the leader last heard is stale: no offset or lag to show
+                state, end, lag = "[red]unreachable[/]", "-", "-"
+            shown_role = "leader" if is_leader else role
+            table.add_row(str(r["node_id"]), shown_role, state, end, lag, "-" if is_leader else ago)
+    return table
+
+
+@click.group("quorum")
+def quorum() -> None:
+    """Inspect the metadata quorum."""
+
+
+@quorum.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@timeout_option
+@client_options
+def status(as_json: bool, timeout_ms: int, cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> None:
+    """Leader, epoch, high watermark and each replica's lag."""
+    servers = servers_for(cluster_dir, bootstrap_servers)
+    body = quorum_json(run_admin(servers, timeout_ms, lambda admin: admin.describe_quorum()))
+    if as_json:
+        echo_json(body)
+    else:
+        Console().print(render_quorum(body))
