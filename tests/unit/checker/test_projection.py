@@ -102,13 +102,15 @@ def test_replay_checks_real_time_legality_and_completeness() -> None:
         (2, "invoke", "get", None, "x"),
         (1, "ok", "append", "b", "x"),
         (2, "ok", "get", "ab", "x"),
+        (3, "invoke", "put", "c", "y"),
+        (3, "ok", "put", "c", "y"),
     )
     model = make_model("kv", partition=False)
     calls = model.prepare(h.operations)
-    assert replay(calls, model, [0, 1, 2]) is not None
-    assert replay(calls, model, [1, 0, 2]) is None, "the append was invoked after the put returned"
-    assert replay(calls, model, [0, 2, 1]) is None, "the get sees the append"
-    assert replay(calls, model, [0, 1]) is None, "every completed call is placed"
+    assert replay(calls, model, [0, 1, 2, 3]) is not None
+    assert replay(calls, model, [3, 0, 1, 2]) is None, "legal steps, but y was put after the rest returned"
+    assert replay(calls, model, [0, 2, 1, 3]) is None, "the get sees the append"
+    assert replay(calls, model, [0, 1, 2]) is None, "every completed call is placed"
 
 
 def test_merge_keeps_each_order_and_real_time() -> None:
