@@ -88,6 +88,8 @@ def _anomaly(model: Model, outcome: PartOutcome) -> dict[str, Any]:
         "longest_prefix": [_call_json(model, calls[i]) for i in r.order],
         "state": model.describe_state(r.state),
     }
+    if outcome.model is not None:
+        base["projection"] = True  # found by searching this part alone (projection.py)
     if r.valid is False:
         base["unplaceable"] = [_call_json(model, calls[i]) for i in r.blocked]
     else:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.tools.checker.explain import explain
 from kraftpy.tools.checker.formats import read_history
 from kraftpy.tools.checker.linearizability import check_linearizability
 from tests.conftest import SHARED_DIR
@@ -63,8 +64,10 @@ def test_c50_no_partition_rows_are_decided(shared_dir: Path, row: dict[str, str]
     if not expected:
         # Found in one key's projection: the report names the key and the read no order explains.
         (anomaly,) = result.anomalies
-        assert anomaly["type"] == "nonlinearizable" and anomaly["key"] == "3"
+        assert anomaly["type"] == "nonlinearizable" and anomaly["key"] == "3" and anomaly["projection"]
         assert [c["line"] for c in anomaly["unplaceable"]] == [442]
+        assert "Key '3' (206 operations) cannot be linearized" in explain(result)
+        assert "Found by searching this key alone" in explain(result)
 
 
 def test_failing_etcd_history_is_explained(shared_dir: Path) -> None:
