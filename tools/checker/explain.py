@@ -45,6 +45,9 @@ def _explain_linearizability(result: CheckResult) -> list[str]:
         if a["type"] == "nonlinearizable":
             prefix = a["longest_prefix"]
             lines.append(f"\n{_key(a)} ({a['calls']} operations) cannot be linearized.")
+            if a.get("projection"):
+                lines.append("  (Found by searching this key alone, as the search of the whole history had not")
+                lines.append("  decided: one key whose operations cannot be linearized is enough.)")
             lines.append(f"  Longest linearizable prefix found: {len(prefix)} operations" + (":" if prefix else "."))
             if len(prefix) > PREFIX_TAIL:
                 lines.append(f"    ... {len(prefix) - PREFIX_TAIL} earlier operations")

@@ -76,6 +76,7 @@ def _page_data(result: CheckResult) -> dict[str, Any]:
         for part in detail.parts:
             r = part.result
             calls = part.calls
+            part_model = part.model or detail.model
             verdict = (
                 "unchecked" if r is None else {True: "linearizable", False: "not linearizable"}.get(r.valid, "unknown")
             )
@@ -86,8 +87,8 @@ def _page_data(result: CheckResult) -> dict[str, Any]:
                     "ops": [c.op.id for c in calls],
                     "order": [] if r is None else [calls[i].op.id for i in r.order],
                     "blocked": [] if r is None else [calls[i].op.id for i in r.blocked],
-                    "state": "" if r is None else detail.model.describe_state(r.state),
-                    "text": {c.op.id: detail.model.describe_call(c) for c in calls},
+                    "state": "" if r is None else part_model.describe_state(r.state),
+                    "text": {c.op.id: part_model.describe_call(c) for c in calls},
                 }
             )
         rank = {"not linearizable": 0, "unknown": 1, "unchecked": 2, "linearizable": 3}

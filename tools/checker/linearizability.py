@@ -18,6 +18,7 @@ from kraftpy.tools.checker.history import History
 from kraftpy.tools.checker.model import UNKNOWN, Call, Model
 from kraftpy.tools.checker.models import make_model
 from kraftpy.tools.checker.partition import PartOutcome, ProgressSink, check_parts
+from kraftpy.tools.checker.projection import check_projected
 from kraftpy.tools.checker.result import CheckResult, jsonable
 
 
@@ -46,8 +47,12 @@ def check_linearizability(
     m = make_model(model, init=init, partition=partition) if isinstance(model, str) else model
     calls = m.prepare(history.operations)
     parts = m.partition(calls) if partition else [(None, calls)]
+    projections = m.projections(calls) if len(parts) == 1 else None
     # Check checking time, not setup: the budget starts before preparation all the same.
-    outcomes = check_parts(parts, m, budget, workers=workers, progress=progress)
+    if projections is not None:
+        outcomes = check_projected(calls, m, projections, budget, workers=workers, progress=progress)
+    else:
+        outcomes = check_parts(parts, m, budget, workers=workers, progress=progress)
     elapsed = time.monotonic() - started
 
     results = [o.result for o in outcomes]
@@ -57,7 +62,7 @@ def check_linearizability(
         valid = True
     else:
         valid = "unknown"
-    anomalies = [_anomaly(m, o) for o in outcomes if o.result is not None and o.result.valid is not True]
+    anomalies = [_anomaly(o.model or m, o) for o in outcomes if o.result is not None and o.result.valid is not True]
     if valid == "unknown":
         unchecked = [o for o in outcomes if o.result is None]
         anomalies += [{"type": "unchecked", "key": jsonable(o.label), "calls": len(o.calls)} for o in unchecked]
@@ -83,6 +88,8 @@ def _anomaly(model: Model, outcome: PartOutcome) -> dict[str, Any]:
         "longest_prefix": [_call_json(model, calls[i]) for i in r.order],
         "state": model.describe_state(r.state),
     }
+    if outcome.model is not None:
+        base["projection"] = True  # found by searching this part alone (projection.py)
     if r.valid is False:
         base["unplaceable"] = [_call_json(model, calls[i]) for i in r.blocked]
     else:

@@ -110,6 +110,20 @@ class Model:
         """Independent parts as (label, calls); one part unless the model is P-compositional."""
         return [(None, calls)]
 
+    def projections(self, calls: list[Call]) -> tuple[Model, list[tuple[Any, list[Call]]]] | None:
+        """Sub-histories with a smaller model, for a search that is too big as one; None if none.
+
+        A projection keeps the calls that touch one component of the state,
+        checked against a model of that component alone. A model offers them
+        only when every call reads and changes one component and its output
+        depends on that component alone: then a linearization of the whole
+        history restricted to a projection is a linearization of the
+        projection, so a projection that cannot be linearized proves the
+        history cannot be. Linearizations of the projections only propose
+        an order for the whole history; see projection.py.
+        """
+        return None
+
     def describe_state(self, state: Any) -> str:
         return repr(state)
 

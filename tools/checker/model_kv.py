@@ -66,6 +66,17 @@ class KvModel(Model):
             parts.setdefault(c.input[1], []).append(c)
         return [(self.keys[k], part) for k, part in sorted(parts.items())]
 
+    def projections(self, calls: list[Call]) -> tuple[Model, list[tuple[Any, list[Call]]]] | None:
+        """Without partitioning, one projection per key against the one-string model.
+
+        A call's input names its key, so the calls serve both models as they are.
+        """
+        if self.partitioned:
+            return None
+        per_key = KvModel(partitioned=True)
+        per_key.keys = self.keys
+        return per_key, per_key.partition(calls)
+
     def describe_state(self, state: Any) -> str:
         if self.partitioned:
             return repr(state)

@@ -33,11 +33,15 @@ PARALLEL_MIN_PART = 60  # parts smaller than this do not count as "big"
 
 @dataclass(slots=True)
 class PartOutcome:
-    """One part and its search result; `result` is None when the check stopped before it finished."""
+    """One part and its search result; `result` is None when the check stopped before it finished.
+
+    `model` is the model the part was searched with when it is not the check's (a projection's).
+    """
 
     label: Any
     calls: list[Call]
     result: SearchResult | None = None
+    model: Model | None = None
 
 
 ProgressSink = Callable[[int, int, int, int], None]  # (parts done, parts, steps, configs)
