@@ -42,7 +42,7 @@ def recovered_from(cluster: LocalCluster, victim: int, before: dict[str, Any]) -
     return now
 
 
-def kill_and_recover(cluster: LocalCluster, victim: int) -> None:
+def kill_and_recover(cluster: LocalCluster, victim: int, label: str) -> None:
     before = cluster.describe(TOPIC)
     led = [p["partition"] for p in before["partitions"] if p["leader"] == victim]
     assert led, f"node {victim} leads nothing of {before}"
@@ -56,7 +56,7 @@ def kill_and_recover(cluster: LocalCluster, victim: int) -> None:
     assert view["alive"] is False
 
     # Metadata still takes writes: the active controller (maybe a new one) commits a new topic.
-    name = f"after-kill-{victim}"
+    name = f"after-kill-{label}-{victim}"  # one per test: both tests may kill the same node
     cluster.ok("topics", "create", name, "--partitions", "2", "--replication-factor", "2")
     assert all(victim not in p["replicas"] for p in cluster.describe(name)["partitions"])
 
@@ -72,7 +72,7 @@ def kill_and_recover(cluster: LocalCluster, victim: int) -> None:
 def test_sigkill_the_active_controller(cluster: LocalCluster) -> None:
     old = cluster.controller_id()
     old_epoch = cluster.health()["controller"]["epoch"]
-    kill_and_recover(cluster, old)
+    kill_and_recover(cluster, old, "controller")
     health = cluster.health()
     assert health["healthy"] is True and health["controller"]["epoch"] > old_epoch
     quorum = cluster.ok("quorum", "status", "--json").json()
@@ -85,6 +85,6 @@ def test_sigkill_a_broker_that_is_not_the_controller(cluster: LocalCluster) -> N
     controller = cluster.controller_id()
     leaders = {p["leader"] for p in cluster.describe(TOPIC)["partitions"]}
     victim = next(n for n in (1, 2, 3) if n != controller and n in leaders)
-    kill_and_recover(cluster, victim)
+    kill_and_recover(cluster, victim, "broker")
     assert cluster.controller_id() == controller  # a broker's death does not move the quorum
     assert cluster.health()["healthy"] is True
