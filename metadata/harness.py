@@ -65,8 +65,7 @@ class ControllerHarness:
         self.log: list[tuple[int, MetadataRecord]] = []  # (offset, record), every appended record
         self.pending: list[Batch] = []  # appended batches, not yet committed
         self.next_offset = self.loader.committed_offset + 1
-        self._answerable: list[ControllerResult] = []  # answered at once; handed out by the next commit()
-        self._released_now: list[Any] = []
+        self._answerable: list[Any] = []  # answers the next commit() hands out
         self.released: list[Any] = []
         self.broker_epochs: dict[int, int] = {}
         self.driver.on_leader_change(NODE_ID, epoch, self.now_ms)
@@ -85,8 +84,7 @@ class ControllerHarness:
         return self.controller.latest_image
 
     def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
-        effects = self.driver.on_commit(new, self.loader.committed_offset, self.now_ms)
-        self._released_now.extend(effects.released)
+        self._answerable.extend(self.driver.on_commit(new, self.loader.committed_offset, self.now_ms).released)
 
     def _carry_out(self, decision: Decision) -> ControllerResult:
         for append in decision.appends:  # this Raft never refuses an append
@@ -119,11 +117,9 @@ class ControllerHarness:
         as a Raft entry does); returns the results whose responses may now be sent."""
         n = len(self.pending) if batches is None else batches
         done, self.pending = self.pending[:n], self.pending[n:]
-        self._released_now = self._answerable
-        self._answerable = []
         for batch in done:
             self.loader.apply_batch(batch)
-        released = self._released_now
+        released, self._answerable = self._answerable, []
         self.released.extend(released)
         return released
 
@@ -132,10 +128,9 @@ class ControllerHarness:
         lost, as when a new Raft leader truncates them, or (lose_uncommitted=False) commit before the
         new epoch starts; waiting responses are answered NOT_CONTROLLER."""
         if lose_uncommitted:
-            lost = {offset for batch in self.pending for offset in range(batch.base_offset, batch.last_offset + 1)}
-            self.log = [(o, r) for o, r in self.log if o not in lost]
-            self.pending = []
             self.next_offset = self.loader.committed_offset + 1
+            self.log = [(o, r) for o, r in self.log if o < self.next_offset]
+            self.pending = []
         else:
             self.commit()
         self._answerable = []
