@@ -19,6 +19,7 @@ from kraftpy.metadata.controller_driver import (
     append_limits,
 )
 from kraftpy.metadata.delta import apply_records
+from kraftpy.metadata.harness import ControllerHarness
 from kraftpy.metadata.records import FenceBrokerRecord, NoOpRecord, RegisterBrokerRecord, decode_entry
 from kraftpy.metadata.requests import (
     BrokerHeartbeatRequest,
@@ -284,3 +285,14 @@ def test_the_driver_is_sans_io(module: str) -> None:
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported.isdisjoint({"asyncio", "socket", "time", "datetime", "os", "threading", "random"})
+
+
+def test_the_harness_packs_records_into_entries_as_a_node_does() -> None:
+    """The harness drives the same driver: a decision of 6,001 records takes a few offsets, not 6,001."""
+    h = ControllerHarness(CONFIG)
+    h.start_brokers([1, 2, 3])
+    before = h.committed.offset
+    result = h.send(big_topic(6000))
+    assert len(result.records) == 6001 and h.committed.topic("big") is not None
+    assert 1 < h.committed.offset - before < 40
+    assert [r for _, r in h.log[-6001:]] == list(result.records)
