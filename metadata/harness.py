@@ -1,21 +1,22 @@
-"""ControllerHarness: the smallest correct shell around QuorumController, in memory.
+"""ControllerHarness: the ControllerDriver over an in-memory Raft log, for tests and the simulator.
 
-It plays the Raft log and the node shell: appends each result's records as one
-batch (one offset per record), commits on demand (replaying committed records
-into the committed image with their offsets), and releases responses through
-DeferredResponses only once the log has committed past them. Unit tests and
-the simulator use it; it is also the executable description of how a real
-shell drives the controller.
+It plays Raft and the metadata component: it takes the driver's appends
+(one pending batch each, one offset per entry), commits whole batches when
+told to (through the real MetadataLoader, so records of an entry share its
+offset), and on a failover truncates what was not committed and announces the
+new epoch. Every decision (activation, renouncing, packing records into
+entries, when a response may go out) is the driver's, as in the node's shell.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.metadata.controller.config import ControllerConfig
-from kraftpy.metadata.controller.deferred import DeferredResponses
+from kraftpy.metadata.controller.driver import ControllerDriver, Decision
 from kraftpy.metadata.controller.quorum_controller import QuorumController
 from kraftpy.metadata.controller.requests import (
     BrokerHeartbeatRequest,
@@ -24,9 +25,21 @@ from kraftpy.metadata.controller.requests import (
     BrokerRegistrationResponse,
     ControllerResult,
 )
-from kraftpy.metadata.image.metadata_delta import MetadataDelta
+from kraftpy.metadata.image.loader import MetadataLoader
 from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
-from kraftpy.metadata.records import Listener, MetadataRecord
+from kraftpy.metadata.records import Listener, MetadataRecord, decode_entry
+
+NODE_ID = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One atomic append, as Raft hands it to its listeners once committed."""
+
+    base_offset: int
+    last_offset: int
+    epoch: int
+    records: tuple[bytes, ...]
 
 
 class ControllerHarness:
@@ -40,19 +53,28 @@ class ControllerHarness:
         epoch: int = 1,
     ) -> None:
         self.config = config or ControllerConfig(cluster_id="test-cluster")
-        self.controller = QuorumController(self.config, rng=random.Random(seed), image=image)
+        self.loader = MetadataLoader()
+        if image is not MetadataImage.EMPTY:  # a node starting from a snapshot
+            self.loader.load_snapshot(image.offset + 1, image.epoch, image.encode())
+        controller = QuorumController(self.config, rng=random.Random(seed), image=self.loader.image)
+        self.driver = ControllerDriver(controller, NODE_ID, committed_offset=self.loader.committed_offset)
+        self.loader.subscribe(self._on_image)
         self.auto_commit = auto_commit
         self.now_ms = 0
         self.epoch = epoch
         self.log: list[tuple[int, MetadataRecord]] = []  # (offset, record), every appended record
-        self.pending: list[list[tuple[int, MetadataRecord]]] = []  # appended batches, not yet committed
-        self.next_offset = image.offset + 1
-        self.deferred = DeferredResponses()
+        self.pending: list[Batch] = []  # appended batches, not yet committed
+        self.next_offset = self.loader.committed_offset + 1
+        self._answerable: list[Any] = []  # answers the next commit() hands out
         self.released: list[Any] = []
-        self.controller.activate(epoch, self.now_ms)
         self.broker_epochs: dict[int, int] = {}
+        self.driver.on_leader_change(NODE_ID, epoch, self.now_ms)
 
     # --- the shell's loop ------------------------------------------------------------------------
+    @property
+    def controller(self) -> QuorumController:
+        return self.driver.controller
+
     @property
     def committed(self) -> MetadataImage:
         return self.controller.committed_image
@@ -61,56 +83,59 @@ class ControllerHarness:
     def latest(self) -> MetadataImage:
         return self.controller.latest_image
 
-    def _append(self, result: ControllerResult) -> ControllerResult:
-        if result.records:
-            batch = []
-            for record in result.records:
-                batch.append((self.next_offset, record))
-                self.next_offset += 1
-            self.log.extend(batch)
+    def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        self._answerable.extend(self.driver.on_commit(new, self.loader.committed_offset, self.now_ms).released)
+
+    def _carry_out(self, decision: Decision) -> ControllerResult:
+        for append in decision.appends:  # this Raft never refuses an append
+            batch = Batch(self.next_offset, self.next_offset + len(append.entries) - 1, append.epoch, append.entries)
+            for offset, entry in enumerate(append.entries, batch.base_offset):
+                self.log.extend((offset, record) for record in decode_entry(entry))
+            self.next_offset = batch.last_offset + 1
             self.pending.append(batch)
-        self.deferred.add(self.next_offset - 1, result)
+            self.driver.appended(append, batch.last_offset, self.now_ms)
+        if self.driver.must_wait(decision):
+            self.driver.defer(decision.result)
+        else:
+            self._answerable.append(decision.result)
         if self.auto_commit:
             self.commit()
-        return result
+        return decision.result
 
     def send(self, request: Any, now_ms: int | None = None) -> ControllerResult:
         if now_ms is not None:
             self.now_ms = now_ms
-        return self._append(self.controller.handle(request, self.now_ms))
+        return self._carry_out(self.driver.decide(request, self.now_ms))
 
     def tick(self, now_ms: int | None = None) -> ControllerResult:
         if now_ms is not None:
             self.now_ms = now_ms
-        return self._append(self.controller.tick(self.now_ms))
+        return self._carry_out(self.driver.tick(self.now_ms))
 
     def commit(self, batches: int | None = None) -> list[ControllerResult]:
         """Commit the next `batches` appended batches (all by default; a batch commits atomically,
         as a Raft entry does); returns the results whose responses may now be sent."""
         n = len(self.pending) if batches is None else batches
         done, self.pending = self.pending[:n], self.pending[n:]
-        if done:
-            delta = MetadataDelta(self.committed)
-            for batch in done:
-                for offset, record in batch:
-                    delta.replay(record, offset)
-            self.controller.handle_commit(delta.apply(epoch=self.epoch))
-        released = self.deferred.complete_up_to(self.committed.offset)
+        for batch in done:
+            self.loader.apply_batch(batch)
+        released, self._answerable = self._answerable, []
         self.released.extend(released)
         return released
 
     def fail_over(self, new_epoch: int | None = None, *, lose_uncommitted: bool = True) -> None:
         """Leadership moves (here: back to this controller in a new epoch). Uncommitted records are
-        lost, as when a new Raft leader truncates them; waiting responses are answered NOT_CONTROLLER."""
-        self.controller.deactivate(leader_id=None)
+        lost, as when a new Raft leader truncates them, or (lose_uncommitted=False) commit before the
+        new epoch starts; waiting responses are answered NOT_CONTROLLER."""
         if lose_uncommitted:
-            lost = {offset for batch in self.pending for offset, _ in batch}
-            self.log = [(o, r) for o, r in self.log if o not in lost]
+            self.next_offset = self.loader.committed_offset + 1
+            self.log = [(o, r) for o, r in self.log if o < self.next_offset]
             self.pending = []
-            self.next_offset = self.committed.offset + 1
-        self.deferred.fail_all()
+        else:
+            self.commit()
+        self._answerable = []
         self.epoch = new_epoch if new_epoch is not None else self.epoch + 1
-        self.controller.activate(self.epoch, self.now_ms)
+        self.driver.on_leader_change(NODE_ID, self.epoch, self.now_ms)
 
     # --- conveniences for tests ------------------------------------------------------------------
     def register(self, broker_id: int, rack: str | None = None, incarnation: str | None = None) -> int:

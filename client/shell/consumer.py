@@ -3,8 +3,9 @@
 SubscriptionState holds positions; Fetcher builds fetches and turns answers
 into records; OffsetFetcher completes resets (auto_offset_reset,
 seek_to_beginning/end) with list_offsets; PositionValidator checks positions
-after leader changes (KIP-320). This class sends what those cores ask for,
-feeds the answers back, and implements poll():
+after leader changes (KIP-320); FetchPositions decides where a partition
+without a position starts and what poll() raises. This class sends what
+those cores ask for, feeds the answers back, and implements poll():
 
     validate / reset positions -> collect buffered records -> if any: send the
     next fetches (pipelining) and return them -> else send fetches and wait
@@ -12,8 +13,7 @@ feeds the answers back, and implements poll():
 
 With a group_id, GroupShell (client/shell/group_member.py) runs the group membership:
 subscribe() joins the group, poll() drives rebalances and runs the rebalance
-listener, partitions without a position start from the group's committed
-offset (auto_offset_reset only when there is none), commit()/commit_async()/
+listener, looks up committed offsets for FetchPositions, commit()/commit_async()/
 committed() use the coordinator, close() commits (auto-commit) and leaves.
 
 Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kraftpy.client.config import consumer_config, parse_bootstrap_servers
+from kraftpy.client.consumer.fetch_positions import FetchPositions
 from kraftpy.client.consumer.fetcher import FETCH_PATH, Fetcher, FetchRequest
 from kraftpy.client.consumer.offset_fetcher import (
     EARLIEST_TIMESTAMP,
@@ -47,9 +48,6 @@ from kraftpy.client.consumer.position_validator import (
     ValidationRequest,
 )
 from kraftpy.client.consumer.subscription import (
-    FetchPosition,
-    FetchState,
-    LogTruncation,
     OffsetResetStrategy,
     SubscriptionState,
 )
@@ -57,12 +55,10 @@ from kraftpy.client.errors import (
     ConfigError,
     IllegalStateError,
     KafkaTimeoutError,
-    LogTruncationError,
-    NoOffsetForPartitionError,
     invalidates_metadata,
     is_retriable,
 )
-from kraftpy.client.group.commits import CommitCallback, GroupOperation, OffsetAndMetadata
+from kraftpy.client.group.commits import CommitCallback, OffsetAndMetadata
 from kraftpy.client.group.errors import InvalidGroupIdError
 from kraftpy.client.interceptors import run_on_consume
 from kraftpy.client.metadata import Metadata
@@ -144,13 +140,18 @@ class Consumer:
             request_timeout_ms=cfg["request_timeout_ms"],
             retry_backoff_ms=cfg["retry_backoff_ms"],
         )
-        self._truncations: dict[TopicPartition, LogTruncation] = {}
+        self._positions = FetchPositions(
+            self._subscriptions,
+            self._metadata,
+            self._offsets,
+            self._validator,
+            use_committed=cfg["group_id"] is not None,
+        )
         self._group: GroupShell | None = None
         if cfg["group_id"] is not None:
             self._group = GroupShell(
                 cfg, self._subscriptions, self._metadata, on_removed=self._partitions_removed, on_activity=self._poke
             )
-        self._committed_lookup: GroupOperation | None = None
         self._cluster: ClusterClient | None = None
         self._activity: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -209,8 +210,7 @@ class Consumer:
         removed = self._subscriptions.assigned_partitions() - set(wanted)
         self._subscriptions.assign_from_user(wanted)
         self._fetcher.clear_buffered(removed)
-        for tp in removed:
-            self._truncations.pop(tp, None)
+        self._positions.forget(removed)
         self._metadata.set_topics(self._subscriptions.topics())
         self._wake_metadata()
 
@@ -253,8 +253,7 @@ class Consumer:
 
     def _partitions_removed(self, removed: set[TopicPartition]) -> None:
         self._fetcher.clear_buffered(removed)
-        for tp in removed:
-            self._truncations.pop(tp, None)
+        self._positions.forget(removed)
 
     def _poke(self) -> None:
         if self._activity is not None:
@@ -307,7 +306,7 @@ class Consumer:
 
     def _after_seek(self, tp: TopicPartition) -> None:
         self._fetcher.clear_buffered({tp})
-        self._truncations.pop(tp, None)
+        self._positions.forget({tp})
         if self._activity is not None:
             self._activity.set()
 
@@ -380,70 +379,18 @@ class Consumer:
         return True
 
     def _update_fetch_positions(self) -> None:
-        """Kafka's updateFetchPositions: validate after leader changes, reset positions, raise what was found."""
-        now = monotonic_ms()
-        self._raise_truncations(self._validator.take_truncations())
-        error = self._offsets.take_error() or self._validator.error
-        self._validator.error = None
-        if error is not None:
-            raise error
-        for request in self._validator.prepare_requests(now):
+        """Kafka's updateFetchPositions: FetchPositions decides; this sends what it asks for, raises what it found."""
+        work = self._positions.update(monotonic_ms())
+        for request in work.validations:
             self._spawn(self._validate(request))
-        if self._group is None:
-            stuck = self._subscriptions.reset_initializing_positions()
-        else:
-            stuck = self._init_from_committed()
-        if stuck:
-            raise NoOffsetForPartitionError(stuck)
-        for request in self._offsets.prepare_reset_requests(now):
+        if work.lookup:
+            assert self._group is not None
+            self._positions.lookup_started(self._group.start_committed_lookup(work.lookup))
+        if work.error is not None:
+            raise work.error
+        for request in work.resets:
             self._spawn(self._reset(request))
         self._wake_metadata()
-
-    def _init_from_committed(self) -> list[TopicPartition]:
-        """Partitions without a position start at the group's committed offset (validated like any position
-        with an epoch); only those without one get auto_offset_reset. Returns those that cannot (policy none)."""
-        assert self._group is not None
-        stuck: list[TopicPartition] = []
-        lookup = self._committed_lookup
-        if lookup is not None and lookup.done:
-            self._committed_lookup = None
-            if lookup.error is not None:
-                if not is_retriable(lookup.error.code):
-                    raise lookup.error
-                log.info("looking up committed offsets failed (%s); trying again", lookup.error)
-            else:
-                without = []
-                for tp, committed in lookup.result.items():
-                    if not self._subscriptions.is_assigned(tp):
-                        continue
-                    if self._subscriptions.state(tp).fetch_state is not FetchState.INITIALIZING:
-                        continue  # the application seeked meanwhile
-                    if committed is None:
-                        without.append(tp)
-                    else:
-                        position = FetchPosition(
-                            committed.offset, committed.leader_epoch, self._metadata.current_leader(tp)
-                        )
-                        log.info("%s starts at its committed offset %d", tp, committed.offset)
-                        self._subscriptions.seek_unvalidated(tp, position)
-                stuck = self._subscriptions.reset_initializing_positions(without)
-        waiting = self._subscriptions.initializing_partitions()
-        if waiting and self._committed_lookup is None:
-            self._committed_lookup = self._group.start_committed_lookup(waiting)
-        return stuck
-
-    def _raise_truncations(self, found: list[LogTruncation]) -> None:
-        for truncation in found:
-            self._truncations[truncation.tp] = truncation
-        # A truncation stays raised until the application seeks (or the position moves on).
-        for tp, truncation in list(self._truncations.items()):
-            state = self._subscriptions.state(tp) if self._subscriptions.is_assigned(tp) else None
-            if state is None or state.position != truncation.position or self._subscriptions.has_valid_position(tp):
-                del self._truncations[tp]
-        if self._truncations:
-            raise LogTruncationError(
-                {tp: (t.position.offset, t.divergent_offset) for tp, t in self._truncations.items()}
-            )
 
     def _send_fetches(self) -> None:
         for request in self._fetcher.prepare_fetch_requests(monotonic_ms()):
