@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 from kraftpy.client.consumer.fetch_positions import FetchPositions
 from kraftpy.client.consumer.offset_fetcher import OffsetFetcher
 from kraftpy.client.consumer.position_validator import PositionValidator
@@ -13,7 +11,6 @@ from kraftpy.client.group.commits import GroupOperation, OffsetAndMetadata
 from kraftpy.client.metadata import LeaderAndEpoch
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
-from tests.conftest import REPO_ROOT
 from tests.unit.test_client_fixtures import fresh_metadata, metadata_body
 from tests.unit.test_client_positions import epoch_answer, list_offsets_answer
 
@@ -178,10 +175,3 @@ def test_an_error_a_reset_left_reaches_the_application_before_anything_is_sent()
     work = positions.update(2)
     assert work.error.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and work.validations == [] and work.resets == []
     assert positions.update(3).error is None, "raised once"
-
-
-def test_fetch_positions_is_sans_io() -> None:
-    tree = ast.parse((REPO_ROOT / "client" / "fetch_positions.py").read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported.isdisjoint({"asyncio", "socket", "time", "datetime", "os", "threading", "random"})

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import random
-
-import pytest
 
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.driver import (
@@ -30,7 +27,6 @@ from kraftpy.metadata.harness import ControllerHarness
 from kraftpy.metadata.image.metadata_delta import apply_records
 from kraftpy.metadata.records import FenceBrokerRecord, NoOpRecord, RegisterBrokerRecord, decode_entry
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from tests.conftest import REPO_ROOT
 
 ME, OTHER = 1, 2
 VOTERS = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
@@ -277,14 +273,6 @@ def test_a_lone_record_is_its_own_entry() -> None:
     (append,) = register(d, 7).appends
     ((record,),) = [decode_entry(e) for e in append.entries]
     assert isinstance(record, RegisterBrokerRecord)
-
-
-@pytest.mark.parametrize("module", ["metadata/controller/driver.py"])
-def test_the_driver_is_sans_io(module: str) -> None:
-    tree = ast.parse((REPO_ROOT / module).read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported.isdisjoint({"asyncio", "socket", "time", "datetime", "os", "threading", "random"})
 
 
 def test_the_harness_packs_records_into_entries_as_a_node_does() -> None:
