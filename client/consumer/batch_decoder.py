@@ -9,7 +9,7 @@ rising up to lastOffsetDelta, nothing left over). Anything else - compression,
 headers, log-append time, or any check failing - is handed to decode_batch,
 which decodes it or raises the precise CorruptRecordError, so the fast path
 never accepts what the general one would refuse
-(tests/unit/test_client_batch_decoder.py).
+(tests/unit/client/test_client_batch_decoder.py).
 """
 
 from __future__ import annotations

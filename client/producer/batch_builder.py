@@ -6,7 +6,7 @@ headers) `append` writes Kafka's varint record layout straight into the
 batch buffer, with small varints from a table, instead of building and
 joining parts and computing the size separately. Anything else (headers,
 other types, no timestamp) goes through the general RecordBatchBuilder.append,
-and both produce the same bytes (tests/unit/test_client_batch_builder.py).
+and both produce the same bytes (tests/unit/client/test_client_batch_builder.py).
 """
 
 from __future__ import annotations

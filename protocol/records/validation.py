@@ -13,7 +13,7 @@ maxTimestamp (the time index trusts it), and keys on compacted topics.
 The walk is a fast path. Whatever it finds structurally wrong is handed to
 decode_batch, the decoder every consumer uses, for the precise error; so a
 batch accepted here always decodes for a consumer
-(tests/unit/test_records_validation.py checks the two agree).
+(tests/unit/protocol/test_records_validation.py checks the two agree).
 
 Errors: CORRUPT_MESSAGE for bytes that do not decode (bad compressed data,
 framing, varints, a section that inflates beyond the bound); INVALID_RECORD,

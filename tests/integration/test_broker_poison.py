@@ -22,7 +22,7 @@ from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC, OFFSETS_TOPIC
 from tests.integration.test_broker_errors import fetch, produce
 from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of, wait_for, wait_until
 from tests.integration.test_groups_broker_leadership import FETCH, GROUP, RETRIABLE, commit_body, committed
-from tests.unit.test_records_validation import GARBAGE, _zeros_zstd, forge
+from tests.unit.protocol.test_records_validation import GARBAGE, _zeros_zstd, forge
 
 
 async def test_poison_batches_are_refused_and_the_partition_keeps_serving(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from kraftpy.protocol.records import CompressionType, build_batch, iter_batches
 from kraftpy.protocol.topics import CLUSTER_METADATA_TOPIC, OFFSETS_TOPIC
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 from tests.integration.test_groups_broker import commit, fetched, find_coordinator, join_and_sync, port_of, rpc
-from tests.unit.test_records_validation import GARBAGE, forge
+from tests.unit.protocol.test_records_validation import GARBAGE, forge
 
 pytestmark = pytest.mark.slow
 

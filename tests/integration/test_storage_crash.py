@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from kraftpy.protocol.records.batch import decode_batches
 from kraftpy.storage import PartitionLog
 from tests.conftest import REPO_ROOT
-from tests.unit.test_storage_fixtures import make_batch, open_log, read_all
+from tests.unit.storage.test_storage_fixtures import make_batch, open_log, read_all
 
 CONFIG = {"segment_bytes": 1500, "index_interval_bytes": 120}
 

@@ -1,0 +1,190 @@
+"""Vote granting: the pure rules, then a node's answers and the order of its actions
+(the vote is persisted before the answer that carries it leaves)."""
+
+from __future__ import annotations
+
+import random
+
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.raft.actions import PersistQuorumState, Send
+from kraftpy.raft.config import RaftConfig
+from kraftpy.raft.election import (
+    VoteTally,
+    can_grant_prevote,
+    can_grant_vote,
+    election_timeout_ms,
+    log_is_up_to_date,
+)
+from kraftpy.raft.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from kraftpy.raft.quorum_state import QuorumState, Role
+from tests.unit.raft.test_raft_support import CLUSTER, drain, make_log, make_node, sent
+
+
+def test_up_to_date_compares_last_epoch_then_end_offset() -> None:
+    assert log_is_up_to_date(3, 5, 2, 100)  # a higher last epoch wins over a longer log
+    assert not log_is_up_to_date(2, 100, 3, 5)
+    assert log_is_up_to_date(3, 5, 3, 5)
+    assert not log_is_up_to_date(3, 4, 3, 5)
+
+
+def test_vote_rules() -> None:
+    base = {"candidate_id": 2, "candidate_epoch": 5, "epoch": 5, "voted_for": None, "leader_id": None, "log_ok": True}
+    assert can_grant_vote(**base)
+    assert can_grant_vote(**{**base, "voted_for": 2}), "repeating the same vote is fine"
+    assert not can_grant_vote(**{**base, "voted_for": 3}), "one vote per epoch"
+    assert not can_grant_vote(**{**base, "leader_id": 3}), "the epoch already has a leader"
+    assert not can_grant_vote(**{**base, "log_ok": False})
+    assert not can_grant_vote(**{**base, "candidate_epoch": 4})
+
+
+def test_prevote_rules() -> None:
+    base = {"candidate_epoch": 6, "epoch": 5, "log_ok": True, "is_leader": False, "has_live_leader": False}
+    assert can_grant_prevote(**base)
+    assert not can_grant_prevote(**{**base, "has_live_leader": True})
+    assert not can_grant_prevote(**{**base, "is_leader": True})
+    assert not can_grant_prevote(**{**base, "log_ok": False})
+    assert not can_grant_prevote(**{**base, "candidate_epoch": 5})
+
+
+def test_election_timeout_is_in_t_2t() -> None:
+    rng = random.Random(1)
+    config = RaftConfig()
+    draws = [election_timeout_ms(config, rng) for _ in range(2000)]
+    assert min(draws) >= 1000 and max(draws) < 2000
+    assert max(draws) - min(draws) > 900
+
+
+def test_tally_won_and_lost() -> None:
+    tally = VoteTally(frozenset({1, 2, 3, 4, 5}))
+    tally.record(1, True)
+    tally.record(2, True)
+    tally.record(2, False)  # a duplicate answer counts once
+    assert not tally.won and not tally.lost
+    tally.record(3, False)
+    tally.record(4, False)
+    assert not tally.lost
+    tally.record(5, False)
+    assert tally.lost
+    tally.record(9, True)  # not a voter
+    assert not tally.won
+
+
+def vote(node, candidate, epoch, last_epoch, end, pre=False, now=0):
+    node.handle(VoteRequest(CLUSTER, candidate, node.node_id, 77, epoch, last_epoch, end, pre), now)
+
+
+def test_vote_is_persisted_before_the_answer() -> None:
+    node, log = make_node(1)
+    vote(node, 2, 1, 0, 0)
+    actions = drain(node, log)
+    persists = [i for i, a in enumerate(actions) if isinstance(a, PersistQuorumState)]
+    answers = [i for i, a in enumerate(actions) if isinstance(a, Send)]
+    assert actions[persists[-1]] == PersistQuorumState(QuorumState(1, 2, None))
+    assert persists[-1] < answers[0]
+    (answer,) = sent(actions, VoteResponse)
+    assert answer.granted and answer.epoch == 1
+
+
+def test_one_vote_per_epoch_and_restart_keeps_it() -> None:
+    node, log = make_node(1)
+    vote(node, 2, 1, 0, 0)
+    drain(node, log)
+    vote(node, 3, 1, 0, 0)
+    (answer,) = sent(drain(node, log), VoteResponse)
+    assert not answer.granted
+    restarted, _ = make_node(1, log=log, state=node._persisted)
+    vote(restarted, 3, 1, 0, 0)
+    (answer,) = sent(drain(restarted, log), VoteResponse)
+    assert not answer.granted, "the vote survives the restart"
+
+
+def test_vote_refused_for_a_stale_log() -> None:
+    node, log = make_node(1, log=make_log(1, 1, 2), state=QuorumState(2))
+    vote(node, 2, 3, 1, 10)  # longer log, but its last epoch is older
+    actions = drain(node, log)
+    (answer,) = sent(actions, VoteResponse)
+    assert not answer.granted
+    assert node.epoch == 3, "a real vote request of a higher epoch still moves the voter up"
+    vote(node, 3, 3, 2, 3)
+    (answer,) = sent(drain(node, log), VoteResponse)
+    assert answer.granted
+
+
+def test_prevote_changes_nothing() -> None:
+    node, log = make_node(1, state=QuorumState(4))
+    vote(node, 2, 5, 0, 0, pre=True)
+    actions = drain(node, log)
+    assert not [a for a in actions if isinstance(a, PersistQuorumState)]
+    (answer,) = sent(actions, VoteResponse)
+    assert answer.granted and answer.pre_vote and node.epoch == 4 and node.voted_for is None
+
+
+def test_prevote_refused_while_the_leader_is_live() -> None:
+    node, log = make_node(2, state=QuorumState(4, None, 1), now_ms=0)
+    drain(node, log)
+    node.handle(FetchResponse(CLUSTER, 1, 2, node._fetch_inflight, 4, 1, fetch_offset=0, high_watermark=0), 100)
+    drain(node, log, now_ms=100)
+    vote(node, 3, 5, 0, 0, pre=True, now=1000)
+    (answer,) = sent(drain(node, log, now_ms=1000), VoteResponse)
+    assert not answer.granted, "heard from the leader 900 ms ago, within the fetch timeout"
+    node.tick(2201)  # fetch timeout (+ at most 100 ms of jitter): it runs a pre-vote itself
+    drain(node, log, now_ms=2201)
+    assert node.role is Role.PROSPECTIVE
+    vote(node, 3, 5, 0, 0, pre=True, now=2300)
+    (answer,) = sent(drain(node, log, now_ms=2300), VoteResponse)
+    assert answer.granted
+
+
+def test_end_quorum_epoch_lets_the_successor_run_at_once() -> None:
+    node, log = make_node(2, state=QuorumState(4, None, 1))
+    drain(node, log)
+    node.handle(EndQuorumEpochRequest(CLUSTER, 1, 2, 0, 4, 1, (2, 3)), 10)
+    drain(node, log, now_ms=10)
+    assert node.next_deadline_ms() == 10
+    node.tick(10)
+    actions = drain(node, log, now_ms=10)
+    assert node.role is Role.PROSPECTIVE
+    assert len(sent(actions, VoteRequest)) == 2
+
+
+def test_begin_quorum_epoch_makes_a_follower() -> None:
+    node, log = make_node(3, state=QuorumState(2, 3, None))
+    drain(node, log)
+    node.handle(BeginQuorumEpochRequest(CLUSTER, 1, 3, 0, 3, 1), 5)
+    actions = drain(node, log, now_ms=5)
+    assert node.role is Role.FOLLOWER and node.leader_id == 1 and node.epoch == 3
+    assert actions[0] == PersistQuorumState(QuorumState(3, None, 1))
+
+
+def test_restarted_leader_comes_back_resigned() -> None:
+    node, _ = make_node(1, state=QuorumState(7, 1, 1))
+    assert node.role is Role.RESIGNED
+    vote(node, 2, 7, 9, 9)
+    (answer,) = sent(node.take_actions(), VoteResponse)
+    assert not answer.granted
+
+
+def test_messages_of_another_cluster_are_refused() -> None:
+    node, log = make_node(1)
+    node.handle(VoteRequest("other-cluster", 2, 1, 5, 9, 9, 9, False), 0)
+    actions = drain(node, log)
+    assert not [a for a in actions if isinstance(a, PersistQuorumState)]
+    (answer,) = sent(actions, VoteResponse)
+    assert answer.error is ErrorCode.INCONSISTENT_CLUSTER_ID and not answer.granted
+    assert node.epoch == 0
+
+
+def test_observer_never_votes_nor_runs() -> None:
+    node, log = make_node(9, voters=(1, 2, 3))
+    node.tick(100_000)
+    actions = drain(node, log, now_ms=100_000)
+    assert node.role is Role.UNATTACHED and not sent(actions, VoteRequest)
+    vote(node, 2, 1, 0, 0)
+    (answer,) = sent(drain(node, log), VoteResponse)
+    assert not answer.granted and answer.error is ErrorCode.INCONSISTENT_VOTER_SET
