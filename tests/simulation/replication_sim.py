@@ -704,9 +704,11 @@ class Broker:
     def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         sim, partition = self.sim, self.partition
 
-        def deliver() -> None:
-            response = sim.controller.alter_partition(request)
+        def reply(response: AlterPartitionResponse) -> None:
             sim.net.send(CONTROLLER, self.id, lambda: self.on_alter_partition_response(partition, request, response))
+
+        def deliver() -> None:
+            sim.controller_alter_partition(self.id, request, reply)
 
         sim.net.send(self.id, CONTROLLER, deliver)
 
@@ -1022,7 +1024,7 @@ class Simulation:
         self.disk = Disk(self.loop, DiskConfig())  # fsyncs complete at once, on the flusher's schedule
         self.checker = Checker(self)
         self.brokers: dict[int, Broker] = {}
-        self.controller = Controller(self)
+        self.controller = self.make_controller()
         self.brokers = {b: Broker(self, b) for b in config.brokers}
         self.client = Client(self)
         self.leader_changes = 0
@@ -1030,7 +1032,15 @@ class Simulation:
         self.events = 0
         self.trace: list[str] = []
 
+    def make_controller(self) -> Controller:
+        return Controller(self)
+
     # controller plumbing: requests arrive over the network, answers go back over it
+    def controller_alter_partition(
+        self, broker: int, request: AlterPartitionRequest, reply: Callable[[AlterPartitionResponse], None]
+    ) -> None:
+        reply(self.controller.alter_partition(request))
+
     def controller_heartbeat(self, broker: int, broker_epoch: int) -> None:
         self.controller.heartbeat(broker, broker_epoch)
         self.push_metadata(broker)
