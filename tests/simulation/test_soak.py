@@ -4,13 +4,15 @@ See soak.py for the model and the invariants. The slow test soaks SOAK_SEEDS
 seeds of SOAK_DURATION_MS each (10 minutes of virtual time in all);
 `--seeds N --seed-start S` picks others. The other tests prove the soak's
 invariants catch a broken controller, both by the controller's own invariant
-and, with that one switched off, by the loss of acknowledged writes it causes.
+and, with that one switched off, by the loss of acknowledged writes it causes,
+and a broken replication core (a follower that ignores DivergingEpoch).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from kraftpy.broker.replication import follower
 from kraftpy.metadata.image import NO_LEADER
 from kraftpy.metadata.partition_change import PartitionChangeBuilder
 from tests.simulation import controller_sim
@@ -100,3 +102,14 @@ def test_the_data_invariants_alone_see_what_an_election_outside_the_isr_loses(
     monkeypatch.setattr(controller_sim.CommittedHistoryChecker, "check", lambda self, old, new, records: None)
     _seed, violations = first_violation()
     assert any("lacks an acknowledged batch" in v or "lacks a committed batch" in v for v in violations), violations
+
+
+def test_a_follower_that_ignores_the_leaders_diverging_epoch_fails_the_soak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken replication core: a follower told its log diverged keeps it (never truncates)."""
+    monkeypatch.setattr(follower, "truncation_offset", lambda diverging, own, log_end_offset: (log_end_offset, True))
+    seed, violations = first_violation()
+    assert any("differs from leader" in v or "another batch than the committed one" in v for v in violations), (
+        violations
+    )
+    monkeypatch.undo()
+    assert run(soak_config(seed, duration_ms=PROOF_DURATION_MS)).ok
