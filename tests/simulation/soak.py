@@ -19,7 +19,8 @@ failovers. Checked after every event: the replication checker's invariants
 HW monotonic, no duplicate producer sequence), one leader per leader epoch
 among the brokers acting as leaders, and at every controller commit the
 controller's invariants (controller_sim.CommittedHistoryChecker). A run ends
-with a fault-free period after which every replica must be identical.
+with a fault-free period after which every replica must be identical and the
+controller must hold every broker's current incarnation, unfenced.
 """
 
 from __future__ import annotations
@@ -222,6 +223,13 @@ class SoakSimulation(replication_sim.Simulation):
             self.check_one_leader_per_epoch()
 
         self.checker.after_event = after_event
+        replicas_converged = self.checker.check_converged
+
+        def check_converged() -> None:
+            replicas_converged()
+            self.check_controller_settled()
+
+        self.checker.check_converged = check_converged
 
     def make_controller(self) -> QuorumControllerShell:
         return QuorumControllerShell(self)
@@ -260,6 +268,19 @@ class SoakSimulation(replication_sim.Simulation):
             seen = self.leaders_by_epoch.setdefault(core.leader_epoch, broker.id)
             if seen != broker.id:
                 self.checker.violation(f"brokers {seen} and {broker.id} both led leader epoch {core.leader_epoch}")
+
+    def check_controller_settled(self) -> None:
+        """After the fault-free period the controller knows every broker's current incarnation, unfenced."""
+        image = self.controller.harness.committed
+        for broker in self.brokers.values():
+            reg = image.broker(broker.id)
+            incarnation = None if reg is None else self.controller.incarnation_of.get((broker.id, reg.broker_epoch))
+            if reg is None or reg.fenced or incarnation != broker.broker_epoch:
+                held = "nothing" if reg is None else f"incarnation {incarnation}, fenced={reg.fenced}"
+                self.checker.violation(
+                    f"after healing the controller holds {held} for broker {broker.id}, "
+                    f"not its incarnation {broker.broker_epoch} unfenced"
+                )
 
 
 def run(config: SimConfig) -> SimResult:

@@ -15,7 +15,7 @@ import pytest
 from kraftpy.broker.replication import follower
 from kraftpy.metadata.image import NO_LEADER
 from kraftpy.metadata.partition_change import PartitionChangeBuilder
-from tests.simulation import controller_sim
+from tests.simulation import controller_sim, soak
 from tests.simulation.soak import SoakSimulation, run, soak_config
 
 SOAK_SEEDS = 3
@@ -113,3 +113,15 @@ def test_a_follower_that_ignores_the_leaders_diverging_epoch_fails_the_soak(monk
     )
     monkeypatch.undo()
     assert run(soak_config(seed, duration_ms=PROOF_DURATION_MS)).ok
+
+
+def test_a_restarted_broker_the_controller_never_unfences_fails_the_soak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken shell: only a broker's first incarnation heartbeats, so a restarted one stays fenced."""
+    heartbeat = soak.QuorumControllerShell.heartbeat
+    monkeypatch.setattr(
+        soak.QuorumControllerShell,
+        "heartbeat",
+        lambda self, broker, incarnation: heartbeat(self, broker, incarnation) if incarnation == 0 else None,
+    )
+    _seed, violations = first_violation()
+    assert any("after healing the controller holds" in v and "fenced=True" in v for v in violations), violations
