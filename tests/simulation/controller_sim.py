@@ -21,8 +21,8 @@ Invariants, checked at every commit (InvariantViolation names seed and step):
   history, and leader epochs and partition epochs never go back;
 - a partition's ISR and leader change only through committed PartitionChange
   records for that partition;
-- a new leader comes from the partition's previous ISR (no topic here allows
-  unclean election);
+- a new leader comes from the ISR in effect just before its record (no topic
+  here allows unclean election);
 - an AlterPartition is accepted only at the partition epoch the controller
   holds (Kafka's INVALID_UPDATE_VERSION otherwise): a stale view of the ISR
   never becomes the ISR;
@@ -107,6 +107,9 @@ class CommittedHistoryChecker:
             (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.leader is not None
         }
         created = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionRecord)}
+        problem = self._check_elections(old, new, records)
+        if problem is not None:
+            return problem
         for topic in new.topics.by_id.values():
             before = old.topics.by_id.get(topic.topic_id)
             for p, part in enumerate(topic.partitions):
@@ -124,8 +127,6 @@ class CommittedHistoryChecker:
                         self.stats.leader_changes += 1
                         if key not in leader_changed:
                             return f"{topic.name}-{p} leader {prev.leader} -> {part.leader} without a record"
-                        if part.leader != NO_LEADER and part.leader not in prev.isr:
-                            return f"{topic.name}-{p} elected {part.leader} from outside its ISR {prev.isr}"
                     if part.leader_epoch < prev.leader_epoch or part.partition_epoch < prev.partition_epoch:
                         return f"{topic.name}-{p} epochs went back: {prev} -> {part}"
                 if part.leader != NO_LEADER:
@@ -135,6 +136,28 @@ class CommittedHistoryChecker:
         for b in new.brokers.values():
             if b.fenced and not (old.broker(b.broker_id) or b).fenced:
                 self.stats.fencings += 1
+        return None
+
+    @staticmethod
+    def _check_elections(old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
+        """Each new leader comes from the ISR in effect just before its record. Several changes to one
+        partition may commit together (an ISR expansion, then a fencing that elects the added replica),
+        so the ISR of the previous commit is not the one to check against."""
+        isr: dict[tuple[uuid.UUID, int], tuple[int, ...]] = {}
+        for r in records:
+            if isinstance(r, PartitionRecord):
+                isr[(r.topic_id, r.partition)] = tuple(r.isr)
+            elif isinstance(r, PartitionChangeRecord):
+                key = (r.topic_id, r.partition)
+                if key not in isr:
+                    before = old.partition(r.topic_id, r.partition)
+                    isr[key] = before.isr if before is not None else ()
+                if r.leader is not None and r.leader != NO_LEADER and r.leader not in isr[key]:
+                    topic = new.topics.by_id.get(r.topic_id)
+                    name = topic.name if topic is not None else r.topic_id
+                    return f"{name}-{r.partition} elected {r.leader} from outside its ISR {isr[key]}"
+                if r.isr:
+                    isr[key] = tuple(r.isr)
         return None
 
 
