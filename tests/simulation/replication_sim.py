@@ -873,6 +873,10 @@ class Checker:
                 self.ever_held[offset] = self._holders(offset, batch)
                 self.disk_lost[offset] = set()
                 self._check_sequence_unique(offset, batch)
+            elif offset in self.forfeited:
+                # Committed again with the same batch: protected again, so losing it again forfeits it
+                # again (and lowers the HW a leader may expose, as the first loss did).
+                self.forfeited.discard(offset)
         self.exposed_hw = max(self.exposed_hw, hw)
 
     @staticmethod

@@ -20,6 +20,10 @@ from tests.simulation.soak import SoakSimulation, run, soak_config
 
 SOAK_SEEDS = 3
 SOAK_DURATION_MS = 200_000
+# Rare fsyncs and frequent faults: every ISR copy of some writes is lost, which acks=all without an fsync allows.
+HARSH = {"flush_interval_ms": (200, 1_500), "fault_interval_ms": (40, 300), "downtime_ms": (10, 500)}
+HARSH_SEEDS = 6
+HARSH_DURATION_MS = 60_000
 # Short runs for the broken variants: each is caught on the first seed today; allow a few.
 PROOF_SEEDS = 10
 PROOF_DURATION_MS = 30_000
@@ -77,6 +81,28 @@ def test_the_production_controller_and_replication_keep_every_invariant_in_a_soa
     assert totals["failovers"] >= n // 10, totals
     assert totals["fencings"] >= n // 4, totals
     assert totals["isr_changes"] >= n, totals
+
+
+@pytest.mark.slow
+def test_losing_every_isr_copy_is_the_only_loss_in_a_harsh_soak() -> None:
+    forfeited, failures = 0, []
+    for seed in range(HARSH_SEEDS):
+        result = run(soak_config(seed, duration_ms=HARSH_DURATION_MS, **HARSH))
+        forfeited += result.forfeited
+        if not result.ok:
+            failures.append(f"seed {seed}: {result.violations}\n  trace: {result.trace[-10:]}")
+    assert failures == [], "\n".join(failures[:3])
+    assert forfeited > 0, "the harsh soak never lost an ISR's every copy: it tests nothing more than the default"
+
+
+def test_a_write_forfeited_again_after_it_was_committed_again_lowers_the_hw_again() -> None:
+    """Harsh seed 2: offsets lost by every ISR member (forfeited) were committed again, with the same
+    batches, by a leader that had fetched them, and then lost again in its crash. The checker kept them
+    forfeited from the first time, so it did not lower the HW a leader may expose after the second loss
+    and reported the new leader's lower HW as going back."""
+    result = run(soak_config(2, duration_ms=HARSH_DURATION_MS, **HARSH))
+    assert result.ok, result.violations
+    assert result.forfeited > 0
 
 
 def test_the_same_seed_gives_the_same_soak() -> None:
