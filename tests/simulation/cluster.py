@@ -1,9 +1,10 @@
-"""A deterministic simulator of a Raft quorum: virtual clock, faulty network, lossy disk.
+"""The Raft workload on the simulation kernel: a quorum under a faulty network and a lossy disk.
 
-One seeded `random.Random` drives everything (network delays, drops, duplicates,
-faults, the nodes' election jitter through their own seeded generators), and
-events run from one priority queue ordered by (virtual time, sequence number),
-so a run is a pure function of (seed, SimConfig): any failure replays exactly.
+The kernel (tests/simulation/kernel/) supplies the loop, the seeded generator
+(network delays, drops, duplicates, faults, the nodes' election jitter through
+their own seeded generators), the network, the disk's fsync timing and the
+violation type, so a run is a pure function of (seed, SimConfig): any failure
+replays exactly.
 
 Each simulated node is a tiny shell around `RaftNode`, playing the part the real
 asyncio shell will: it performs the core's actions in order on a `MemoryLog`
@@ -21,7 +22,6 @@ command and the tail of the trace.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import os
 import random
 import tempfile
@@ -51,6 +51,7 @@ from kraftpy.raft.memory_log import MemoryLog
 from kraftpy.raft.node import NotLeaderError, RaftNode
 from kraftpy.raft.quorum_state import QuorumState, Role
 from tests.simulation.invariants import GENESIS, Invariants, InvariantViolation, chain_digest
+from tests.simulation.kernel import Disk, DiskConfig, Loop, Network, NetworkConfig
 
 CLUSTER_ID = "sim-cluster"
 
@@ -203,7 +204,6 @@ class SimNode:
         self.sm = StateMachine()
         self.incarnation = 0
         self.tick_at: int | None = None
-        self.flush_busy_until = 0
         self.life_epoch = 0
         self.life_hw = 0
         self.rng_seed = sim.rng.getrandbits(64)
@@ -242,7 +242,7 @@ class SimNode:
         self.core = None
         self.log.crash()
         self.tick_at = None
-        self.flush_busy_until = 0
+        self.sim.disk.crash(self.node_id)
         self.sim.trace("crash", self.node_id, f"durable log {self._log_desc()}")
 
     def _log_desc(self) -> str:
@@ -311,13 +311,8 @@ class SimNode:
             if sm.applied > self.sm.applied:
                 self.sm = sm
         elif isinstance(action, Flush):
-            start = max(sim.now, self.flush_busy_until)
-            done = start + sim.rng.randint(sim.config.flush_min_ms, sim.config.flush_max_ms)
-            done += sim.flush_extra_ms.get(self.node_id, 0)
-            if sim.faults_on and sim.rng.random() < sim.config.flush_spike_rate:
-                done += sim.rng.randint(0, sim.config.flush_spike_max_ms)
-            self.flush_busy_until = done
-            sim.push(done, "flushed", (self.node_id, self.incarnation, action.up_to_offset))
+            flushed = (self.node_id, self.incarnation, action.up_to_offset)
+            sim.disk.fsync(self.node_id, lambda: sim.dispatch("flushed", flushed))
         elif isinstance(action, CommitAdvanced):
             hw = action.high_watermark
             if hw <= self.life_hw:
@@ -386,18 +381,24 @@ class Simulator:
     ) -> None:
         self.seed = seed
         self.config = config or SimConfig()
-        self.rng = random.Random(seed)
+        cfg = self.config
+        self.loop = Loop(seed)
+        self.rng = self.loop.rng
+        self.net = Network(
+            self.loop,
+            NetworkConfig(
+                cfg.min_delay_ms, cfg.max_delay_ms, cfg.drop_rate, cfg.duplicate_rate, cfg.spike_rate, cfg.spike_max_ms
+            ),
+        )
+        self.disk = Disk(
+            self.loop, DiskConfig(cfg.flush_min_ms, cfg.flush_max_ms, cfg.flush_spike_rate, cfg.flush_spike_max_ms)
+        )
         self.core_factory = core_factory
-        self.now = 0
-        self._queue: list[tuple[int, int, str, Any]] = []
-        self._seq = 0
         self.invariants = Invariants()
         self.voter_ids = frozenset(range(1, self.config.voters + 1))
         ids = list(range(1, self.config.voters + self.config.observers + 1))
         self.nodes = {i: SimNode(self, i) for i in ids}
-        self.cut: set[tuple[int, int]] = set()
-        self.flush_extra_ms: dict[int, int] = {}  # a slow disk on some nodes (scenarios)
-        self.faults_on = False
+        self.flush_extra_ms = self.disk.extra_ms  # a slow disk on some nodes (scenarios)
         self.leader_hint: int | None = None
         self.proposals: dict[tuple[int, int, int], bytes] = {}  # (node, epoch, last_offset) -> data
         self.acked: list[tuple[int, int, bytes]] = []
@@ -408,13 +409,31 @@ class Simulator:
         self._trace: list[tuple[int, str, int, Any]] = []
         self._trace_limit = trace_limit
         self.steps = 0
-        self.events = 0
 
-    # ---- event queue ------------------------------------------------------------------
+    # ---- the kernel's pieces ------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.loop.now
+
+    @property
+    def events(self) -> int:
+        return self.loop.events
+
+    @property
+    def faults_on(self) -> bool:
+        return self.net.faulty
+
+    @faults_on.setter
+    def faults_on(self, on: bool) -> None:
+        self.net.faulty = self.disk.faulty = on
+
+    @property
+    def cut(self) -> set[tuple[int, int]]:
+        return self.net.cut
 
     def push(self, time: int, kind: str, payload: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (time, self._seq, kind, payload))
+        self.loop.at(time, lambda: self.dispatch(kind, payload))
 
     def trace(self, kind: str, node: int, what: Any) -> None:
         if len(self._trace) < self._trace_limit:
@@ -445,34 +464,21 @@ class Simulator:
     # ---- the network --------------------------------------------------------------------
 
     def network_send(self, msg: Any) -> None:
-        cfg = self.config
         self.trace("send", msg.src, msg)
-        if (msg.src, msg.dst) in self.cut or (self.faults_on and self.rng.random() < cfg.drop_rate):
+        if not self.net.send(msg.src, msg.dst, lambda: self.dispatch("deliver", msg)):
             self.trace("drop", msg.src, type(msg).__name__)
-            return
-        copies = 2 if self.faults_on and self.rng.random() < cfg.duplicate_rate else 1
-        for _ in range(copies):
-            delay = self.rng.randint(cfg.min_delay_ms, cfg.max_delay_ms)
-            if self.faults_on and self.rng.random() < cfg.spike_rate:
-                delay += self.rng.randint(0, cfg.spike_max_ms)
-            self.push(self.now + delay, "deliver", msg)
 
     def partition(self, *groups: set[int] | frozenset[int] | list[int]) -> None:
         """Only nodes in the same group can talk; nodes in no group are cut from everyone."""
-        sets = [set(g) for g in groups]
-        self.cut = set()
-        for a in self.nodes:
-            for b in self.nodes:
-                if a != b and not any(a in g and b in g for g in sets):
-                    self.cut.add((a, b))
-        self.trace("fault", 0, f"partition {[sorted(g) for g in sets]}")
+        self.net.partition(self.nodes, *groups)
+        self.trace("fault", 0, f"partition {[sorted(set(g)) for g in groups]}")
 
     def isolate(self, node: int) -> None:
         others = set(self.nodes) - {node}
         self.partition({node}, others)
 
     def heal(self) -> None:
-        self.cut = set()
+        self.net.heal()
         self.trace("fault", 0, "heal")
 
     # ---- nodes --------------------------------------------------------------------------
@@ -567,15 +573,13 @@ class Simulator:
     # ---- running --------------------------------------------------------------------------
 
     def step(self) -> bool:
-        if not self._queue:
-            return False
-        time, _, kind, payload = heapq.heappop(self._queue)
-        self.now = max(self.now, time)
-        self.events += 1
+        return self.loop.step()
+
+    def dispatch(self, kind: str, payload: Any) -> None:
         if kind == "deliver":
             node = self.nodes[payload.dst]
-            if node.core is None or (payload.src, payload.dst) in self.cut:
-                return True
+            if node.core is None:  # the network dropped it already if the link is cut
+                return
             self.trace("recv", payload.dst, payload)
             node.core.handle(payload, self.now)
             node.after_input()
@@ -583,7 +587,7 @@ class Simulator:
             node_id, incarnation, at = payload
             node = self.nodes[node_id]
             if node.core is None or node.incarnation != incarnation or node.tick_at != at:
-                return True
+                return
             node.tick_at = None
             core = node.core
             core.tick(self.now)
@@ -598,7 +602,7 @@ class Simulator:
             node_id, incarnation, offset = payload
             node = self.nodes[node_id]
             if node.core is None or node.incarnation != incarnation:
-                return True
+                return
             node.log.flush(offset)
             node.core.on_flushed(offset, self.now)
             node.after_input()
@@ -607,23 +611,16 @@ class Simulator:
         elif kind == "call":
             payload()
         self.steps += 1
-        return True
 
     def run_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
         """Run events until `predicate()` holds (checked after each event) or the virtual
         deadline passes. Returns whether the predicate held."""
-        deadline = self.now + timeout_ms
         try:
-            while not predicate():
-                if not self._queue or self._queue[0][0] > deadline:
-                    self.now = max(self.now, deadline)
-                    return predicate()
-                self.step()
+            return self.loop.run_until(predicate, self.now + timeout_ms)
         except InvariantViolation as exc:
             raise self.fail(exc) from None
         except Exception as exc:  # a core error (RaftInvariantError, ShellContractError, ...) with its trace
             raise self.fail(InvariantViolation(f"{type(exc).__name__}: {exc}")) from exc
-        return True
 
     def run_for(self, ms: int) -> None:
         self.run_until(lambda: False, ms)

@@ -1,4 +1,7 @@
-"""A seeded simulation of brokers around the active controller, on a virtual clock.
+"""The controller workload on the simulation kernel: brokers around the active controller.
+
+Each step is one event of the kernel loop, at a virtual time drawn from the
+loop's seeded generator; the violation type is the kernel's.
 
 The controller runs in a ControllerHarness without auto-commit: records
 commit only when the simulated quorum says so (a random number of batches at
@@ -18,8 +21,8 @@ Invariants, checked at every commit (InvariantViolation names seed and step):
   history, and leader epochs and partition epochs never go back;
 - a partition's ISR and leader change only through committed PartitionChange
   records for that partition;
-- a new leader comes from the partition's previous ISR (no topic here allows
-  unclean election);
+- a new leader comes from the ISR in effect just before its record (no topic
+  here allows unclean election);
 - an AlterPartition is accepted only at the partition epoch the controller
   holds (Kafka's INVALID_UPDATE_VERSION otherwise): a stale view of the ISR
   never becomes the ISR;
@@ -30,7 +33,6 @@ member has a leader.
 
 from __future__ import annotations
 
-import random
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,13 +53,12 @@ from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
 from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
 from kraftpy.metadata.records import Listener, PartitionChangeRecord, PartitionRecord
 from kraftpy.protocol.errors import KafkaError
+from tests.simulation.kernel import InvariantViolation, Loop
 
 SESSION_TIMEOUT_MS = 1800
 HEARTBEAT_INTERVAL_MS = 300
 
-
-class InvariantViolation(AssertionError):
-    pass
+__all__ = ["CommittedHistoryChecker", "ControllerSim", "InvariantViolation", "SimStats"]
 
 
 @dataclass
@@ -88,21 +89,96 @@ class SimStats:
 
 
 @dataclass
+class CommittedHistoryChecker:
+    """The controller's invariants over its committed history (see the module docstring); the
+    controller workload and the soak (soak.py) check every commit with it."""
+
+    stats: SimStats = field(default_factory=SimStats)
+    leaders_by_epoch: dict[tuple[uuid.UUID, int, int], int] = field(default_factory=dict)
+
+    def check(self, old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
+        """The first broken invariant going from `old` to `new` through `records`, or None."""
+        try:
+            check_image_invariants(new)
+        except AssertionError as e:
+            return f"committed image breaks an invariant: {e}"
+        isr_changed = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.isr}
+        leader_changed = {
+            (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.leader is not None
+        }
+        created = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionRecord)}
+        problem = self._check_elections(old, new, records)
+        if problem is not None:
+            return problem
+        for topic in new.topics.by_id.values():
+            before = old.topics.by_id.get(topic.topic_id)
+            for p, part in enumerate(topic.partitions):
+                key = (topic.topic_id, p)
+                prev = before.partitions[p] if before is not None and p < len(before.partitions) else None
+                if prev is None:
+                    if key not in created:
+                        return f"{topic.name}-{p} appeared without a committed Partition record"
+                else:
+                    if part.isr != prev.isr:
+                        self.stats.isr_changes += 1
+                        if key not in isr_changed:
+                            return f"{topic.name}-{p} ISR {prev.isr} -> {part.isr} without a committed record"
+                    if part.leader != prev.leader:
+                        self.stats.leader_changes += 1
+                        if key not in leader_changed:
+                            return f"{topic.name}-{p} leader {prev.leader} -> {part.leader} without a record"
+                    if part.leader_epoch < prev.leader_epoch or part.partition_epoch < prev.partition_epoch:
+                        return f"{topic.name}-{p} epochs went back: {prev} -> {part}"
+                if part.leader != NO_LEADER:
+                    seen = self.leaders_by_epoch.setdefault((topic.topic_id, p, part.leader_epoch), part.leader)
+                    if seen != part.leader:
+                        return f"{topic.name}-{p} has leaders {seen} and {part.leader} in epoch {part.leader_epoch}"
+        for b in new.brokers.values():
+            if b.fenced and not (old.broker(b.broker_id) or b).fenced:
+                self.stats.fencings += 1
+        return None
+
+    @staticmethod
+    def _check_elections(old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
+        """Each new leader comes from the ISR in effect just before its record. Several changes to one
+        partition may commit together (an ISR expansion, then a fencing that elects the added replica),
+        so the ISR of the previous commit is not the one to check against."""
+        isr: dict[tuple[uuid.UUID, int], tuple[int, ...]] = {}
+        for r in records:
+            if isinstance(r, PartitionRecord):
+                isr[(r.topic_id, r.partition)] = tuple(r.isr)
+            elif isinstance(r, PartitionChangeRecord):
+                key = (r.topic_id, r.partition)
+                if key not in isr:
+                    before = old.partition(r.topic_id, r.partition)
+                    isr[key] = before.isr if before is not None else ()
+                if r.leader is not None and r.leader != NO_LEADER and r.leader not in isr[key]:
+                    topic = new.topics.by_id.get(r.topic_id)
+                    name = topic.name if topic is not None else r.topic_id
+                    return f"{name}-{r.partition} elected {r.leader} from outside its ISR {isr[key]}"
+                if r.isr:
+                    isr[key] = tuple(r.isr)
+        return None
+
+
+@dataclass
 class ControllerSim:
     seed: int
     brokers: int = 5
     steps: int = 400
-    rng: random.Random = field(init=False)
+    loop: Loop = field(init=False)
     harness: ControllerHarness = field(init=False)
     sim_brokers: dict[int, SimBroker] = field(init=False)
     history: list[MetadataImage] = field(init=False)
-    leaders_by_epoch: dict[tuple[uuid.UUID, int, int], int] = field(default_factory=dict)
+    checker: CommittedHistoryChecker = field(init=False)
     waiting: dict[int, tuple[int, str, ControllerResult]] = field(default_factory=dict)
     stats: SimStats = field(default_factory=SimStats)
     step_no: int = 0
 
     def __post_init__(self) -> None:
-        self.rng = random.Random(self.seed)
+        self.loop = Loop(self.seed)
+        self.rng = self.loop.rng
+        self.checker = CommittedHistoryChecker(self.stats)
         config = ControllerConfig(
             cluster_id="sim",
             broker_session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -154,44 +230,10 @@ class ControllerSim:
 
     # --- invariants ----------------------------------------------------------------------------------
     def check_commit(self, old: MetadataImage, new: MetadataImage) -> None:
-        try:
-            check_image_invariants(new)
-        except AssertionError as e:
-            self.fail(f"committed image breaks an invariant: {e}")
         records = [r for offset, r in self.harness.log if old.offset < offset <= new.offset]
-        isr_changed = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.isr}
-        leader_changed = {
-            (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.leader is not None
-        }
-        created = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionRecord)}
-        for topic in new.topics.by_id.values():
-            before = old.topics.by_id.get(topic.topic_id)
-            for p, part in enumerate(topic.partitions):
-                key = (topic.topic_id, p)
-                prev = before.partitions[p] if before is not None and p < len(before.partitions) else None
-                if prev is None:
-                    if key not in created:
-                        self.fail(f"{topic.name}-{p} appeared without a committed Partition record")
-                else:
-                    if part.isr != prev.isr:
-                        self.stats.isr_changes += 1
-                        if key not in isr_changed:
-                            self.fail(f"{topic.name}-{p} ISR {prev.isr} -> {part.isr} without a committed record")
-                    if part.leader != prev.leader:
-                        self.stats.leader_changes += 1
-                        if key not in leader_changed:
-                            self.fail(f"{topic.name}-{p} leader {prev.leader} -> {part.leader} without a record")
-                        if part.leader != NO_LEADER and part.leader not in prev.isr:
-                            self.fail(f"{topic.name}-{p} elected {part.leader} from outside its ISR {prev.isr}")
-                    if part.leader_epoch < prev.leader_epoch or part.partition_epoch < prev.partition_epoch:
-                        self.fail(f"{topic.name}-{p} epochs went back: {prev} -> {part}")
-                if part.leader != NO_LEADER:
-                    seen = self.leaders_by_epoch.setdefault((topic.topic_id, p, part.leader_epoch), part.leader)
-                    if seen != part.leader:
-                        self.fail(f"{topic.name}-{p} has leaders {seen} and {part.leader} in epoch {part.leader_epoch}")
-        for b in new.brokers.values():
-            if b.fenced and not (old.broker(b.broker_id) or b).fenced:
-                self.stats.fencings += 1
+        problem = self.checker.check(old, new, records)
+        if problem is not None:
+            self.fail(problem)
 
     # --- broker behaviour ----------------------------------------------------------------------------
     def broker_image(self, broker: SimBroker) -> MetadataImage:
@@ -290,8 +332,13 @@ class ControllerSim:
                 b.in_flight = False
 
     def step(self, faults: bool) -> None:
+        """One event of the kernel loop, a random 1-120 ms (50 ms when quiet) after the last."""
+        self.loop.after(self.rng.randint(1, 120) if faults else 50, lambda: self._step(faults))
+        self.loop.step()
+
+    def _step(self, faults: bool) -> None:
         self.step_no += 1
-        self.harness.now_ms += self.rng.randint(1, 120) if faults else 50
+        self.harness.now_ms = self.loop.now
         if faults:
             self.random_event()
         for b in self.sim_brokers.values():

@@ -1,6 +1,8 @@
-"""A seeded, virtual-time simulator of one partition replicated on three brokers.
+"""The replication workload on the simulation kernel: one partition replicated on three brokers.
 
-Pieces (none of them from the Raft simulator; this one stands alone):
+The loop, the seeded generator, the network (delay, loss, cuts), the disk
+(fsyncs; a crash keeps the synced prefix) and the violation collector are the
+kernel's (tests/simulation/kernel/). The workload's own pieces:
 
 - MemoryLog: an in-memory partition log with a leader-epoch cache, a high
   watermark and an fsync boundary. A crash keeps only the synced prefix
@@ -23,20 +25,18 @@ Pieces (none of them from the Raft simulator; this one stands alone):
   restart after `downtime_ms`; power loss of the partition's leader with a
   restart after `fast_restart_ms`, before the controller has noticed;
   partitions between brokers and between a broker and the controller.
-- Network: per-message delay, loss, and partitions between any two nodes.
+- Network (the kernel's): per-message delay, loss, and partitions between any two nodes.
 - Client: one idempotent producer, acks=all, one batch in flight, retrying
   the same batch until it is acknowledged.
 - Checker: invariants after every event (see Checker).
 
 `run(SimConfig(seed=...))` returns a SimResult with the violations found.
-Everything random comes from one random.Random(seed), so a seed replays.
+Everything random comes from the kernel loop's random.Random(seed), so a seed replays.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +69,7 @@ from kraftpy.broker.replication.model import NO_LEADER, UNDEFINED_EPOCH, EpochEn
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch, decode_batch
 from kraftpy.protocol.records.header import BatchHeader, parse_header, patch_offset_and_epoch
+from tests.simulation.kernel import Disk, DiskConfig, Loop, Network, NetworkConfig, Violations
 
 CONTROLLER = "controller"
 CLIENT = "client"
@@ -340,52 +341,6 @@ class SimResult:
         return not self.violations
 
 
-# -- the event loop and the network --------------------------------------------------------------------------------
-
-
-class Loop:
-    def __init__(self) -> None:
-        self.now = 0
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = 0
-
-    def at(self, time_ms: int, fn: Callable[[], None]) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (max(time_ms, self.now), self._seq, fn))
-
-    def after(self, delay_ms: int, fn: Callable[[], None]) -> None:
-        self.at(self.now + delay_ms, fn)
-
-    def step(self) -> bool:
-        if not self._queue:
-            return False
-        self.now, _, fn = heapq.heappop(self._queue)
-        fn()
-        return True
-
-    @property
-    def next_time(self) -> int | None:
-        return self._queue[0][0] if self._queue else None
-
-
-class Network:
-    def __init__(self, loop: Loop, rng: random.Random, config: SimConfig) -> None:
-        self.loop, self.rng, self.config = loop, rng, config
-        self.cut: set[frozenset] = set()
-        self.lossy = True
-
-    def connected(self, a: object, b: object) -> bool:
-        return frozenset((a, b)) not in self.cut
-
-    def send(self, src: object, dst: object, deliver: Callable[[], None]) -> None:
-        if not self.connected(src, dst):
-            return
-        if self.lossy and self.rng.random() < self.config.drop_rate:
-            return
-        low, high = self.config.delay_ms
-        self.loop.after(self.rng.randint(low, high), lambda: self.connected(src, dst) and deliver())
-
-
 # -- the controller ------------------------------------------------------------------------------------------------
 
 
@@ -622,6 +577,7 @@ class Broker:
         self.alive = False
         self.registered = False
         self.log.crash()
+        self.sim.disk.crash(self.id)
         self.produce_bytes.clear()
         self.produce_replies.clear()
         self.parked.clear()
@@ -640,7 +596,7 @@ class Broker:
 
     def flush(self) -> None:
         if self.alive:
-            self.log.flush()
+            self.sim.disk.fsync(self.id, self.log.flush)
 
     def tick(self) -> None:
         if not self.alive:
@@ -748,9 +704,11 @@ class Broker:
     def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
         sim, partition = self.sim, self.partition
 
-        def deliver() -> None:
-            response = sim.controller.alter_partition(request)
+        def reply(response: AlterPartitionResponse) -> None:
             sim.net.send(CONTROLLER, self.id, lambda: self.on_alter_partition_response(partition, request, response))
+
+        def deliver() -> None:
+            sim.controller_alter_partition(self.id, request, reply)
 
         sim.net.send(self.id, CONTROLLER, deliver)
 
@@ -869,7 +827,8 @@ class Checker:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.violations: list[str] = []
+        self.found = Violations(lambda: sim.loop.now)
+        self.violations = self.found.found
         self.committed: dict[int, bytes] = {}
         self.ever_held: dict[int, set[int]] = {}
         self.disk_lost: dict[int, set[int]] = {}
@@ -884,8 +843,7 @@ class Checker:
         self.dirty = False
 
     def violation(self, message: str) -> None:
-        if len(self.violations) < 20:
-            self.violations.append(f"t={self.sim.loop.now} {message}")
+        self.found.report(message)
 
     def _holders(self, offset: int, batch: bytes) -> set[int]:
         return {b.id for b in self.sim.brokers.values() if b.log.batch_at(offset) == batch}
@@ -915,6 +873,10 @@ class Checker:
                 self.ever_held[offset] = self._holders(offset, batch)
                 self.disk_lost[offset] = set()
                 self._check_sequence_unique(offset, batch)
+            elif offset in self.forfeited:
+                # Committed again with the same batch: protected again, so losing it again forfeits it
+                # again (and lowers the HW a leader may expose, as the first loss did).
+                self.forfeited.discard(offset)
         self.exposed_hw = max(self.exposed_hw, hw)
 
     @staticmethod
@@ -1059,12 +1021,14 @@ class Checker:
 class Simulation:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.rng = random.Random(config.seed)
-        self.loop = Loop()
-        self.net = Network(self.loop, self.rng, config)
+        self.loop = Loop(config.seed)
+        self.rng = self.loop.rng
+        self.net = Network(self.loop, NetworkConfig(*config.delay_ms, drop_rate=config.drop_rate))
+        self.net.faulty = True
+        self.disk = Disk(self.loop, DiskConfig())  # fsyncs complete at once, on the flusher's schedule
         self.checker = Checker(self)
         self.brokers: dict[int, Broker] = {}
-        self.controller = Controller(self)
+        self.controller = self.make_controller()
         self.brokers = {b: Broker(self, b) for b in config.brokers}
         self.client = Client(self)
         self.leader_changes = 0
@@ -1072,7 +1036,15 @@ class Simulation:
         self.events = 0
         self.trace: list[str] = []
 
+    def make_controller(self) -> Controller:
+        return Controller(self)
+
     # controller plumbing: requests arrive over the network, answers go back over it
+    def controller_alter_partition(
+        self, broker: int, request: AlterPartitionRequest, reply: Callable[[AlterPartitionResponse], None]
+    ) -> None:
+        reply(self.controller.alter_partition(request))
+
     def controller_heartbeat(self, broker: int, broker_epoch: int) -> None:
         self.controller.heartbeat(broker, broker_epoch)
         self.push_metadata(broker)
@@ -1132,23 +1104,14 @@ class Simulation:
         self.loop.after(downtime_ms, victim.restart)
 
     def _cut(self, a: object, b: object, duration_ms: int) -> None:
-        link = frozenset((a, b))
-        self.net.cut.add(link)
+        self.net.cut_both(a, b)
         self.trace.append(f"t={self.loop.now} cut {a}-{b} for {duration_ms} ms")
-        self.loop.after(duration_ms, lambda: self.net.cut.discard(link))
-
-    def _periodic(self, interval: int | tuple[int, int], fn: Callable[[], None]) -> None:
-        def run() -> None:
-            fn()
-            step = interval if isinstance(interval, int) else self.rng.randint(*interval)
-            self.loop.after(step, run)
-
-        self.loop.after(interval if isinstance(interval, int) else self.rng.randint(*interval), run)
+        self.loop.after(duration_ms, lambda: self.net.heal_both(a, b))
 
     def _heal(self) -> None:
         self.client.active = False
-        self.net.cut.clear()
-        self.net.lossy = False
+        self.net.heal()
+        self.net.faulty = False
         for broker in self.brokers.values():
             if not broker.alive:
                 broker.restart()
@@ -1158,9 +1121,9 @@ class Simulation:
         for broker in self.brokers.values():
             broker.on_metadata(self.controller.registration, self.controller.brokers[broker.id].broker_epoch)
             self.loop.after(config.heartbeat_interval_ms, lambda b=broker: b.heartbeat(0))
-            self._periodic(config.tick_interval_ms, broker.tick)
-            self._periodic(config.flush_interval_ms, broker.flush)
-        self._periodic(config.tick_interval_ms, self.controller.tick)
+            self.loop.every(config.tick_interval_ms, broker.tick)
+            self.loop.every(config.flush_interval_ms, broker.flush)
+        self.loop.every(config.tick_interval_ms, self.controller.tick)
         self._schedule_fault()
         self.loop.after(1, self.client.send)
         self.loop.at(config.duration_ms, self._heal)

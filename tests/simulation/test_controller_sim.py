@@ -100,3 +100,39 @@ def test_the_checker_catches_a_controller_that_accepts_stale_isr_changes(monkeyp
     message = first_violation(within=20)
     assert message is not None, "the checkers missed ISR changes accepted at a stale partition epoch"
     assert "accepted while the controller held" in message, message
+
+
+def test_an_election_from_an_isr_that_grew_in_the_same_commit_is_not_outside_the_isr() -> None:
+    """Found by the soak (seed 5): an ISR expansion and a fencing that elects the added replica commit
+    together. The leader came from the ISR in effect just before its record, which is what counts."""
+    from kraftpy.metadata.harness import ControllerHarness
+    from kraftpy.metadata.requests import AlterPartitionItem, AlterPartitionRequest, CreatableTopic
+    from kraftpy.metadata.requests import CreateTopicsRequest as Create
+    from tests.simulation.controller_sim import CommittedHistoryChecker, InvariantViolation
+
+    harness = ControllerHarness(auto_commit=False)
+    harness.start_brokers([0, 1, 2])
+    topic_id = harness.send(Create((CreatableTopic("t", 1, 3),))).response.results[0].topic_id
+    harness.commit()
+    part = harness.committed.partition(topic_id, 0)
+    leader = part.leader
+    first_follower = next(r for r in part.replicas if r != leader)
+    shrunk = tuple(r for r in part.isr if r != first_follower)
+
+    def alter(isr: tuple[int, ...]) -> None:
+        p = harness.latest.partition(topic_id, 0)
+        item = AlterPartitionItem(topic_id, 0, p.leader_epoch, isr, p.partition_epoch)
+        assert harness.send(AlterPartitionRequest(leader, harness.broker_epochs[leader], (item,))).error is None
+
+    alter(shrunk)
+    harness.commit()
+    old = harness.committed
+    alter(part.isr)  # the follower is back in the ISR ...
+    harness.register(leader, incarnation="restarted")  # ... and the leader restarts: fenced, leadership moves
+    harness.commit()
+    new = harness.committed
+    assert new.partition(topic_id, 0).leader == first_follower, "the scenario elects the replica just added"
+    records = [r for offset, r in harness.log if old.offset < offset <= new.offset]
+    problem = CommittedHistoryChecker().check(old, new, records)
+    if problem is not None:
+        raise InvariantViolation(problem)
