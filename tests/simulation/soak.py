@@ -1,7 +1,7 @@
 """The soak workload: the production controller and the replication core together on the kernel.
 
 The replication workload's brokers, client and checker (replication_sim.py)
-run against the real `QuorumController` (metadata/controller.py, in the
+run against the real `QuorumController` (metadata/controller/quorum_controller.py, in the
 ControllerHarness shell) instead of the replication workload's minimal one:
 brokers register (a new incarnation on every restart), heartbeat, are fenced
 by the controller's own session timeout, and send their ISR changes as
@@ -31,11 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.broker.replication import AlterPartitionRequest, AlterPartitionResponse, PartitionRegistration
-from kraftpy.metadata.controller_config import ControllerConfig
-from kraftpy.metadata.harness import ControllerHarness
-from kraftpy.metadata.image import MetadataImage
-from kraftpy.metadata.records import Listener
-from kraftpy.metadata.requests import (
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.requests import (
     AlterPartitionItem,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
@@ -44,7 +41,10 @@ from kraftpy.metadata.requests import (
     CreatableTopic,
     CreateTopicsRequest,
 )
-from kraftpy.metadata.requests import AlterPartitionRequest as MetadataAlterPartition
+from kraftpy.metadata.controller.requests import AlterPartitionRequest as MetadataAlterPartition
+from kraftpy.metadata.harness import ControllerHarness
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from tests.simulation import replication_sim
 from tests.simulation.controller_sim import CommittedHistoryChecker

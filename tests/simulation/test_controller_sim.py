@@ -105,9 +105,9 @@ def test_the_checker_catches_a_controller_that_accepts_stale_isr_changes(monkeyp
 def test_an_election_from_an_isr_that_grew_in_the_same_commit_is_not_outside_the_isr() -> None:
     """Found by the soak (seed 5): an ISR expansion and a fencing that elects the added replica commit
     together. The leader came from the ISR in effect just before its record, which is what counts."""
+    from kraftpy.metadata.controller.requests import AlterPartitionItem, AlterPartitionRequest, CreatableTopic
+    from kraftpy.metadata.controller.requests import CreateTopicsRequest as Create
     from kraftpy.metadata.harness import ControllerHarness
-    from kraftpy.metadata.requests import AlterPartitionItem, AlterPartitionRequest, CreatableTopic
-    from kraftpy.metadata.requests import CreateTopicsRequest as Create
     from tests.simulation.controller_sim import CommittedHistoryChecker, InvariantViolation
 
     harness = ControllerHarness(auto_commit=False)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.broker.replication import follower
-from kraftpy.metadata.image import NO_LEADER
-from kraftpy.metadata.partition_change import PartitionChangeBuilder
+from kraftpy.metadata.controller.partition_change import PartitionChangeBuilder
+from kraftpy.metadata.image.metadata_image import NO_LEADER
 from tests.simulation import controller_sim, soak
 from tests.simulation.soak import SoakSimulation, run, soak_config
 
