@@ -46,7 +46,6 @@ from kraftpy.raft.actions import (
 )
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.election import (
-    VoteTally,
     can_grant_prevote,
     can_grant_vote,
     election_backoff_ms,
@@ -58,10 +57,8 @@ from kraftpy.raft.log import (
     ENTRY_OVERHEAD_BYTES,
     Entry,
     EntryKind,
-    FetchVerdict,
     OffsetAndEpoch,
     RaftLog,
-    validate_fetch,
 )
 from kraftpy.raft.log_view import LogView
 from kraftpy.raft.messages import (
@@ -80,6 +77,7 @@ from kraftpy.raft.messages import (
 )
 from kraftpy.raft.quorum_state import QuorumState, Role
 from kraftpy.raft.roles import (
+    NEVER,
     Candidate,
     Election,
     Fetching,
@@ -93,8 +91,6 @@ from kraftpy.raft.roles import (
 )
 
 __all__ = ["MAX_EPOCH_JUMP", "NEVER", "NotLeaderError", "RaftInvariantError", "RaftNode"]
-
-NEVER = 1 << 62
 
 # How far one peer request may move this node's epoch (see RaftNode.screen): more elections than a
 # healthy quorum runs while one voter is away for many minutes.
@@ -177,6 +173,11 @@ class RaftNode:
         """The leader's bookkeeping while leading, else None."""
         state = self.state
         return state.state if isinstance(state, Leader) else None
+
+    def _leading(self) -> Leader:
+        state = self.state
+        assert isinstance(state, Leader)
+        return state
 
     @property
     def _election_round(self) -> int:
@@ -320,8 +321,9 @@ class RaftNode:
         self._next_read_id += 1
         leader.reads.append(read)
         # answer parked fetches now so followers come straight back with the new round
+        role = self._leading()
         for replica in list(leader.parked):
-            self._answer_parked(replica)
+            role.answer_parked(self, replica)
         self._check_reads()
         return read.read_id
 
@@ -419,11 +421,10 @@ class RaftNode:
     def _snapshot_answer(self, request: FetchSnapshotRequest, error: ErrorCode, **fields: Any) -> None:
         self._reply(request, FetchSnapshotResponse, leader_id=self._leader_hint(), error=error, **fields)
 
-    def _set_state(self, epoch: int, voted_for: int | None, leader_id: int | None) -> None:
-        if epoch < self.epoch:
-            raise RaftInvariantError(f"epoch going back from {self.epoch} to {epoch}")
-        self.epoch, self.voted_for, self.leader_id = epoch, voted_for, leader_id
-        state = QuorumState(epoch, voted_for, leader_id)
+    def _set_state(self, state: QuorumState) -> None:
+        if state.epoch < self.epoch:
+            raise RaftInvariantError(f"epoch going back from {self.epoch} to {state.epoch}")
+        self.epoch, self.voted_for, self.leader_id = state.epoch, state.voted_for, state.leader_id
         if state != self._persisted:
             self._persisted = state
             self._emit(PersistQuorumState(state))
@@ -556,26 +557,15 @@ class RaftNode:
     # transitions (Kafka's QuorumState.transitionTo*)
     # ======================================================================================
 
-    def _become(
-        self,
-        state: RoleState,
-        epoch: int | None = None,
-        voted_for: int | None = None,
-        leader_id: int | None = None,
-        *,
-        keep_votes: bool = True,
-        announce: bool = True,
-    ) -> None:
-        """Replace the role object: persist the quorum state first (a `PersistQuorumState`
-        precedes every action that depends on it), then announce the role. A leader's
-        unfinished work is failed when the step ends (`take_actions`).
-
-        Without arguments the quorum state stays; `keep_votes=False` sets it as given."""
+    def _become(self, state: RoleState, quorum: QuorumState | None = None, *, announce: bool = True) -> None:
+        """Replace the role object. The new `quorum` state (None: unchanged) is persisted first,
+        so its `PersistQuorumState` precedes every action that depends on it; then the role is
+        announced. A leader's unfinished work is failed when the step ends (`take_actions`)."""
         old = self.state
         if isinstance(old, Leader):
             self._retired_leader = old.state
-        if not keep_votes:
-            self._set_state(self.epoch if epoch is None else epoch, voted_for, leader_id)
+        if quorum is not None:
+            self._set_state(quorum)
         self.state = state
         if announce:
             self._emit(RoleChanged(self.role, self.epoch, self.leader_id))
@@ -596,7 +586,7 @@ class RaftNode:
         return Follower(fetch_deadline_ms=now_ms + self._fetch_timeout_ms(), retry_at_ms=now_ms)
 
     def _to_unattached(self, epoch: int, voted_for: int | None = None, backoff: bool = False) -> None:
-        self._become(self._unattached(backoff), epoch, voted_for, None, keep_votes=False)
+        self._become(self._unattached(backoff), QuorumState(epoch, voted_for, None))
         if not self.is_voter:
             self._send_fetch()
 
@@ -609,7 +599,7 @@ class RaftNode:
             raise RaftInvariantError(f"epoch {epoch} has leaders {self.leader_id} and {leader_id}")
         voted_for = self.voted_for if epoch == self.epoch else None
         self._election_attempts = 0
-        self._become(self._following(self._now), epoch, voted_for, leader_id, keep_votes=False)
+        self._become(self._following(self._now), QuorumState(epoch, voted_for, leader_id))
         self._send_fetch()
 
     def _to_prospective(self) -> None:
@@ -627,36 +617,13 @@ class RaftNode:
 
     def _to_candidate(self) -> None:
         deadline = self._now + election_timeout_ms(self.config, self.rng)
-        self._become(Candidate(election_deadline_ms=deadline), self.epoch + 1, self.node_id, None, keep_votes=False)
+        self._become(Candidate(election_deadline_ms=deadline), QuorumState(self.epoch + 1, self.node_id, None))
         self._start_round()
 
     def _start_round(self) -> None:
         state = self.state
         assert isinstance(state, Election)
-        state.round = self._correlation()
-        state.tally = VoteTally(self.voters)
-        state.tally.record(self.node_id, True)
-        if state.tally.won:
-            self._election_won()
-            return
-        self._send_votes(resend=False)
-
-    def _send_votes(self, resend: bool) -> None:
-        state = self.state
-        if not isinstance(state, Election) or state.tally is None:
-            return
-        pre_vote = isinstance(state, Prospective)
-        for voter in state.tally.unanswered():
-            self._request(
-                VoteRequest,
-                voter,
-                state.round,
-                candidate_epoch=self.epoch + 1 if pre_vote else self.epoch,
-                last_epoch=self.view.last_epoch,
-                end_offset=self.view.end_offset,
-                pre_vote=pre_vote,
-            )
-        state.retry_at_ms = self._now + self.config.request_timeout_ms
+        state.start_round(self)
 
     def _election_won(self) -> None:
         if isinstance(self.state, Prospective):
@@ -682,10 +649,10 @@ class RaftNode:
         leader = LeaderState(self.epoch, self.node_id, self.voters, start, self._now)
         leader.local_end_offset = self._flushed
         # the leadership is persisted before anything else
-        self._become(Leader(leader), self.epoch, self.voted_for, self.node_id, keep_votes=False)
+        self._become(Leader(leader), QuorumState(self.epoch, self.voted_for, self.node_id))
         change = cbor2.dumps({"leader_id": self.node_id, "voters": sorted(self.voters)})
         self._append_local([Entry(start, self.epoch, change, EntryKind.LEADER_CHANGE)])
-        self._send_begin_quorum_epoch()
+        self._leading().send_begin_quorum_epoch(self)
         if leader.maybe_advance_high_watermark():  # a single voter commits on its own flush
             self._on_leader_hw_advanced()
 
@@ -726,10 +693,10 @@ class RaftNode:
         self.view.append(entries)
         self._emit(AppendEntries(tuple(entries)))
         self._maybe_flush()
-        leader = self._leader
-        if leader is not None:
-            for replica in list(leader.parked):
-                self._answer_parked(replica)
+        state = self.state
+        if isinstance(state, Leader):
+            for replica in list(state.state.parked):
+                state.answer_parked(self, replica)
 
     def _maybe_flush(self) -> None:
         """Group commit: at most one flush of the current log generation in flight."""
@@ -795,7 +762,7 @@ class RaftNode:
         linger = self.config.fetch_high_watermark_linger_ms
         for replica, parked in list(leader.parked.items()):
             if linger == 0:
-                self._answer_parked(replica)
+                self._leading().answer_parked(self, replica)
             else:
                 parked.deadline_ms = min(parked.deadline_ms, self._now + linger)
 
@@ -821,95 +788,14 @@ class RaftNode:
         self._append_local(entries)
 
     # ======================================================================================
-    # leader: what append/read_index and the Leader role share
-    # ======================================================================================
-
-    def _send_begin_quorum_epoch(self) -> None:
-        leader = self._leader
-        assert leader is not None
-        for voter, progress in sorted(leader.progress.items()):
-            if not progress.knows_epoch:
-                self._request(BeginQuorumEpochRequest, voter, epoch=self.epoch, leader_id=self.node_id)
-        leader.begin_resend_ms = self._now + self.config.request_timeout_ms
-        if all(p.knows_epoch for p in leader.progress.values()):
-            leader.begin_resend_ms = NEVER
-
-    def _leader_hw(self) -> int:
-        leader = self._leader
-        return -1 if leader is None or leader.high_watermark is None else leader.high_watermark
-
-    def _answer_parked(self, replica: int) -> None:
-        leader = self._leader
-        assert leader is not None
-        parked = leader.parked.pop(replica, None)
-        if parked is not None:
-            self._answer_fetch(parked.request)
-
-    def _answer_fetch(self, request: FetchRequest) -> None:
-        """Answer a fetch already found valid (now or when it was parked)."""
-        leader = self._leader
-        assert leader is not None
-        verdict, position = validate_fetch(self.view, request.fetch_offset, request.last_fetched_epoch)
-        entries: tuple[Entry, ...] = ()
-        if verdict is FetchVerdict.VALID and request.fetch_offset < self.view.end_offset:
-            entries = tuple(self.view.read(request.fetch_offset, self.config.max_fetch_bytes))
-        hw = self._leader_hw()
-        leader.replica(request.src).hw_sent = hw
-        self._reply(
-            request,
-            FetchResponse,
-            leader_id=self.node_id,
-            fetch_offset=request.fetch_offset,
-            high_watermark=hw,
-            entries=entries,
-            diverging=position if verdict is FetchVerdict.DIVERGING else None,
-            snapshot_id=position if verdict is FetchVerdict.SNAPSHOT else None,
-            leader_round=leader.round,
-        )
-
-    # ======================================================================================
     # fetching: a follower, and an observer looking for the leader
     # ======================================================================================
 
     def _send_fetch(self) -> None:
+        """Fetch from the leader (or a voter, to find it) unless a fetch is in flight."""
         state = self.state
-        if not isinstance(state, Fetching) or state.fetch_inflight is not None:
-            return
-        target = state.fetch_target_for(self)
-        if target is None:
-            return
-        if state.snapshot_fetch is not None:
-            snapshot_id, position = state.snapshot_fetch
-            state.fetch_inflight = self._correlation()
-            state.fetch_target = target
-            self._request(
-                FetchSnapshotRequest,
-                target,
-                state.fetch_inflight,
-                epoch=self.epoch,
-                snapshot_id=snapshot_id,
-                position=position,
-                max_bytes=self.config.snapshot_chunk_bytes,
-            )
-            state.retry_at_ms = self._now + self.config.request_timeout_ms
-            return
-        if self.is_voter and self._flushed < self.view.end_offset:
-            self._maybe_flush()  # a voter fetches only from a durable position: it acknowledges it
-            state.retry_at_ms = None
-            return
-        state.fetch_inflight = self._correlation()
-        state.fetch_target = target
-        self._request(
-            FetchRequest,
-            target,
-            state.fetch_inflight,
-            epoch=self.epoch,
-            fetch_offset=self.view.end_offset,
-            last_fetched_epoch=self.view.last_epoch,
-            max_wait_ms=self.config.fetch_max_wait_ms,
-            leader_round=self._leader_round,
-        )
-        state.retry_at_ms = self._now + self.config.fetch_max_wait_ms + self.config.request_timeout_ms
+        if isinstance(state, Fetching):
+            state.send_fetch(self)
 
     def _fetch_timeout_ms(self) -> int:
         return self.config.fetch_timeout_ms + self.rng.randrange(self.config.fetch_timeout_jitter_ms + 1)
@@ -957,9 +843,7 @@ class RaftNode:
         if granted and self.voted_for is None:
             # the vote is persisted before the answer leaves
             was_unattached = isinstance(self.state, Unattached)
-            self._become(
-                self._unattached(), self.epoch, request.src, None, keep_votes=False, announce=not was_unattached
-            )
+            self._become(self._unattached(), QuorumState(self.epoch, request.src, None), announce=not was_unattached)
         self._reply(request, VoteResponse, granted=granted, pre_vote=False)
 
     def _on_begin_quorum_epoch(self, request: BeginQuorumEpochRequest) -> None:

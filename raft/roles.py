@@ -17,20 +17,25 @@ from kraftpy.protocol.errors import ErrorCode
 from kraftpy.raft.actions import AppendEntries, AppendResolved, ReadResolved, WriteSnapshotChunk
 from kraftpy.raft.election import VoteTally, election_timeout_ms, successor_backoff_ms
 from kraftpy.raft.leader import LeaderState, ParkedFetch
-from kraftpy.raft.log import FetchVerdict, OffsetAndEpoch, truncation_offset, validate_fetch
+from kraftpy.raft.log import Entry, FetchVerdict, OffsetAndEpoch, truncation_offset, validate_fetch
 from kraftpy.raft.messages import (
+    BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    VoteRequest,
     VoteResponse,
 )
 from kraftpy.raft.quorum_state import Role
 
 if TYPE_CHECKING:
     from kraftpy.raft.node import RaftNode
+
+
+NEVER = 1 << 62  # a deadline that never comes
 
 
 class RaftInvariantError(AssertionError):
@@ -105,6 +110,49 @@ class Fetching(RoleState):
 
     def fetch_target_for(self, node: RaftNode) -> int | None:
         return None
+
+    def send_fetch(self, node: RaftNode) -> None:
+        """Fetch (or fetch the snapshot) unless a request is in flight. A voter fetches only
+        from a durable position, because its fetch offset acknowledges what is below it."""
+        if self.fetch_inflight is not None:
+            return
+        target = self.fetch_target_for(node)
+        if target is None:
+            return
+        config = node.config
+        if self.snapshot_fetch is not None:
+            snapshot_id, position = self.snapshot_fetch
+            self.fetch_inflight = node._correlation()
+            self.fetch_target = target
+            node._request(
+                FetchSnapshotRequest,
+                target,
+                self.fetch_inflight,
+                epoch=node.epoch,
+                snapshot_id=snapshot_id,
+                position=position,
+                max_bytes=config.snapshot_chunk_bytes,
+            )
+            self.retry_at_ms = node._now + config.request_timeout_ms
+            return
+        view = node.view
+        if node.is_voter and node._flushed < view.end_offset:
+            node._maybe_flush()  # fetched again once on_flushed reports it
+            self.retry_at_ms = None
+            return
+        self.fetch_inflight = node._correlation()
+        self.fetch_target = target
+        node._request(
+            FetchRequest,
+            target,
+            self.fetch_inflight,
+            epoch=node.epoch,
+            fetch_offset=view.end_offset,
+            last_fetched_epoch=view.last_epoch,
+            max_wait_ms=config.fetch_max_wait_ms,
+            leader_round=node._leader_round,
+        )
+        self.retry_at_ms = node._now + config.fetch_max_wait_ms + config.request_timeout_ms
 
     def retry_later(self, node: RaftNode) -> None:
         self.fetch_inflight = None
@@ -285,7 +333,35 @@ class Election(RoleState):
         if self.election_deadline_ms is not None and now_ms >= self.election_deadline_ms:
             node._to_prospective()
         elif self.retry_at_ms is not None and now_ms >= self.retry_at_ms:
-            node._send_votes(resend=True)
+            self.send_votes(node)
+
+    def start_round(self, node: RaftNode) -> None:
+        """Vote for itself, then ask the others (a single voter wins at once)."""
+        self.round = node._correlation()
+        self.tally = VoteTally(node.voters)
+        self.tally.record(node.node_id, True)
+        if self.tally.won:
+            node._election_won()
+            return
+        self.send_votes(node)
+
+    def send_votes(self, node: RaftNode) -> None:
+        """Ask the voters that have not answered this round."""
+        if self.tally is None:
+            return
+        pre_vote = self.role is Role.PROSPECTIVE
+        view = node.view
+        for voter in self.tally.unanswered():
+            node._request(
+                VoteRequest,
+                voter,
+                self.round,
+                candidate_epoch=node.epoch + 1 if pre_vote else node.epoch,
+                last_epoch=view.last_epoch,
+                end_offset=view.end_offset,
+                pre_vote=pre_vote,
+            )
+        self.retry_at_ms = node._now + node.config.request_timeout_ms
 
     def on_vote_response(self, node: RaftNode, response: VoteResponse) -> None:
         tally = self.tally
@@ -357,7 +433,7 @@ class Leader(RoleState):
             node._drain_accumulator()
         for replica, parked in list(leader.parked.items()):
             if now_ms >= parked.deadline_ms:
-                node._answer_parked(replica)
+                self.answer_parked(node, replica)
         while leader.appends and leader.appends[0].deadline_ms <= now_ms:
             pending = leader.appends.popleft()
             appended = pending.last_offset < node.view.end_offset
@@ -375,7 +451,49 @@ class Leader(RoleState):
             read = leader.reads.popleft()
             node._emit(ReadResolved(read.read_id, -1, ErrorCode.REQUEST_TIMED_OUT, node.node_id))
         if now_ms >= leader.begin_resend_ms:
-            node._send_begin_quorum_epoch()
+            self.send_begin_quorum_epoch(node)
+
+    @property
+    def high_watermark(self) -> int:
+        """As fetch answers carry it: -1 until the first entry of the epoch commits."""
+        hw = self.state.high_watermark
+        return -1 if hw is None else hw
+
+    def send_begin_quorum_epoch(self, node: RaftNode) -> None:
+        """Tell the voters that have not fetched in this epoch yet; resent until all have."""
+        leader = self.state
+        for voter, progress in sorted(leader.progress.items()):
+            if not progress.knows_epoch:
+                node._request(BeginQuorumEpochRequest, voter, epoch=node.epoch, leader_id=node.node_id)
+        leader.begin_resend_ms = node._now + node.config.request_timeout_ms
+        if all(p.knows_epoch for p in leader.progress.values()):
+            leader.begin_resend_ms = NEVER
+
+    def answer_parked(self, node: RaftNode, replica: int) -> None:
+        parked = self.state.parked.pop(replica, None)
+        if parked is not None:
+            self.answer_fetch(node, parked.request)
+
+    def answer_fetch(self, node: RaftNode, request: FetchRequest) -> None:
+        """Answer a fetch already found valid (now or when it was parked)."""
+        view = node.view
+        verdict, position = validate_fetch(view, request.fetch_offset, request.last_fetched_epoch)
+        entries: tuple[Entry, ...] = ()
+        if verdict is FetchVerdict.VALID and request.fetch_offset < view.end_offset:
+            entries = tuple(view.read(request.fetch_offset, node.config.max_fetch_bytes))
+        hw = self.high_watermark
+        self.state.replica(request.src).hw_sent = hw
+        node._reply(
+            request,
+            FetchResponse,
+            leader_id=node.node_id,
+            fetch_offset=request.fetch_offset,
+            high_watermark=hw,
+            entries=entries,
+            diverging=position if verdict is FetchVerdict.DIVERGING else None,
+            snapshot_id=position if verdict is FetchVerdict.SNAPSHOT else None,
+            leader_round=self.state.round,
+        )
 
     def on_fetch_request(self, node: RaftNode, request: FetchRequest) -> None:
         if request.epoch > node.epoch:
@@ -412,7 +530,7 @@ class Leader(RoleState):
                 leader.parked[request.src] = ParkedFetch(request, node._now + wait)
                 node._check_reads()  # a parked fetch still confirms this leadership for reads
                 return
-            node._answer_fetch(request)
+            self.answer_fetch(node, request)
         else:
             node._check_reads()
             node._reply(
@@ -420,7 +538,7 @@ class Leader(RoleState):
                 FetchResponse,
                 leader_id=node.node_id,
                 fetch_offset=request.fetch_offset,
-                high_watermark=node._leader_hw(),
+                high_watermark=self.high_watermark,
                 diverging=position if verdict is FetchVerdict.DIVERGING else None,
                 snapshot_id=position if verdict is FetchVerdict.SNAPSHOT else None,
                 leader_round=leader.round,
