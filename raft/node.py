@@ -241,7 +241,8 @@ class RaftNode:
             return
         if self.screen(message) is not None:
             return  # dropped, as the network may drop it: the route already answered the error
-        if isinstance(message, FetchResponse | FetchSnapshotResponse):
+        kind = type(message)
+        if kind is FetchResponse or kind is FetchSnapshotResponse:
             state = self.state
             if not isinstance(state, Fetching) or not state.claims(message):
                 return  # answers no request in flight: late, duplicated or from before a restart
@@ -249,7 +250,7 @@ class RaftNode:
             return  # a response that moved us answered a request of the role we left
         if self._fence_stale(message):
             return
-        handler = _HANDLERS.get(type(message))
+        handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, message)
 
@@ -474,24 +475,25 @@ class RaftNode:
     def _apply_epoch_rule(self, message: Message) -> bool:
         """Move to a newer epoch a voter reports (or to the leader it names in ours). True if
         `message` is a response that moved us: it answered a request of the role we left."""
-        if isinstance(message, VoteRequest):
+        kind = type(message)  # messages are final dataclasses: `is` is exact
+        if kind is FetchRequest or kind is FetchSnapshotRequest:
+            if message.epoch > self.epoch and message.src in self.voters:
+                self._to_unattached(message.epoch)
+            return False
+        if kind is VoteRequest:
             # a pre-vote changes no state; a real vote moves us to its epoch, unattached
             if not message.pre_vote and self._in_quorum(message) and message.candidate_epoch > self.epoch:
                 self._to_unattached(message.candidate_epoch)
             return False
-        if isinstance(message, BeginQuorumEpochRequest):
+        if kind is BeginQuorumEpochRequest:
             if self._in_quorum(message) and message.epoch >= self.epoch and not self._follows(message):
                 if message.epoch == self.epoch and isinstance(self.state, Leader | Resigned):
                     raise RaftInvariantError(f"epoch {self.epoch} claimed by {message.src} and {self.node_id}")
                 self._to_follower(message.epoch, message.src)
             return False
-        if isinstance(message, EndQuorumEpochRequest):
+        if kind is EndQuorumEpochRequest:
             if self._in_quorum(message) and message.epoch > self.epoch:
                 self._to_follower(message.epoch, message.src)
-            return False
-        if isinstance(message, FetchRequest | FetchSnapshotRequest):
-            if message.epoch > self.epoch and message.src in self.voters:
-                self._to_unattached(message.epoch)
             return False
         return self._observe_epoch(message.epoch, message.leader_id, message.src)
 
@@ -529,26 +531,27 @@ class RaftNode:
         code, the epoch alone telling the sender. Pre-votes are judged on their own terms, and
         voter-only requests from outside the quorum are left to their handlers.
         """
-        if isinstance(message, VoteRequest):
-            if message.pre_vote or not self._in_quorum(message) or message.candidate_epoch >= self.epoch:
-                return False
-            self._reply(message, VoteResponse, granted=False, pre_vote=False)
-        elif isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest):
-            if not self._in_quorum(message) or message.epoch >= self.epoch:
-                return False
-            if isinstance(message, BeginQuorumEpochRequest):
-                self._reply(message, BeginQuorumEpochResponse, error=ErrorCode.FENCED_LEADER_EPOCH)
-            else:
-                self._reply(message, EndQuorumEpochResponse)
-        elif isinstance(message, FetchRequest | FetchSnapshotRequest):
+        kind = type(message)
+        if kind is FetchRequest or kind is FetchSnapshotRequest:
             if message.epoch >= self.epoch:
                 return False
             leading = isinstance(self.state, Leader)
             error = ErrorCode.FENCED_LEADER_EPOCH if leading else ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if isinstance(message, FetchRequest):
+            if kind is FetchRequest:
                 self._fetch_error(message, error)
             else:
                 self._snapshot_answer(message, error)
+        elif kind is VoteRequest:
+            if message.pre_vote or not self._in_quorum(message) or message.candidate_epoch >= self.epoch:
+                return False
+            self._reply(message, VoteResponse, granted=False, pre_vote=False)
+        elif kind is BeginQuorumEpochRequest or kind is EndQuorumEpochRequest:
+            if not self._in_quorum(message) or message.epoch >= self.epoch:
+                return False
+            if kind is BeginQuorumEpochRequest:
+                self._reply(message, BeginQuorumEpochResponse, error=ErrorCode.FENCED_LEADER_EPOCH)
+            else:
+                self._reply(message, EndQuorumEpochResponse)
         else:
             return False
         return True
