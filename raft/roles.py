@@ -22,6 +22,7 @@ from kraftpy.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -83,7 +84,7 @@ class RoleState:
     def on_end_quorum_epoch(self, node: RaftNode, request: EndQuorumEpochRequest) -> None:
         pass
 
-    def on_end_quorum_epoch_response(self, node: RaftNode, response: object) -> None:
+    def on_end_quorum_epoch_response(self, node: RaftNode, response: EndQuorumEpochResponse) -> None:
         pass
 
 
@@ -608,5 +609,5 @@ class Resigned(RoleState):
             )
         self.retry_at_ms = node._now + node.config.request_timeout_ms
 
-    def on_end_quorum_epoch_response(self, node: RaftNode, response: object) -> None:
-        self.end_pending.discard(response.src)  # type: ignore[attr-defined]
+    def on_end_quorum_epoch_response(self, node: RaftNode, response: EndQuorumEpochResponse) -> None:
+        self.end_pending.discard(response.src)
