@@ -19,7 +19,8 @@ Batches: a CommittedBatch is a run of same-epoch data entries below the high
 watermark. The log keeps each leader append as one batch and reads return
 whole batches, and the high watermark moves in whole fetched batches, so an
 atomic append arrives in one CommittedBatch (possibly with the appends next
-to it).
+to it). What to hand out and when to announce is decided by
+commit_delivery.py; this shell reads the log and calls the listeners.
 
 Nodes with the controller role are voters; broker-only nodes run the same
 component as observers (they fetch, never vote or count). The data lives in
@@ -33,7 +34,6 @@ import heapq
 import logging
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,8 +41,9 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc import Handler, RpcClient
 from kraftpy.protocol.types import Address
 from kraftpy.raft.actions import AppendResolved, ReadResolved, RoleChanged
+from kraftpy.raft.commit_delivery import CommitDelivery, CommittedBatch, LeaderChange
 from kraftpy.raft.config import RaftConfig
-from kraftpy.raft.log import EntryKind, OffsetAndEpoch
+from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.messages import Message, is_request
 from kraftpy.raft.node import NotLeaderError
 from kraftpy.raft.quorum_state import QuorumState, Role
@@ -67,14 +68,6 @@ log = logging.getLogger(__name__)
 
 APPLY_SLICE_BYTES = 4 * 1024 * 1024  # applied per loop turn; a long replay yields between slices
 RESIGN_WAIT_MS = 1000  # how long a graceful stop waits for its EndQuorumEpoch to be delivered
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedBatch:
-    base_offset: int
-    last_offset: int
-    epoch: int
-    records: list[bytes]
 
 
 class RaftListener(Protocol):  # KRaft's RaftClient.Listener
@@ -136,17 +129,13 @@ class RaftComponent:
             fetch_max_wait_ms=config.fetch_max_wait_ms,
             screen=self._screen,
         )
-        self._applied = 0  # the next offset the listeners apply
-        self._commit_target = 0  # the highest high watermark the core exposed
+        self._delivery = CommitDelivery(node_id)
         self._apply_scheduled = False
         self._applying = False
         self._appends: dict[tuple[int, int], asyncio.Future[int]] = {}
         self._reads: dict[int, asyncio.Future[int]] = {}
         self._after_apply: list[tuple[int, int, int, asyncio.Future[int]]] = []  # (offset needed, seq, value, fut)
         self._seq = 0
-        self._leader_pending: tuple[int, int] | None = None  # (epoch, its first offset)
-        self._announced: tuple[int | None, int] | None = None
-        self._role = Role.UNATTACHED
 
     @classmethod
     def from_node(cls, node: Node) -> RaftComponent:
@@ -210,7 +199,7 @@ class RaftComponent:
             self.epoch,
             self._log.log_start_offset,
             self._log.end_offset,
-            self._applied,
+            self._delivery.applied,
         )
 
     async def stop(self, graceful: bool) -> None:
@@ -249,7 +238,7 @@ class RaftComponent:
             "state": "failed" if shell.failed else core.role.value,
             "is_voter": self.node_id in self.voters,
             "high_watermark": core.high_watermark,
-            "applied_offset": self._applied,
+            "applied_offset": self._delivery.applied,
             "log_start_offset": self._log.log_start_offset,
             "log_end_offset": self._log.end_offset,
             "latest_snapshot": list(self._log.latest_snapshot() or ()) or None,
@@ -294,7 +283,7 @@ class RaftComponent:
     @property
     def applied_offset(self) -> int:
         """The next offset the listeners will apply (everything below it is applied)."""
-        return self._applied
+        return self._delivery.applied
 
     @property
     def is_leader(self) -> bool:
@@ -362,10 +351,10 @@ class RaftComponent:
         assert log_ is not None
         snapshot_id = OffsetAndEpoch(*snapshot_id)
         offset = snapshot_id.offset
-        if offset > self._applied or offset > shell.core.high_watermark:
+        if offset > self._delivery.applied or offset > shell.core.high_watermark:
             raise KafkaError(
                 f"snapshot {tuple(snapshot_id)} is past what is committed and applied here "
-                f"(applied {self._applied}, high watermark {shell.core.high_watermark})",
+                f"(applied {self._delivery.applied}, high watermark {shell.core.high_watermark})",
                 ErrorCode.INVALID_REQUEST,
             )
         if offset <= log_.log_start_offset:
@@ -420,7 +409,7 @@ class RaftComponent:
     # ---- ShellListener ------------------------------------------------------------------------
 
     def on_commit(self, high_watermark: int) -> None:
-        self._commit_target = max(self._commit_target, high_watermark)
+        self._delivery.committed(high_watermark)
         self._apply()
 
     def on_install(self, snapshot_id: OffsetAndEpoch) -> None:
@@ -428,21 +417,13 @@ class RaftComponent:
         payload = self._log.snapshot_data(snapshot_id)
         for listener in self._listeners:
             listener.handle_load_snapshot(snapshot_id, payload)
-        self._applied = max(self._applied, snapshot_id.offset)
-        self._commit_target = max(self._commit_target, snapshot_id.offset)
+        self._delivery.snapshot_loaded(snapshot_id.offset)
         self._after_applied()
 
     def on_role(self, change: RoleChanged, log_end_offset: int) -> None:
-        self._role = change.role
+        self._announce(self._delivery.role_changed(change.role, change.epoch, change.leader_id, log_end_offset))
         if change.role is Role.LEADER:
-            self._leader_pending = (change.epoch, log_end_offset)
-            self._after_applied()
-            return
-        self._leader_pending = None
-        leader = change.leader_id
-        if change.role is Role.RESIGNED or leader == self.node_id:
-            leader = None
-        self._announce(leader, change.epoch)
+            self._after_applied()  # announced once applied up to its first entry
 
     def on_append_resolved(self, resolved: AppendResolved) -> None:
         future = self._appends.pop((resolved.epoch, resolved.last_offset), None)
@@ -486,16 +467,17 @@ class RaftComponent:
         log_ = self._log
         assert log_ is not None
         snapshot = log_.latest_snapshot()
-        self._applied = log_.log_start_offset
+        applied = log_.log_start_offset
+        self._delivery.start(applied, applied)
         if snapshot is not None:
             payload = log_.snapshot_data(snapshot)
             for listener in self._listeners:
                 listener.handle_load_snapshot(snapshot, payload)
-            self._applied = snapshot.offset
+            applied = snapshot.offset
         # entries below the checkpointed high watermark were committed, and a node never
         # truncates below what it exposed, so they are still here
-        self._commit_target = max(self._applied, min(log_.high_watermark, log_.end_offset))
-        while self._applied < self._commit_target:
+        self._delivery.start(applied, min(log_.high_watermark, log_.end_offset))
+        while self._delivery.behind:
             self._apply_slice(APPLY_SLICE_BYTES)
 
     def _apply(self) -> None:
@@ -506,7 +488,7 @@ class RaftComponent:
             self._apply_slice(APPLY_SLICE_BYTES)
         finally:
             self._applying = False
-        if self._applied < self._commit_target and not self._apply_scheduled:
+        if self._delivery.behind and not self._apply_scheduled:
             self._apply_scheduled = True
             asyncio.get_running_loop().call_soon(self._apply_later)
         self._after_applied()
@@ -517,64 +499,50 @@ class RaftComponent:
             self._apply()
 
     def _apply_slice(self, budget: int) -> None:
+        """Hand out up to about `budget` bytes of committed entries (the core cuts the batches)."""
         log_ = self._log
         assert log_ is not None
-        target = self._commit_target
-        while self._applied < target and budget > 0:
-            if self._applied < log_.log_start_offset:
+        delivery = self._delivery
+        target = delivery.commit_target
+        while delivery.applied < target and budget > 0:
+            if delivery.applied < log_.log_start_offset:
                 raise KafkaError(
-                    f"entry {self._applied} to apply is gone from the log (starts at {log_.log_start_offset})",
+                    f"entry {delivery.applied} to apply is gone from the log (starts at {log_.log_start_offset})",
                     ErrorCode.KAFKA_STORAGE_ERROR,
                 )
-            entries = [e for e in log_.read(self._applied, min(budget, 1024 * 1024)) if e.offset < target]
-            if not entries:
+            entries = log_.read(delivery.applied, min(budget, 1024 * 1024))
+            batches, size_bytes, end = delivery.runs(entries, target)
+            if end is None:
                 break
-            run: list[Any] = []
-            for entry in entries:
-                if entry.kind is not EntryKind.DATA or (run and run[0].epoch != entry.epoch):
-                    self._hand_out(run)
-                    run = []
-                if entry.kind is EntryKind.DATA:
-                    run.append(entry)
-                budget -= entry.size_bytes
-            self._hand_out(run)
-            self._applied = entries[-1].offset + 1
-
-    def _hand_out(self, run: list[Any]) -> None:
-        if not run:
-            return
-        batch = CommittedBatch(run[0].offset, run[-1].offset, run[0].epoch, [e.data for e in run])
-        # applied before the listeners run, so one may snapshot at batch.last_offset + 1 right away
-        self._applied = max(self._applied, batch.last_offset + 1)
-        for listener in self._listeners:
-            listener.handle_commit(batch)
+            for batch in batches:
+                delivery.delivered(batch)
+                for listener in self._listeners:
+                    listener.handle_commit(batch)
+            budget -= size_bytes
+            delivery.read_through(end)
 
     def _when_applied(self, offset: int, value: int, future: asyncio.Future[int]) -> None:
         """Resolve `future` with `value` once the listeners applied everything below `offset`."""
-        if self._applied >= offset:
+        if self._delivery.applied >= offset:
             future.set_result(value)
         else:
             self._seq += 1
             heapq.heappush(self._after_apply, (offset, self._seq, value, future))
 
     def _after_applied(self) -> None:
-        while self._after_apply and self._after_apply[0][0] <= self._applied:
+        while self._after_apply and self._after_apply[0][0] <= self._delivery.applied:
             _, _, value, future = heapq.heappop(self._after_apply)
             if not future.done():
                 future.set_result(value)
-        pending = self._leader_pending
-        if pending is not None and self._shell is not None and self._applied > pending[1]:
-            epoch = pending[0]
-            if self._shell.core.role is Role.LEADER and self._shell.core.epoch == epoch:
-                self._leader_pending = None
-                self._announce(self.node_id, epoch)
+        if self._shell is not None:
+            core = self._shell.core
+            self._announce(self._delivery.leader_ready(core.role, core.epoch))
 
-    def _announce(self, leader_id: int | None, epoch: int) -> None:
-        if self._announced == (leader_id, epoch):
+    def _announce(self, change: LeaderChange | None) -> None:
+        if change is None:
             return
-        self._announced = (leader_id, epoch)
         for listener in self._listeners:
-            listener.handle_leader_change(leader_id, epoch)
+            listener.handle_leader_change(change.leader_id, change.epoch)
 
     def _fail_waiters(self, error: KafkaError) -> None:
         for future in [*self._appends.values(), *self._reads.values(), *(f for *_, f in self._after_apply)]:
