@@ -17,7 +17,7 @@ from kraftpy.raft.messages import (
 )
 from kraftpy.raft.quorum_state import QuorumState, Role
 from kraftpy.raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Unattached
-from tests.unit.test_raft_support import CLUSTER, drain, make_log, make_node, sent
+from tests.unit.raft.test_raft_support import CLUSTER, drain, make_log, make_node, sent
 
 
 def test_each_role_is_its_own_object_and_a_transition_replaces_it() -> None:
