@@ -8,7 +8,7 @@ Kafka's BrokerLifecycleManager as a state machine driven with `now_ms`:
         +----------------------+  +-------------------------------+
     any --begin_controlled_shutdown--> PENDING_CONTROLLED_SHUTDOWN --should_shut_down--> SHUTTING_DOWN
 
-The shell asks `next_request(now, metadata_offset, raft_leader_id)` for what to
+The shell asks `next_request(now_ms, metadata_offset, raft_leader_id)` for what to
 send and where, sends it, and reports the outcome with `on_answer` or
 `on_error`. The registration carries an incarnation id drawn once per process,
 so the controller tells a restarted broker from a retry. Heartbeats go every

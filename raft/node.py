@@ -224,34 +224,34 @@ class RaftNode:
 
     def tick(self, now_ms: int) -> None:
         self._begin(now_ms)
-        now = self._now
+        now_ms = self._now  # _begin keeps the clock from running backwards
         if self.role is Role.LEADER:
-            self._tick_leader(now)
+            self._tick_leader(now_ms)
         elif self.role is Role.FOLLOWER:
-            if self._fetch_deadline is not None and now >= self._fetch_deadline:
+            if self._fetch_deadline is not None and now_ms >= self._fetch_deadline:
                 if self.is_voter:
                     self._to_prospective()
                 else:
                     self._to_unattached(self.epoch, self.voted_for)
-            elif self._retry_at is not None and now >= self._retry_at:
+            elif self._retry_at is not None and now_ms >= self._retry_at:
                 self._fetch_inflight = None
                 self._send_fetch()
         elif self.role is Role.UNATTACHED:
             if self.is_voter:
-                if self._election_deadline is not None and now >= self._election_deadline:
+                if self._election_deadline is not None and now_ms >= self._election_deadline:
                     self._to_prospective()
-            elif self._retry_at is not None and now >= self._retry_at:
+            elif self._retry_at is not None and now_ms >= self._retry_at:
                 self._fetch_inflight = None
                 self._send_fetch()
         elif self.role in (Role.PROSPECTIVE, Role.CANDIDATE):
-            if self._election_deadline is not None and now >= self._election_deadline:
+            if self._election_deadline is not None and now_ms >= self._election_deadline:
                 self._to_prospective()  # split vote or silence: a fresh pre-vote round
-            elif self._retry_at is not None and now >= self._retry_at:
+            elif self._retry_at is not None and now_ms >= self._retry_at:
                 self._send_votes(resend=True)
         elif self.role is Role.RESIGNED:
-            if self._election_deadline is not None and now >= self._election_deadline:
+            if self._election_deadline is not None and now_ms >= self._election_deadline:
                 self._to_prospective()
-            elif self._retry_at is not None and now >= self._retry_at:
+            elif self._retry_at is not None and now_ms >= self._retry_at:
                 if self._end_pending:
                     self._send_end_quorum_epoch()
                 else:
@@ -722,18 +722,18 @@ class RaftNode:
     # leader
     # ======================================================================================
 
-    def _tick_leader(self, now: int) -> None:
+    def _tick_leader(self, now_ms: int) -> None:
         leader = self._leader
         assert leader is not None
-        if not leader.quorum_alive(now, self.config.check_quorum_timeout_ms):
+        if not leader.quorum_alive(now_ms, self.config.check_quorum_timeout_ms):
             self._to_resigned(())  # check-quorum: a majority has not fetched from us lately
             return
-        if leader.linger_deadline_ms is not None and now >= leader.linger_deadline_ms:
+        if leader.linger_deadline_ms is not None and now_ms >= leader.linger_deadline_ms:
             self._drain_accumulator()
         for replica, parked in list(leader.parked.items()):
-            if now >= parked.deadline_ms:
+            if now_ms >= parked.deadline_ms:
                 self._answer_parked(replica)
-        while leader.appends and leader.appends[0].deadline_ms <= now:
+        while leader.appends and leader.appends[0].deadline_ms <= now_ms:
             pending = leader.appends.popleft()
             appended = pending.last_offset < self.view.end_offset
             self._emit(
@@ -746,10 +746,10 @@ class RaftNode:
                     appended,
                 )
             )
-        while leader.reads and leader.reads[0].deadline_ms <= now:
+        while leader.reads and leader.reads[0].deadline_ms <= now_ms:
             read = leader.reads.popleft()
             self._emit(ReadResolved(read.read_id, -1, ErrorCode.REQUEST_TIMED_OUT, self.node_id))
-        if now >= leader.begin_resend_ms:
+        if now_ms >= leader.begin_resend_ms:
             self._send_begin_quorum_epoch()
 
     def _send_begin_quorum_epoch(self) -> None:

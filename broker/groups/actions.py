@@ -9,7 +9,7 @@ out in order:
             their append), and a request is answered exactly once.
   Append    append `records` ((key, value) pairs; value None = tombstone) to
             `__consumer_offsets` partition `partition` as one batch, acks=all,
-            then call `coordinator.append_completed(append_id, error_code, now)`.
+            then call `coordinator.append_completed(append_id, error_code, now_ms)`.
             Appends of one partition must be written, and completed, in the
             order they were asked for; an append that fails must not reach the
             log (a timeout whose fate is unknown should be reported as

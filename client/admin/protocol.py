@@ -335,15 +335,15 @@ class ControllerLocator:
         self.metadata = metadata
         self.hint: Address | None = None
 
-    def target(self, now: int) -> Address:
+    def target(self, now_ms: int) -> Address:
         if self.hint is not None:
             return self.hint
         controller = self.metadata.cluster.controller()
         if controller is not None:
             return controller.address
-        return self.metadata.candidates(now)[0]
+        return self.metadata.candidates(now_ms)[0]
 
-    def on_not_controller(self, error: KafkaError, tried: Address, now: int) -> bool:
+    def on_not_controller(self, error: KafkaError, tried: Address, now_ms: int) -> bool:
         """Follow the leader hint; True when there is a new address to try at once."""
         hint = parse_address(error.details.get("leader_address"))
         if hint is not None and hint != tried:
@@ -357,13 +357,13 @@ class ControllerLocator:
         # No usable hint (an election is running): forget the target and ask metadata again.
         self.hint = None
         self.metadata.request_update()
-        self.metadata.node_failed(tried, now)
+        self.metadata.node_failed(tried, now_ms)
         return False
 
-    def on_unreachable(self, address: Address, now: int) -> None:
+    def on_unreachable(self, address: Address, now_ms: int) -> None:
         if self.hint == address:
             self.hint = None
-        self.metadata.node_failed(address, now)
+        self.metadata.node_failed(address, now_ms)
         self.metadata.request_update()
 
     def on_success(self, address: Address) -> None:

@@ -100,7 +100,7 @@ class TopicPartitionState:
     log_start_offset: int | None = None
     paused: bool = False
     reset_strategy: OffsetResetStrategy | None = None
-    next_retry_ms: float | None = None
+    next_retry_ms: int | None = None
     pending_revocation: bool = False  # about to be revoked in a rebalance: no more fetches, no more records
 
     def is_fetchable(self) -> bool:
@@ -316,17 +316,17 @@ class SubscriptionState:
                 stuck.append(tp)
         return stuck
 
-    def partitions_needing_reset(self, now: float) -> list[TopicPartition]:
+    def partitions_needing_reset(self, now_ms: int) -> list[TopicPartition]:
         return [
             tp
             for tp, s in self._assignment.items()
-            if s.fetch_state is FetchState.AWAIT_RESET and (s.next_retry_ms is None or s.next_retry_ms <= now)
+            if s.fetch_state is FetchState.AWAIT_RESET and (s.next_retry_ms is None or s.next_retry_ms <= now_ms)
         ]
 
     def reset_strategy(self, tp: TopicPartition) -> OffsetResetStrategy | None:
         return self._state(tp).reset_strategy
 
-    def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_ms: float) -> None:
+    def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_ms: int) -> None:
         for tp in partitions:
             if tp in self._assignment:
                 self._assignment[tp].next_retry_ms = next_ms
@@ -363,11 +363,11 @@ class SubscriptionState:
                 state.transition(FetchState.FETCHING, moved)
         return state.fetch_state is FetchState.AWAIT_VALIDATION
 
-    def partitions_needing_validation(self, now: float) -> list[TopicPartition]:
+    def partitions_needing_validation(self, now_ms: int) -> list[TopicPartition]:
         return [
             tp
             for tp, s in self._assignment.items()
-            if s.fetch_state is FetchState.AWAIT_VALIDATION and (s.next_retry_ms is None or s.next_retry_ms <= now)
+            if s.fetch_state is FetchState.AWAIT_VALIDATION and (s.next_retry_ms is None or s.next_retry_ms <= now_ms)
         ]
 
     def maybe_complete_validation(

@@ -4,9 +4,9 @@ Actions (GroupMembership.drain() returns them, in order):
 
   SendRequest      send `body` to `path` on the group coordinator `node` (None: any broker; only
                    FindCoordinator), give up after `timeout_ms`; report with on_response(request_id,
-                   body, now) or on_failure(request_id, KafkaError, now)
+                   body, now_ms) or on_failure(request_id, KafkaError, now_ms)
   InvokeListener   call the application's rebalance listener method with `partitions`, then
-                   listener_done(now, error). Only poll(), close() and unsubscribe() produce these, so
+                   listener_done(now_ms, error). Only poll(), close() and unsubscribe() produce these, so
                    listeners always run on the application's side, as in Kafka
   RunCommitCallback  call `callback(offsets, error)` for a finished commit_async (from poll(), as Kafka)
 
