@@ -56,7 +56,7 @@ from typing import Any
 import click
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.options import F, client_options, servers_for
 
 # Yield to the event loop every this many sends, so the sender task drains batches while we produce.
 YIELD_EVERY = 64
@@ -369,6 +369,39 @@ def _split(total: int, parts: int) -> list[int]:
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
+def _run_options(client: str) -> Callable[[F], F]:
+    """The options every perf run takes: processes, client settings, output, progress, where the cluster is."""
+
+    def apply(command: F) -> F:
+        for option in reversed(
+            (
+                click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True),
+                click.option(
+                    "--prop",
+                    "props",
+                    multiple=True,
+                    metavar="KEY=VALUE",
+                    help=f"Any other {client} setting (repeatable).",
+                ),
+                click.option(
+                    "--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr)."
+                ),
+                click.option(
+                    "--reporting-interval-ms",
+                    type=click.IntRange(min=100),
+                    default=REPORTING_INTERVAL_MS,
+                    show_default=True,
+                    help="A progress line this often.",
+                ),
+                client_options,
+            )
+        ):  # the last applied shows first in --help
+            command = option(command)
+        return command
+
+    return apply
+
+
 @click.group("perf")
 def perf() -> None:
     """Measure produce and consume throughput and latency (like kafka-*-perf-test)."""
@@ -382,17 +415,7 @@ def perf() -> None:
 @click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=0), default=16_384, show_default=True)
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
-@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other producer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
-@click.option(
-    "--reporting-interval-ms",
-    type=click.IntRange(min=100),
-    default=REPORTING_INTERVAL_MS,
-    show_default=True,
-    help="A progress line this often.",
-)
-@client_options
+@_run_options("producer")
 def produce(
     topic: str,
     num_records: int,
@@ -438,17 +461,7 @@ def produce(
 @click.option("--topic", required=True)
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True)
-@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
-@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other consumer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
-@click.option(
-    "--reporting-interval-ms",
-    type=click.IntRange(min=100),
-    default=REPORTING_INTERVAL_MS,
-    show_default=True,
-    help="A progress line this often.",
-)
-@client_options
+@_run_options("consumer")
 def consume(
     topic: str,
     num_records: int,
