@@ -1,20 +1,6 @@
 """The client's view of the cluster (sans-I/O), as Kafka's Metadata and Cluster classes.
 
-`Cluster` is an immutable snapshot built from one metadata answer: brokers,
-topics, partitions with their leader, leader epoch, replicas and ISR, and
-the active controller. `Metadata` owns the current snapshot and decides when
-to refresh it:
-
-- on request (`request_update`), which the producer and consumer call after
-  NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, FENCED/UNKNOWN_LEADER_EPOCH
-  or a lost connection, with exponential backoff between attempts;
-- when the snapshot is older than metadata_max_age_ms;
-- never backwards in leader epochs (KIP-320): a partition answered with an
-  older epoch than one already seen keeps its newer entry, because a broker
-  that lags behind the controller may still serve an old leader.
-
-It also says whom to ask: known brokers first (least recently failed),
-then the bootstrap servers, so any reachable server of the list will do.
+Design notes: docs/client.md, section "client/metadata.py".
 """
 
 from __future__ import annotations

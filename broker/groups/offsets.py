@@ -1,27 +1,6 @@
 """OffsetCommit, OffsetFetch and offset expiry (Kafka's GroupCoordinator.handleCommitOffsets, GroupMetadataManager).
 
-Who may commit:
-
-    group unknown, generation_id < 0        a "simple" commit: the group is created, offsets only
-    group unknown, generation_id >= 0       ILLEGAL_GENERATION (a stale member of a deleted group)
-    generation < 0, no member, group Empty  allowed: offsets of a group with no active members
-                                            (how `groups reset-offsets` writes)
-    generation < 0, no member, otherwise    UNKNOWN_MEMBER_ID: only members commit to an active group
-    a member                                FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION
-                                            as for a heartbeat; CompletingRebalance answers
-                                            REBALANCE_IN_PROGRESS; PreparingRebalance is allowed,
-                                            so a consumer can commit while it revokes
-
-A commit is answered after its records are written; only then do the offsets
-become visible to OffsetFetch (with require_stable, a partition with a
-commit in flight answers UNSTABLE_OFFSET_COMMIT). The in-memory offsets
-therefore always equal the last written record per partition.
-
-Expiry (every offsets_retention_check_interval_ms, KIP-211): offsets of an
-Empty group expire offsets_retention_minutes after it became empty; of a
-simple group, that long after their commit; of a Stable consumer group, only
-for topics no member subscribes to. A group left Empty without offsets is
-deleted. Everything removed gets a tombstone.
+Design notes: docs/groups.md, section "broker/groups/offsets.py".
 """
 
 from __future__ import annotations

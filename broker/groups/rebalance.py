@@ -1,30 +1,6 @@
 """JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers: Kafka's classic rebalance protocol.
 
-    member            coordinator
-    JoinGroup("")  -> MEMBER_ID_REQUIRED + member id  (dynamic members; static ones join at once)
-    JoinGroup(id)  -> waits in PreparingRebalance until every known member rejoined, or the
-                      rebalance timeout (the largest max_poll_interval_ms) drops those who did not;
-                      an Empty group first waits group_initial_rebalance_delay_ms for company
-                   <- generation, protocol, leader; the leader also gets every member's metadata
-    SyncGroup      -> the leader's assignment is written to __consumer_offsets, then handed to
-                      everyone (CompletingRebalance -> Stable); followers wait for it
-    Heartbeat      -> keeps the session; REBALANCE_IN_PROGRESS tells a member to rejoin
-
-Timers (keys in the runtime's TimerQueue):
-
-    ("join", group)            the rebalance deadline (or the initial delay of an empty group)
-    ("sync", group)            members that got a JoinGroup answer must SyncGroup within the rebalance timeout
-    ("hb", group, member)      the session: session_timeout_ms after the last heartbeat
-    ("pending", group, member) a MEMBER_ID_REQUIRED member must come back within its session timeout
-
-A member waiting for a JoinGroup or SyncGroup answer is kept alive (its wait is
-bounded by the rebalance itself), except a brand-new member, which expires
-after new_member_join_timeout_ms.
-
-Static members (group_instance_id) survive restarts: a join with an empty
-member id and a known instance id takes over the old member id's place and,
-if the group is Stable and the protocol would not change, its assignment,
-without a rebalance. The old incarnation is answered FENCED_INSTANCE_ID.
+Design notes: docs/groups.md, section "broker/groups/rebalance.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The consumer's fetch logic (sans-I/O), after Kafka's Fetcher and FetchCollector.
 
-`prepare_requests(now_ms)` builds one `/kafka/fetch` per leader broker for
-all fetchable partitions led by it, skipping partitions that still have
-buffered records and brokers that already have a fetch in flight. Fetching is
-pipelined: the shell sends the next requests right after a poll drains
-records, as long as fewer than max_poll_records stay buffered, so the next
-answer is on its way while the application works.
-
-`handle_response` queues one CompletedFetch per partition;
-`collect_fetch(max_records)` initializes them in order (errors, high
-watermark, diverging epochs) and returns records, moving each partition's
-position forward only as records are handed to the application.
+Design notes: docs/client.md, section "client/consumer/fetcher.py".
 """
 
 from __future__ import annotations

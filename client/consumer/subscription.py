@@ -1,24 +1,6 @@
 """Which partitions the consumer reads and where it stands in each (sans-I/O), as Kafka's SubscriptionState.
 
-Per assigned partition there is a fetch state and a position:
-
-    INITIALIZING      no position yet: reset with auto_offset_reset (a group
-                      would first look up the committed offset here)
-    AWAIT_RESET       a list_offsets lookup (earliest/latest) is due or running
-    AWAIT_VALIDATION  the leader changed since the position was taken: check it
-                      with offsets_for_leader_epoch before fetching (KIP-320)
-    FETCHING          the position is good; fetch from it
-
-A position is (offset, the leader epoch of the record before it, the leader
-and epoch it was validated against).
-
-A consumer either assigns partitions itself (assign_from_user) or subscribes
-with a group (subscribe: topics or a pattern), never both, as Kafka. With a
-subscription, the group's membership core (GroupMembership) decides the
-assignment through the AssignmentStore methods below: assign_from_subscribed,
-all_consumed, mark_pending_revocation. Which topics a pattern matches is the
-core's business (client/group/subscription.py); this class keeps the subscription's
-kind and its rebalance listener.
+Design notes: docs/client.md, section "client/consumer/subscription.py".
 """
 
 from __future__ import annotations

@@ -1,39 +1,6 @@
 """GroupMembership: the consumer's side of a group, sans-I/O (Kafka's ConsumerCoordinator + AbstractCoordinator).
 
-It finds the coordinator, joins (MEMBER_ID_REQUIRED first for dynamic
-members), computes the assignment when it leads, syncs, heartbeats, commits
-and leaves; it calls the rebalance listener at the points the
-ConsumerRebalanceListener contract names; it never touches a socket or a
-clock. The shell feeds it time, answers and listener completions and carries
-out what `drain()` returns (see client/group/membership_types.py).
-
-    m = GroupMembership(config, make_assignors(["range", "cooperative-sticky"]), store)
-    m.subscribe(["orders"], listener=True)            # or m.subscribe_pattern(r"orders-.*")
-    # the application's poll(): drive the rebalance, auto-commit, run listeners and callbacks
-    m.poll(now_ms); actions = m.drain(); raise m.take_error() if any
-    # the background task: heartbeats and the poll-interval check, at m.next_deadline_ms()
-    m.tick(now_ms)
-    m.on_response(request_id, body, now_ms) / m.on_failure(request_id, error, now_ms)
-    m.listener_done(now_ms, error)
-    m.on_metadata({topic: partitions}, now_ms)           # topics: m.metadata_topics() (None: all)
-    op = m.commit_sync(offsets_or_None, now_ms, timeout_ms) / m.commit_async(offsets_or_None, now_ms, callback)
-    op = m.committed(partitions, now_ms, timeout_ms)     # wait until op.done; op.error / op.result
-    op = m.close(now_ms, timeout_ms)                     # then keep calling poll() until op.done
-
-A rebalance, eager (all assignors support only EAGER, e.g. range):
-
-    poll: commit positions (auto-commit) -> on_partitions_revoked(everything) -> JoinGroup
-    -> [leader: assign] -> SyncGroup -> poll: on_partitions_assigned(everything assigned)
-
-cooperative (every configured assignor supports COOPERATIVE, e.g. cooperative-sticky):
-
-    poll: commit positions -> JoinGroup with owned partitions (keep consuming them)
-    -> SyncGroup -> poll: on_partitions_revoked(only those taken away), rejoin at once
-    -> on_partitions_assigned(only those added); the second round hands the revoked ones on.
-
-A member that lost its generation (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION from
-any answer, or it left after max_poll_interval_ms without a poll) gets
-on_partitions_lost instead of revoked before it joins again.
+Design notes: docs/client.md, section "client/group/membership.py".
 """
 
 from __future__ import annotations

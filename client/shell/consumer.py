@@ -1,24 +1,6 @@
 """The asyncio consumer: Kafka's KafkaConsumer (manual assignment or a consumer group), over the sans-I/O cores.
 
-SubscriptionState holds positions; Fetcher builds fetches and turns answers
-into records; OffsetFetcher completes resets (auto_offset_reset,
-seek_to_beginning/end) with list_offsets; PositionValidator checks positions
-after leader changes (KIP-320). This class sends what those cores ask for,
-feeds the answers back, and implements poll():
-
-    validate / reset positions -> collect buffered records -> if any: send the
-    next fetches (pipelining) and return them -> else send fetches and wait
-    for an answer or the timeout.
-
-With a group_id, GroupShell (client/shell/group_member.py) runs the group membership:
-subscribe() joins the group, poll() drives rebalances and runs the rebalance
-listener, partitions without a position start from the group's committed
-offset (auto_offset_reset only when there is none), commit()/commit_async()/
-committed() use the coordinator, close() commits (auto-commit) and leaves.
-
-Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
-OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
-(with the partition and offset; seek past it to continue).
+Design notes: docs/client.md, section "client/shell/consumer.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """The asyncio shell of a consumer's group membership: carries out what GroupMembership asks, on real time.
 
-GroupMembership (client/group/membership.py) decides everything; this shell only
-
-* sends its requests (FindCoordinator to any broker, the rest to the
-  coordinator, each with the core's timeout) and feeds the answers back;
-* runs tick() from a background task at next_deadline_ms(), so heartbeats go
-  on while the application is between two poll()s (up to max_poll_interval_ms);
-* runs listener calls (plain or coroutine methods) and commit callbacks on the
-  application's side: from poll(), close() and unsubscribe() only;
-* keeps the metadata in step: the core's topics (all topics for a pattern) and
-  every refresh handed to on_metadata;
-* waits for commits and lookups (GroupOperation) to finish, bounded.
-
-The consumer calls `app_poll()` from poll(), `committed`/`commit`/
-`commit_async` for the application, and `leave()` from close()/unsubscribe().
+Design notes: docs/client.md, section "client/shell/group_member.py".
 """
 
 from __future__ import annotations

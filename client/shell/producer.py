@@ -1,17 +1,6 @@
 """The asyncio producer: Kafka's KafkaProducer over the sans-I/O accumulator and sender.
 
-A record goes interceptors (on_send) -> key/value serializers -> partitioner ->
-accumulator, and `send` returns an asyncio.Future that resolves to its
-RecordMetadata once acknowledged (or to the delivery error). One background
-task drives the Sender core: it polls it, sends the produce requests it
-returns (concurrently, at most max_in_flight_requests_per_connection per
-broker), feeds the answers back, and sleeps until linger, a backoff or an
-answer calls for the next round. Another task keeps the metadata fresh.
-
-`send` raises (and tells the interceptors) when the record never entered the
-buffer: serialization errors, a record above max_request_size or
-buffer_memory, metadata or buffer memory not available within max_block_ms.
-Everything after that is reported through the future and the callback.
+Design notes: docs/client.md, section "client/shell/producer.py".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """The "controller" component: the asyncio shell that makes a QuorumController the active controller.
 
-Kafka's ControllerServer and the event loop of its QuorumController, on
-controller-role nodes. Everything it decides comes from the sans-I/O
-QuorumController; this shell only moves data:
-
-- **Commits.** Subscribed to the node's metadata component: each new
-  committed image goes to `controller.handle_commit`, then every deferred
-  response whose offset is now committed is sent.
-- **Activating.** The raft component announces this node's leadership of
-  epoch E only once the listeners applied everything before E's first entry
-  (as KRaft does), so the controller activates at once on that announcement.
-- **Renouncing.** Leadership lost: `deactivate` with the new leader's id and
-  address, and every waiting response is answered NOT_CONTROLLER (its
-  records may never commit). An append that fails while still leader does
-  the same (as KRaft renounces), then claims the epoch back: it appends one
-  NoOp and activates once that commits, when everything appended before it
-  has committed or is gone. Requests that arrive meanwhile wait, bounded.
-- **Requests and timers.** `/controller/<route>` bodies decode through
-  `wire`, go to `controller.handle`; records are packed into entries of at
-  most 128 KiB and appended to Raft in one atomic append (split only past the
-  Raft batch size limit, as KRaft splits non-atomic batches); the response waits in DeferredResponses until its
-  offset commits. One timer task runs `controller.tick` at
-  `next_deadline_ms` (fencing, rebalance, NoOps).
-
-Every wait is bounded: a request waits at most `request_wait_ms` for
-activation, for Raft backpressure and for its commit, then is answered
-REQUEST_TIMED_OUT (retriable).
+Design notes: docs/metadata.md, section "metadata/shell/controller_component.py".
 """
 
 from __future__ import annotations

@@ -1,38 +1,6 @@
 """`kraftpy perf produce|consume`: throughput and latency of the real client against a cluster.
 
-Modelled on kafka-producer-perf-test / kafka-consumer-perf-test:
-
-    kraftpy perf produce --topic T --num-records N --record-size S --throughput -1 --acks all [--json]
-    kraftpy perf consume --topic T --num-records N [--json]
-
-`produce` sends N records of S random bytes (one random payload, reused, as
-Kafka's tool does) with the asyncio Producer and measures each record's
-latency from send() to its acknowledgement callback. `--throughput R` paces
-sends to R records/s (Kafka's ThroughputThrottler); -1 is unthrottled. It
-prints records/s, MB/s (10^6 bytes of record values) and latency
-avg/p50/p95/p99/max; `--json` prints {"records", "records_per_s",
-"mb_per_s", "latency_ms": {"p50", "p95", "p99", "max"}} plus "avg",
-"errors", "elapsed_s", "processes" and "load_avg_1m" (the machine's 1-minute
-load average before and after the run: latency figures at a low rate say
-more about CPU contention than about the cluster when it is high).
-
-`--processes P` runs P producer (or consumer) processes at once, each with
-N/P records (consumers: every P-th partition and a share of N in proportion
-to the records those hold), started together;
-the figures are totals over the common wall-clock span. One Python process
-is one event loop on one core, so this is how the client side scales on a
-multi-core machine; the default is 1.
-
-`consume` assigns every partition of the topic, starts at the beginning,
-and reads until N records arrived (or --timeout-ms without a record),
-printing records/s and MB/s (keys and values).
-
-The clients run on uvloop, as the nodes do, with the young-generation GC
-threshold raised (see use_uvloop). `perf failover` SIGKILLs the leader of a
-partition of a local cluster TRIALS times and reports the time from each
-kill to the first acknowledged write sent after it.
-
-The command exits 1 when a record failed or fewer than N were consumed.
+Design notes: docs/perf-produce-consume.md, section "tools/commands/perf.py".
 """
 
 from __future__ import annotations
