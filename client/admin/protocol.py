@@ -27,7 +27,7 @@ from kraftpy.client.admin.types import (
     QuorumInfo,
     ReplicaState,
 )
-from kraftpy.client.errors import error_from
+from kraftpy.client.errors import error_from, malformed
 from kraftpy.client.group.protocol import PATHS as GROUP_PATHS
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
@@ -312,7 +312,7 @@ def parse_offset_commit_results(body: Mapping[str, Any]) -> dict[TopicPartition,
     for topic in _items(body, "topics"):
         for part in topic.get("partitions") or []:
             if not isinstance(part, Mapping) or type(part.get("partition_index")) is not int:
-                raise KafkaError("malformed offset_commit answer: partition entry", ErrorCode.CORRUPT_MESSAGE)
+                raise malformed("offset_commit", "partition entry")
             tp = TopicPartition(str(topic.get("name")), part["partition_index"])
             out[tp] = OperationResult(str(tp), top or _error(part))
     return out

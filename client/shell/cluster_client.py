@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kraftpy.client.errors import malformed
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -110,7 +111,7 @@ class ClusterClient:
                 try:
                     self.metadata.update(answer, monotonic_ms())
                 except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: ask someone else
-                    raise KafkaError(f"malformed metadata answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE) from None
+                    raise malformed("metadata", repr(exc)) from None
             except KafkaError as exc:
                 log.debug("metadata from %s:%d failed: %s", *address, exc)
                 self.metadata.node_failed(address, monotonic_ms())
@@ -169,7 +170,7 @@ class ClusterClient:
             on_response(answer, monotonic_ms())
         except (TypeError, ValueError, AttributeError) as exc:
             log.warning("malformed %s answer from %s: %r", path, address or "a bootstrap server", exc)
-            on_failure(KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE), monotonic_ms())
+            on_failure(malformed(path, repr(exc)), monotonic_ms())
 
     async def send(
         self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
