@@ -23,9 +23,7 @@ from kraftpy.client.consumer.offset_fetcher import (
     parse_list_offsets_response,
     to_offset_and_timestamp,
 )
-from kraftpy.client.consumer.position_validator import (
-    PositionValidator,
-)
+from kraftpy.client.consumer.position_validator import PositionValidator
 from kraftpy.client.consumer.requests import BrokerRequestCore, R
 from kraftpy.client.consumer.subscription import (
     FetchPosition,
