@@ -1,32 +1,6 @@
 """BrokerLifecycle: registration, heartbeats and controlled shutdown of one broker (sans-I/O).
 
-Kafka's BrokerLifecycleManager as a state machine driven with `now_ms`:
-
-    STARTING --registered--> RECOVERY --heartbeat: unfenced--> RUNNING
-        ^                      |  ^                               |
-        |  STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED          | lease lapsed: fenced again
-        +----------------------+  +-------------------------------+
-    any --begin_controlled_shutdown--> PENDING_CONTROLLED_SHUTDOWN --should_shut_down--> SHUTTING_DOWN
-
-The shell asks `next_request(now, metadata_offset, raft_leader_id)` for what to
-send and where, sends it, and reports the outcome with `on_answer` or
-`on_error`. The registration carries an incarnation id drawn once per process,
-so the controller tells a restarted broker from a retry. Heartbeats go every
-`heartbeat_interval_ms`, and at once after a registration or a state change.
-The active controller is the last NOT_CONTROLLER hint, else the Raft
-leader's address among the voters; an unreachable target is forgotten.
-Failures back off exponentially (100 ms .. heartbeat interval).
-
-Partition roles wait for the controller (KIP-631's catch-up). A restarted
-broker replays its own copy of the metadata log at start, which still shows
-its previous incarnation leading and in ISRs. Acting on that would let it
-lead in an old leader epoch with whatever its disk kept (a power loss drops
-the unsynced tail) and make the followers truncate to it. So
-`may_take_partition_roles(image)` says no until this incarnation is
-registered and the image holds that registration: the controller writes the
-RegisterBroker record after the fencing of the old incarnation (its
-leaderships moved, it left the ISRs), so an image that holds it also holds
-those moves. From then on the answer stays yes for this process.
+Design notes: docs/broker.md, section "broker/lifecycle.py".
 """
 
 from __future__ import annotations

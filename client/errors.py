@@ -70,6 +70,11 @@ def error_from(code: int, message: str = "", **details: object) -> KafkaError:
     return KafkaError(message or known.name, known, **details)
 
 
+def malformed(what: str, detail: object) -> KafkaError:
+    """An answer the client cannot read: CORRUPT_MESSAGE, naming the answer and what is wrong with it."""
+    return KafkaError(f"malformed {what} answer: {detail}", ErrorCode.CORRUPT_MESSAGE)
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration value is missing, of the wrong type or out of range; the message names the key."""
 

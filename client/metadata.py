@@ -1,20 +1,6 @@
 """The client's view of the cluster (sans-I/O), as Kafka's Metadata and Cluster classes.
 
-`Cluster` is an immutable snapshot built from one metadata answer: brokers,
-topics, partitions with their leader, leader epoch, replicas and ISR, and
-the active controller. `Metadata` owns the current snapshot and decides when
-to refresh it:
-
-- on request (`request_update`), which the producer and consumer call after
-  NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, FENCED/UNKNOWN_LEADER_EPOCH
-  or a lost connection, with exponential backoff between attempts;
-- when the snapshot is older than metadata_max_age_ms;
-- never backwards in leader epochs (KIP-320): a partition answered with an
-  older epoch than one already seen keeps its newer entry, because a broker
-  that lags behind the controller may still serve an old leader.
-
-It also says whom to ask: known brokers first (least recently failed),
-then the bootstrap servers, so any reachable server of the list will do.
+Design notes: docs/client.md, section "client/metadata.py".
 """
 
 from __future__ import annotations
@@ -205,7 +191,7 @@ UNREACHABLE_LEADER_WATCH_MS = 30_000
 
 
 class Metadata:
-    """The current Cluster plus the rules for refreshing it. Time is passed in as `now` (ms)."""
+    """The current Cluster plus the rules for refreshing it. Time is passed in as `now_ms`."""
 
     def __init__(
         self,
@@ -251,9 +237,9 @@ class Metadata:
             self._need_update = True
         self._topics = dict.fromkeys(wanted)
 
-    def expire_topics(self, now: int) -> list[str]:
+    def expire_topics(self, now_ms: int) -> list[str]:
         """Forget topics whose expiry passed (the producer drops topics it stopped sending to)."""
-        gone = [t for t, exp in self._topics.items() if exp is not None and exp <= now]
+        gone = [t for t, exp in self._topics.items() if exp is not None and exp <= now_ms]
         for topic in gone:
             del self._topics[topic]
         return gone
@@ -276,18 +262,18 @@ class Metadata:
     def update_requested(self) -> bool:
         return self._need_update
 
-    def time_to_next_update(self, now: int) -> float:
+    def time_to_next_update(self, now_ms: int) -> float:
         """Ms until a refresh is due: 0 when one is needed and the backoff has passed."""
         if self._need_update or self.last_successful_refresh_ms is None:
             expire = 0.0
         else:
-            expire = max(0.0, self.last_successful_refresh_ms + self.metadata_max_age_ms - now)
-        allow = 0.0 if self.last_refresh_ms is None else max(0.0, self.last_refresh_ms + self._backoff_ms - now)
+            expire = max(0.0, self.last_successful_refresh_ms + self.metadata_max_age_ms - now_ms)
+        allow = 0.0 if self.last_refresh_ms is None else max(0.0, self.last_refresh_ms + self._backoff_ms - now_ms)
         return max(expire, allow)
 
     # Applying answers --------------------------------------------------------
 
-    def update(self, body: Mapping[str, Any], now: int) -> Cluster:
+    def update(self, body: Mapping[str, Any], now_ms: int) -> Cluster:
         """Apply a metadata answer. Partitions whose leader epoch went backwards keep the newer entry."""
         fresh = parse_metadata_response(body)
         partitions = dict(fresh.partitions)
@@ -313,8 +299,8 @@ class Metadata:
             topic_ids=fresh.topic_ids,
         )
         self.update_version += 1
-        self.last_refresh_ms = now
-        self.last_successful_refresh_ms = now
+        self.last_refresh_ms = now_ms
+        self.last_successful_refresh_ms = now_ms
         self._backoff.reset()
         # Even after a success, refreshes are spaced by the base backoff so that a
         # leaderless partition does not make us ask in a tight loop.
@@ -326,23 +312,23 @@ class Metadata:
         # or leader is known within one backoff of its creation or election.
         missing = not self.all_topics and any(t not in self.cluster.topics for t in self._topics)
         self._need_update = (
-            missing or any(not self.cluster.leader_for(tp) for tp in partitions) or self._leader_unreachable(now)
+            missing or any(not self.cluster.leader_for(tp) for tp in partitions) or self._leader_unreachable(now_ms)
         )
         return self.cluster
 
-    def _leader_unreachable(self, now: int) -> bool:
+    def _leader_unreachable(self, now_ms: int) -> bool:
         if not self._failed_at:
             return False
-        horizon = now - UNREACHABLE_LEADER_WATCH_MS
+        horizon = now_ms - UNREACHABLE_LEADER_WATCH_MS
         failed = {a for a, at in self._failed_at.items() if at >= horizon}
         if not failed:
             return False
         leaders = {info.leader_id for info in self.cluster.partitions.values() if info.has_leader}
         return any(b.address in failed for node_id, b in self.cluster.brokers.items() if node_id in leaders)
 
-    def failed_update(self, now: int) -> None:
+    def failed_update(self, now_ms: int) -> None:
         """Every candidate failed: back off exponentially before the next attempt."""
-        self.last_refresh_ms = now
+        self.last_refresh_ms = now_ms
         self._backoff_ms = self._backoff.next_ms()
 
     def update_last_seen_epoch_if_newer(self, tp: TopicPartition, epoch: int) -> bool:
@@ -365,7 +351,7 @@ class Metadata:
 
     # Whom to ask -------------------------------------------------------------
 
-    def candidates(self, now: int) -> list[Address]:
+    def candidates(self, now_ms: int) -> list[Address]:
         """Addresses to try in order: known brokers, then bootstrap servers, least recently failed first."""
         known = [b.address for b in sorted(self.cluster.brokers.values(), key=lambda b: b.node_id)]
         ordered: list[Address] = []
@@ -375,8 +361,8 @@ class Metadata:
         # Stable sort: never-failed first in their order, then the ones that failed longest ago.
         return sorted(ordered, key=lambda a: self._failed_at.get(a, -1))
 
-    def node_failed(self, address: Address, now: int) -> None:
-        self._failed_at[address] = now
+    def node_failed(self, address: Address, now_ms: int) -> None:
+        self._failed_at[address] = now_ms
 
     def node_succeeded(self, address: Address) -> None:
         self._failed_at.pop(address, None)

@@ -1,16 +1,6 @@
 """Topic configuration: definitions, Kafka's defaults, name normalisation, validation, resolution.
 
-Names are Kafka's topic config names in snake_case (`retention_ms` for Kafka's
-`retention.ms`); the dotted spelling is accepted as input and normalised. Every
-value is type-checked and range-checked with Kafka's rules and stored typed
-(int, float, bool or str); list configs (`cleanup_policy`) are stored as a
-canonical comma-separated string ("compact,delete").
-
-The same keys can be set on the broker resource: on the cluster-wide default
-broker resource (name "") they become the default of every topic that does not
-override them; on one broker (name "3") they only show in that broker's
-describe. Resolution for a topic: topic override > broker default ("") >
-Kafka default. This module is pure: no image, no I/O.
+Design notes: docs/metadata.md, section "metadata/configs.py".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Metadata records: the versioned CBOR entries of the metadata log.
 
-Every cluster change is one of these records committed through Raft. A record
-travels as a CBOR array `[type_id, version, field1, field2, ...]` with its
-fields in declaration order; topic ids are 16-byte strings on the wire and
-`uuid.UUID` in memory. Type ids follow Kafka's MetadataRecordType apiKeys for
-the records Kafka has. Decoding checks the type id, the version and every
-field's type; anything else is a `MetadataRecordError` (INVALID_RECORD) saying
-what was wrong. A new version of a record adds a decoder for it and keeps the
-old ones, so a node always reads the log its predecessors wrote.
-
-Broker epochs are an explicit cluster-wide counter (not the record's offset, as
-KRaft uses): the controller must answer a registration with its epoch before
-the record has an offset, and a counter in the image is deterministic on every
-node. `MetadataImage.cluster.next_broker_epoch` holds the next one.
+Design notes: docs/metadata.md, section "metadata/records.py".
 """
 
 from __future__ import annotations

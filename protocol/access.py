@@ -1,19 +1,6 @@
 """Which route needs which credential (sans-I/O): the table docs/security.md shows, as code.
 
-Three kinds of route share a node's port:
-- cluster-internal (Raft, the broker lifecycle, AlterPartition, follower
-  fetches): only a node of this cluster (role `cluster`); refused with
-  CLUSTER_AUTHORIZATION_FAILED;
-- admin (changes to topics, configs, leaders, groups): role `admin` or
-  `cluster` (a broker creates `__consumer_offsets` itself); refused with the
-  Kafka code for the resource: TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED;
-- open: what a Kafka client does on a PLAINTEXT listener (metadata, produce,
-  consumer fetch, group membership, offsets), reads of configs and of the
-  quorum, and `/admin/status`.
-
-A route that is not in the table is cluster-internal: a new route is closed
-until someone decides otherwise (tests/unit/protocol/test_access.py checks
-that every route a node serves is named here).
+Design notes: docs/security.md, section "protocol/access.py".
 """
 
 from __future__ import annotations

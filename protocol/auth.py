@@ -1,23 +1,6 @@
 """Request authentication (sans-I/O): HMAC-SHA256 signatures with a timestamp and a nonce, and their check.
 
-A caller holding a credential (protocol/credentials.py) signs a request:
-
-    Authorization: KRAFTPY-HMAC-SHA256 principal=P,ts=MS,nonce=N,mac=HEX
-
-where mac = HMAC-SHA256(key, scheme, principal, ts, nonce, method, host, path,
-SHA-256(body)), one per line. The host (Host header, `host:port`) binds the
-signature to the server it was sent to; the body digest binds it to the bytes.
-The server recomputes the MAC with the principal's key, accepts a timestamp at
-most `max_clock_skew_ms` from its own wall clock, and remembers every accepted
-nonce until its timestamp leaves that window (ReplayWindow), so a captured
-request cannot be sent again. A websocket stream is signed once, at its
-upgrade request (GET, empty body); the server answers with a proof (an HMAC of
-the request's MAC under the same key), so the caller knows it reached a member
-of its cluster and not an impostor on the port. Every failure is
-SASL_AUTHENTICATION_FAILED with a message saying what did not match; no
-failure says which principals exist beyond "unknown principal".
-
-Nothing here reads a clock or does I/O: the caller passes `now_ms`.
+Design notes: docs/security.md, section "protocol/auth.py".
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """The consumer's embedded protocol: what JoinGroup and SyncGroup carry as opaque bytes (Kafka's ConsumerProtocol).
 
-The group coordinator never interprets a member's protocol metadata to run a
-rebalance; only consumers do. A consumer joins with protocol_type "consumer"
-and one (name, metadata) pair per configured assignor, the metadata being an
-encoded `Subscription`; the leader answers SyncGroup with one encoded
-`Assignment` per member. Both are CBOR maps with a `version`, following
-Kafka's ConsumerProtocolSubscription v3 / ConsumerProtocolAssignment v3:
-
-    Subscription  {version, topics: [str], user_data: bytes|null,
-                   owned_partitions: [[topic, [partition, ...]], ...],
-                   generation_id: int (-1 unknown), rack_id: str|null}
-    Assignment    {version, assigned_partitions: [[topic, [partition, ...]], ...],
-                   user_data: bytes|null}
-
-owned_partitions and generation_id exist for the sticky assignors (KIP-341)
-and the cooperative protocol (KIP-429): a member says what it holds, and the
-leader can tell a stale claim (older generation) from a current one.
-
-Decoding is strict about types (a malformed member must not crash the leader
-or the broker) and lenient about extra keys, so a newer version with more
-fields still decodes. The broker decodes subscriptions only to learn which
-topics a group consumes (offset expiry, KIP-496/KIP-211).
+Design notes: docs/protocol.md, section "protocol/consumer_protocol.py".
 """
 
 from __future__ import annotations

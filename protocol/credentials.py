@@ -1,19 +1,6 @@
 """Credentials: who a process is (principal, role) and the secret key that proves it.
 
-The model and the file format; reading and writing the files is shell/credential_files.py.
-
-A credential is a small TOML file, readable by its owner only (mode 0600):
-
-    principal = "admin"
-    role = "admin"
-    key = "<base64 of 32 random bytes>"
-
-A node signs what it sends with its `cluster` credential and accepts every
-credential in its `secrets_dir` (docs/security.md). `kraftpy cluster start`
-writes `secrets/node.credential` (role cluster) and `secrets/admin.credential`
-(role admin) into the cluster dir; an operator adds a principal by adding a
-file. The same principal/role/key triple is what Kafka's SCRAM credentials
-hold, so the Kafka listener's SASL (a later issue) can read this keyring too.
+Design notes: docs/security.md, section "protocol/credentials.py".
 """
 
 from __future__ import annotations

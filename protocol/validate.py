@@ -1,16 +1,6 @@
 """Field checks for request bodies decoded from CBOR: one way to say "this field is wrong".
 
-Every RPC handler reads its fields through `field()` (or `check_int` and
-friends for values not in a map), so bad input always becomes INVALID_REQUEST
-with a message naming the field, the expectation and what arrived, and a
-handler never sees a value of the wrong type or a number wider than the field
-it is stored or sent in.
-
-The widths are Kafka's schema types: int16 (producer epochs, error codes,
-replication factors), int32 (ids, epochs, partition indexes, sizes, timeouts),
-int64 (offsets, producer ids, timestamps, broker epochs). An integer field
-without explicit bounds is at least held to int64, so no bignum gets in; a
-string without `max_len` is held to Kafka's STRING width (int16 length).
+Design notes: docs/protocol.md, section "protocol/validate.py".
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """What the core asks its shell to do, in the order it must be done.
 
-After every input the shell drains the core's actions and performs them in
-order. The ordering rules the shell must keep:
-
-* `PersistQuorumState`, `TruncateTo`, `TrimLog` and `InstallSnapshot` are
-  synchronous: done and durable (fsynced) before the next action is performed.
-  This is how "persist before send" is expressed: a vote answer always comes
-  after the persist of the vote it carries.
-* `AppendEntries` writes to the log (page cache) at its end, no fsync; the
-  log must show the entries before the next input reaches the core.
-* `Flush(up_to_offset)` starts an fsync of the log below `up_to_offset`; it
-  may run in the background, but completions are reported in the order the
-  flushes were asked for, by calling `on_flushed(up_to_offset, now_ms)`.
-* `Send` hands a message to the transport (fire and forget; the core retries).
-* `CommitAdvanced(high_watermark)` lets the state machine apply committed entries
-  below the high watermark, reading them from the log.
-* `AppendResolved`, `ReadResolved` and `RoleChanged` are notifications for the
-  layer above (the controller): they change no storage.
+Design notes: docs/raft.md, section "raft/actions.py".
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """The Raft wire codec: which route carries which message, and strict checks on what arrives.
 
-Bodies are the CBOR maps of `messages.to_dict` (a `type` field plus the
-dataclass fields; entries as [offset, epoch, kind, data]). `messages.from_dict`
-checks types; this module adds what the core must be able to trust before it
-sees a message, so that no peer input can trip one of its safety assertions:
-
-* the message type belongs to the route it came on (a request) or answers the
-  request that was sent (a response: type, src, dst and correlation id);
-* ids, epochs, offsets, positions and sizes are in range (non-negative and
-  within the width Kafka stores them in: int32 ids and epochs, int64 offsets;
-  a high watermark may be -1), a request is not from the node to itself
-  (how far a request may move the epoch is the core's call: RaftNode.screen);
-* fetched entries have contiguous offsets from the fetch offset, epochs that
-  never go back and none above the leader's epoch;
-* a snapshot chunk lies inside the snapshot and makes progress.
-
-Anything else raises KafkaError(INVALID_REQUEST); the route answers it as an
-error and the core never sees the message.
+Design notes: docs/raft.md, section "raft/codec.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """What the Raft component hands its listeners, and when: a pure core the shell drives.
 
-Inputs: the high watermark the Raft core exposes (`committed`), a snapshot loaded
-into the state machine (`snapshot_loaded`), the committed entries the shell read
-from the log (`runs`), a batch handed out (`delivered`), and role changes
-(`role_changed`). Outputs: the `CommittedBatch`es to hand out, and the
-`LeaderChange`s to announce. Two rules live here:
-
-* Batching: a `CommittedBatch` is a run of same-epoch data entries below the
-  high watermark; a leader-change entry or a new epoch ends a run and is not
-  passed on. The applied offset moves past a batch before the listeners see it,
-  so a listener may snapshot at `batch.last_offset + 1` at once.
-* Announcement: a leader (or epoch) change is announced once per (leader, epoch).
-  This node's own leadership is held back until everything before the leader's
-  first entry of the epoch is applied, as KRaft does: the controller may then act
-  on a complete committed image.
+Design notes: docs/raft.md, section "raft/commit_delivery.py".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """The Raft log as the core sees it: entries, (offset, epoch) ids, and the read protocol.
 
-The core only *reads* the log through `RaftLog`; every change to it leaves the
-core as an action (`AppendEntries`, `TruncateTo`, `TrimLog`, `InstallSnapshot`)
-that the shell applies to the same log before it feeds the next input. An
-in-memory implementation backs the simulator (`memory_log.MemoryLog`); an
-adapter over the storage engine's `PartitionLog` will back a real node (Raft
-entries as CBOR records inside v2 record batches, the leader-epoch cache
-answering `end_offset_for`).
-
-Offsets are Kafka's: the first entry has offset 0, `end_offset` is one past the
-last entry (the log end offset), and a snapshot id `(end_offset, epoch)` covers
-every entry below `end_offset`, the last of which has epoch `epoch`.
-
-The two decisions built on the protocol live here too, as pure functions:
-`validate_fetch` (the leader's answer to Fetch(fetch_offset, last_fetched_epoch):
-valid, DivergingEpoch or "fetch the snapshot") and `truncation_offset` (where a
-follower truncates on a DivergingEpoch answer). Both follow KafkaRaftClient.
+Design notes: docs/raft.md, section "raft/log.py".
 """
 
 from __future__ import annotations

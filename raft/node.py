@@ -1,23 +1,6 @@
 """The sans-I/O Raft node: one plain object, fed inputs, emitting actions.
 
-Inputs (each takes the shell's `now_ms`; the core never reads a clock):
-    handle(message)            a message from a peer
-    tick()                     time passed; call again at `next_deadline_ms()` at the latest
-    on_flushed(up_to_offset)   a `Flush` action finished (reported in the order asked)
-    append(records)            a proposal (leader only); returns its offsets
-    read_index()               a linearizable read (leader only); returns a read id
-    resign()                   graceful shutdown of a leader (EndQuorumEpoch)
-    on_snapshot_created(id)    the state machine stored a snapshot; the log may be trimmed
-
-Outputs: `take_actions()` after every input returns the actions (`kraftpy.raft.actions`)
-to perform, in order. The node reads its log through `RaftLog` and never writes it.
-
-Roles: unattached -> prospective (pre-vote) -> candidate -> leader -> resigned, and
-follower of a known leader; observers (node ids outside the voter set) only ever
-are unattached or followers: they fetch, never vote and never count. Each role is an
-object of raft/roles.py; this node is the facade that holds what outlives a role, applies
-the epoch rule to every message before the role sees it (`handle`) and replaces the role
-object on a transition (`_become`), persisting the quorum state first.
+Design notes: docs/raft.md, section "raft/node.py".
 """
 
 from __future__ import annotations

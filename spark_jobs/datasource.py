@@ -1,17 +1,6 @@
 """The `kraftpy-log` Spark data source: every replica's segment files of a cluster directory as rows.
 
-    spark.dataSource.register(KraftpyLogDataSource)
-    records = spark.read.format("kraftpy-log").option("topics", "orders").load("/path/to/cluster")
-
-One row per record (spark_jobs.records.RECORD_SCHEMA), plus a row with
-`problem` set for damage that stops the reading of a segment. Options: `path`
-(the cluster directory, as `kraftpy cluster start` lays it out) and `topics`
-(comma-separated; default all). Each replica log is one Spark input
-partition, so a cluster of many partitions is read in parallel by as many
-executors as there are; the replica list itself comes from the driver (a
-directory listing). The rows are made by spark_jobs.records, which decodes
-with the storage engine's reader. The replicas' checkpoints are a few bytes
-each: the audit reads them on the driver (records.replica_info_row).
+Design notes: docs/audit.md, section "spark_jobs/datasource.py".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Checkpoint files: small text files of integers, replaced atomically and checksummed.
 
-Layout (Kafka's checkpoint layout plus a checksum line):
-
-    0                     version
-    2                     number of entries
-    0 0                   one entry per line, integers separated by a space
-    3 1500
-    # crc32c 6c1b0a4e     CRC32C of every byte above this line
-
-Kafka's own files stop after the entries. The checksum line is kraftpy's
-addition: a flipped digit in `3 1500` still parses, and a checkpoint must
-never hand the log a silently wrong offset. A file that fails any check raises
-CorruptCheckpointError; the owner then rebuilds the value from the log or
-stops with that error (see PartitionLog.open).
+Design notes: docs/on-disk-format.md, section "storage/checkpoints.py".
 """
 
 from __future__ import annotations

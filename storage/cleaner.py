@@ -1,26 +1,6 @@
 """Log compaction: keep the latest record per key in closed segments, as Kafka's log cleaner does.
 
-One pass over a log (`LogCleaner.clean`):
-1. Pick the cleanable range: closed segments entirely below the high watermark
-   and older than min_compaction_lag_ms. The part at or after the cleaner
-   checkpoint (`cleaner-offset-checkpoint`, the first dirty offset) is dirty;
-   clean only if dirty bytes / cleanable bytes >= min_cleanable_dirty_ratio.
-2. Build the offset map (key -> latest offset) over the dirty segments, up to
-   `max_map_entries` keys (a larger dirty range is cleaned over several passes).
-3. Rewrite every cleanable segment from the log start to the end of the mapped
-   range, in groups that fit one segment: a record survives unless a later
-   record has its key, or it is a tombstone in a segment whose newest record
-   is older than delete_retention_ms. Offsets, leader epochs, producer fields
-   and compression are kept; a batch that loses nothing is copied byte for
-   byte, one that loses everything is dropped (gaps in offsets are normal).
-   Control batches and records without a key are kept.
-4. Swap each group in (swap.py: crash-safe) under the log's lock, then move
-   the checkpoint.
-
-All reading, decoding and writing happens outside the log's lock, on files of
-closed segments that appends never touch; a swap refused because retention
-or truncation removed a source segment meanwhile just drops that work.
-Decoding uses the project's codec (kraftpy.protocol.records.batch).
+Design notes: docs/on-disk-format.md, section "storage/cleaner.py".
 """
 
 from __future__ import annotations

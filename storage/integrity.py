@@ -1,19 +1,6 @@
 """Finding corrupt batches in a log in use: the check of every read, and the full scan (scrub, repair).
 
-Recovery trusts everything below the recovery point (it was fsynced; rereading
-it on each start is not an option), so a byte that rots there later would be
-served as it is. Two checks stand between such a byte and a client:
-
-- `check_read(data, fetch_offset)`: the batches a fetch is about to send, as
-  the follower will check them: length, magic, CRC32C, and offsets that start
-  at or after the fetch offset and never go back (baseOffset lies outside the
-  CRC). A CorruptRecordError names the first bad one.
-- `find_corruption(plog)`: every batch of every segment, as recovery checks
-  the tail (scan.ValidatingScan: framing, CRC32C, offsets, leader epochs
-  against the leader-epoch checkpoint). The scrubber runs it in the
-  background at a bounded rate (`Pacer`); the repair runs it to find where to
-  cut. It reads outside the log's lock and reports damage only if no
-  truncation rewrote the log meanwhile.
+Design notes: docs/on-disk-format.md, section "storage/integrity.py".
 """
 
 from __future__ import annotations

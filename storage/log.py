@@ -1,29 +1,6 @@
 """PartitionLog: one partition's segmented log: append, read, roll, flush, truncate, retention.
 
-This is the object the replica manager and the Raft log wrap. It owns the
-segments of one `<topic>-<partition>` directory, the leader-epoch cache and
-the offset checkpoints (log start, recovery point, high watermark), and it
-opens itself through recovery (recovery.py), so an instance always describes
-a consistent log.
-
-Thread model:
-- One lock (`_lock`) guards all state: the segment list, offsets, the epoch
-  cache's changes and every index. Appends, truncation, roll, retention and the
-  cleaner's swap hold it.
-- A read plans its byte range under the lock (index lookup plus a few header
-  reads) and copies the bytes outside it; flush() fsyncs outside it. Both use
-  refcounted file handles, so a segment deleted meanwhile stays readable until
-  they finish. A read that raced with a truncation notices (a generation
-  counter) and plans again, so it never returns bytes from a cut-off tail.
-- Intended use: appends and reads from the broker's event loop (or any threads),
-  flush and the cleaner in worker threads. All public methods are thread-safe.
-
-Durability: an append is in the page cache when it returns; flush() makes it
-durable and moves the recovery point. Checkpoints of the recovery point and the
-high watermark are written by write_checkpoints() (the broker calls it
-periodically, close() calls it); the log start offset and the leader-epoch
-cache are checkpointed the moment they change, since losing those changes
-would resurrect deleted records or forget an epoch.
+Design notes: docs/on-disk-format.md, section "storage/log.py".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """The sparse offset index of one segment: batch base offset -> byte position in the .log file.
 
-File layout (`<base_offset:020d>.index`), Kafka's: 8-byte entries of
-    relativeOffset int32   batch base offset - segment base offset
-    position       int32   byte position of that batch in the .log file
-An entry is added when more than `index_interval_bytes` of log were written
-since the previous one; offsets and positions strictly increase.
-
-kraftpy stores the batch's *base* offset where Kafka stores the last offset of
-the append: a lookup then lands on the batch that holds the target instead of
-the one before it, and `log dump` can check each entry against the batch it
-points to.
-
-The entries live in memory (two arrays); new entries are written to the file
-by write_pending() (the log calls it on flush, roll and close) and made
-durable by fsync(). Losing unflushed entries in a crash is harmless: recovery
-rebuilds the index of everything past the recovery point.
+Design notes: docs/on-disk-format.md, section "storage/offset_index.py".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Opening a partition directory: tidy interrupted operations, read checkpoints, recover, assemble.
 
-The order matters and is the crash-safety argument of the whole engine:
-1. Leftovers of interrupted operations are resolved first: temp files of
-   checkpoint writes are dropped (the rename never happened), a cleaner swap
-   whose `.log.swap` exists is completed, `.cleaned` files are dropped, and
-   index files without a `.log` are removed (a segment exists iff its .log does).
-2. Checkpoints are read. A corrupt log-start-offset checkpoint stops the open
-   (no safe value can be derived); a corrupt recovery point or high watermark
-   falls back to the log start offset (a full rescan, a lower HW: both safe); a
-   corrupt leader-epoch checkpoint is rebuilt from the batches, which all carry
-   their epoch.
-3. Segments wholly below the log start offset are deleted (retention crashed
-   after checkpointing).
-4. recovery.recover_segments validates from the recovery point on.
-5. The epoch cache is brought in line with the surviving log, everything
-   validated is fsynced, and the checkpoints are written.
+Design notes: docs/on-disk-format.md, section "storage/opening.py".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Reading batch boundaries out of a segment file: a cheap header walk and a validating scan.
 
-- walk_headers(): trusted data (below the recovery point, or just written by
-  this process). Reads only what it needs to hop from header to header and
-  checks only that each header is sane; used by reads, index rebuilds and
-  truncation.
-- ValidatingScan: untrusted data (past the recovery point after a crash, or a
-  file handed to `log dump`). Reads whole batches in large chunks and checks
-  length, magic, CRC32C, offset monotonicity and leader-epoch monotonicity;
-  it stops at the first batch that fails and says where and why.
-
-Both read the 61-byte v2 header that kraftpy.protocol.records.header
-defines; the walk cannot use parse_header() because that wants the whole
-batch in memory, and a walk over 1 MiB batches must not read them.
+Design notes: docs/on-disk-format.md, section "storage/scan.py".
 """
 
 from __future__ import annotations

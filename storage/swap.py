@@ -1,16 +1,6 @@
 """Replacing segments with cleaned ones so that a crash at any point leaves a consistent log.
 
-The cleaner builds a replacement for segments [B1..Bn] in the scratch
-directory `.cleaner/` as `<B1>.log`, `.index`, `.timeindex`, fsyncs them, then:
-1. moves the index files in as `<B1>.index.swap` / `.timeindex.swap`, then the
-   log as `<B1>.log.swap`, and fsyncs the directory. `<B1>.log.swap` is the
-   commit point;
-2. deletes the replaced segments B2..Bn (.log first);
-3. renames the index swaps, then `<B1>.log.swap`, over B1's files.
-Opening a directory completes steps 2 and 3 for any `.log.swap` it finds, and
-drops the scratch directory and index swaps without a `.log.swap` (an
-uncommitted swap). The replaced range is derived from the swap segment itself:
-every segment with a base offset in (B1, last offset of the swap] goes.
+Design notes: docs/on-disk-format.md, section "storage/swap.py".
 """
 
 from __future__ import annotations

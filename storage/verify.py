@@ -1,22 +1,6 @@
 """Checking a node's data directory offline, for `kraftpy log verify`: every batch, index entry and checkpoint.
 
-A data directory holds `partitions/<topic>-<partition>/` (log_manager.py) and
-the metadata log `__cluster_metadata-0/` (raft/shell/durable_log.py); a single
-partition directory may be given too. Per partition, in offset order:
-
-- each `.log` (scan.ValidatingScan from byte 0): length, magic, CRC32C,
-  offsets that never go back (and segments that start where the previous
-  one ended), leader epochs that never go back and, from the log start on,
-  that match the leader-epoch checkpoint. Gaps between batches are allowed
-  (a compacted topic has them, and its config is not on disk);
-- each `.index` / `.timeindex` entry against the batch it names
-  (inspection.IndexFileReader);
-- each checkpoint file parses.
-
-The first bad batch of a partition ends its scan (offsets after damage
-cannot be trusted); other partitions are still checked. Nothing is written.
-A node that crashed may show index problems past its recovery point, which
-its next start rebuilds: verify a stopped node for a clean answer.
+Design notes: docs/on-disk-format.md, section "storage/verify.py".
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """`/kafka/fetch`: many partitions, long poll, for consumers (replica_id -1) and followers (Kafka's fetchMessages).
 
-Per partition the core validates the fetch (leader epoch fencing, replica,
-broker epoch, DivergingEpoch, offset range) and, for a follower, records its
-LEO (which may expand the ISR and raise the HW: its actions are performed at
-once). Readable bytes are read as whole batches, never decoded: a consumer
-up to the high watermark, a follower up to the log end. Byte limits are
-Kafka's: `partition_max_bytes` per partition and `max_bytes` for the answer,
-except that the first batch of the first partition with data is returned
-whole even when larger (KIP-74), so a consumer can always make progress.
-
-Long poll (Kafka's DelayedFetch and its purgatory): when fewer than
-`min_bytes` are readable and no partition errors or diverges, the fetch parks
-on its partitions' `watchers` and is re-checked (`check_fetch`, no state
-change) whenever one of them appends, moves its HW, changes role or is
-truncated, until `DelayedFetch.should_complete` says why to answer or
-`max_wait_ms` passes; then every partition is read again with `handle_fetch`
-(a follower's position is recorded again, as Kafka's completion does).
-At most fetch_purgatory_max_waiting fetches park at once; beyond that a
-fetch is answered with what it has.
+Design notes: docs/broker.md, section "broker/api/fetch.py".
 """
 
 from __future__ import annotations

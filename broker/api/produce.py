@@ -1,33 +1,6 @@
 """`/kafka/produce`: append one batch per partition as leader; answer per acks (Kafka's appendRecords).
 
-Per partition, in this order:
-1. acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS for every partition, nothing appended);
-2. clients may not write to internal topics (INVALID_TOPIC_EXCEPTION, as Kafka's
-   "Cannot append to internal topic"); the group coordinator appends through
-   `begin_append`, which skips this check;
-3. the partition must be hosted and led here (UNKNOWN_TOPIC_OR_PARTITION,
-   NOT_LEADER_OR_FOLLOWER with a leader hint, KAFKA_STORAGE_ERROR when offline);
-4. the bytes must be exactly one producer batch: length, magic, CRC32C, dense
-   offsets, no control or transactional batch (CORRUPT_MESSAGE /
-   INVALID_RECORD), max_message_bytes (MESSAGE_TOO_LARGE); then its records,
-   once (DESIGN.md principle 2, protocol/records/validation.py): bounded
-   decompression, framing, count, offset deltas, timestamps, keys on
-   compacted topics (CORRUPT_MESSAGE / INVALID_RECORD). Checked *before* the
-   core assigns offsets, so a rejected batch never advances the core's log end;
-5. the core decides (min ISR, idempotence, offsets) and the shell appends.
-
-Checking records costs about 2 us a record in Python. A request with more than
-INLINE_MAX_RECORDS records, or a batch that inflates beyond
-INLINE_MAX_UNCOMPRESSED_BYTES, is checked in a worker thread instead of on the
-event loop; appends still happen in the order requests arrived (a request
-waits for the one before it that went to the worker), so pipelined produces
-to a partition are not reordered.
-
-acks=0 and 1 are answered right after the append. acks=-1 waits until the
-high watermark passes the batch, bounded by timeout_ms: at the deadline the
-partition's core expires the wait (REQUEST_TIMED_OUT with the offsets it was
-appended at). At most queued_max_requests produces are handled at once; a
-request waits for a slot no longer than its timeout_ms.
+Design notes: docs/broker.md, section "broker/api/produce.py".
 """
 
 from __future__ import annotations

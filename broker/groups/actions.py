@@ -1,19 +1,6 @@
 """What the group coordinator asks its shell to do.
 
-Every entry point of GroupCoordinator returns a list of these, to be carried
-out in order:
-
-  Respond   send `body` as the answer to the request the shell registered as
-            `request_id`. An answer may come from a later call than the request
-            (JoinGroup and SyncGroup wait for the rebalance; commits wait for
-            their append), and a request is answered exactly once.
-  Append    append `records` ((key, value) pairs; value None = tombstone) to
-            `__consumer_offsets` partition `partition` as one batch, acks=all,
-            then call `coordinator.append_completed(append_id, error_code, now)`.
-            Appends of one partition must be written, and completed, in the
-            order they were asked for; an append that fails must not reach the
-            log (a timeout whose fate is unknown should be reported as
-            REQUEST_TIMED_OUT and the partition resigned, as Kafka does).
+Design notes: docs/groups.md, section "broker/groups/actions.py".
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class GroupAdmin:
             out.append({"error_code": 0, **_summary(group_id, self.rt.groups.get(group_id))})
         self.rt.respond(rid, describe_groups_response(out))
 
-    def delete_groups(self, rid: Hashable, req: DeleteGroupsRequest, now: int) -> None:
+    def delete_groups(self, rid: Hashable, req: DeleteGroupsRequest, now_ms: int) -> None:
         rt = self.rt
         results: dict[str, ErrorCode] = {}
         by_partition: dict[int, list[Record]] = {}
@@ -84,7 +84,7 @@ class GroupAdmin:
                 deleted_by_partition.setdefault(group.partition, []).append(group_id)
                 for member_id in group.pending_members:
                     rt.timers.cancel(("pending", group_id, member_id))
-                group.transition_to(GroupState.DEAD, now)
+                group.transition_to(GroupState.DEAD, now_ms)
                 del rt.groups[group_id]
                 results[group_id] = E.NONE
         outstanding = set(by_partition)
@@ -94,7 +94,7 @@ class GroupAdmin:
 
         for partition, records in by_partition.items():
 
-            def written(error: ErrorCode, now: int, partition: int = partition) -> None:
+            def written(error: ErrorCode, now_ms: int, partition: int = partition) -> None:
                 if error is not E.NONE:
                     for group_id in deleted_by_partition[partition]:
                         results[group_id] = storage_error(error)

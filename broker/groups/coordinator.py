@@ -1,29 +1,6 @@
 """GroupCoordinator: the sans-I/O group coordinator a broker's shell drives (Kafka's GroupCoordinator).
 
-One per broker, for the groups of every `__consumer_offsets` partition this
-broker leads. Inputs are (request or tick, now_ms) and append completions;
-outputs are `Respond` and `Append` actions (see actions.py). No clock, no
-I/O, no global randomness (member ids come from the injected `rng`).
-
-How a shell drives it:
-
-    coordinator = GroupCoordinator(GroupCoordinatorConfig(...), rng=random.Random())
-    # became leader of __consumer_offsets-p: stop answering its groups, read it, install them
-    coordinator.begin_loading(p)
-    actions = coordinator.complete_loading(p, records_from_log_start_to_hw, now_ms)
-    # lost leadership of p:
-    actions = coordinator.unload(p, now_ms)
-    # /kafka/<api> (join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
-    # list_groups, describe_groups, delete_groups); raises KafkaError(INVALID_REQUEST) for a
-    # malformed body before changing anything:
-    actions = coordinator.handle(request_id, api, body, now_ms)
-    # an Append finished (ErrorCode.NONE or the produce error):
-    actions = coordinator.append_completed(append_id, error_code, now_ms)
-    # timers:
-    actions = coordinator.tick(now_ms)   # call again at coordinator.next_deadline_ms()
-
-FindCoordinator is the shell's: answer with the leader of
-`__consumer_offsets-{coordinator.partition_for(group_id)}`.
+Design notes: docs/groups.md, section "broker/groups/coordinator.py".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """One group's state: members, generation, protocol, committed offsets (Kafka's GroupMetadata, MemberMetadata).
 
-A plain data structure with the invariants that belong to the group itself:
-legal state transitions, leader choice, protocol selection, static member
-bookkeeping. What happens *because* of a transition (answers, timers, records)
-is the coordinator's business.
-
-States, as Kafka's classic protocol:
-
-    Empty                no members (offsets may remain); a join starts a rebalance
-    PreparingRebalance   waiting for members to (re)join
-    CompletingRebalance  JoinGroup answered; waiting for the leader's assignment in SyncGroup
-    Stable               assignment stored and handed out
-    Dead                 no members, no offsets, or unloaded; about to be removed
+Design notes: docs/groups.md, section "broker/groups/group.py".
 """
 
 from __future__ import annotations

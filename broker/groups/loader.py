@@ -1,16 +1,6 @@
 """Rebuild groups and offsets from the records of one `__consumer_offsets` partition.
 
-What a broker does on becoming leader of an offsets partition (Kafka's
-GroupMetadataManager.loadGroupsAndOffsets): read the partition from its start,
-keep the last value per key, drop keys whose last value is a tombstone. A
-group with offsets but no metadata record is a "simple" group (offsets only,
-no protocol), which Kafka loads as Empty too.
-
-Records must come in log order; the result does not depend on compaction
-having run (compaction keeps the last value per key, which is all that
-counts here). A record whose key or value does not parse is logged and
-skipped, never allowed to block the load (Kafka's loader skips unknown
-record types the same way): its group keeps what the other records say.
+Design notes: docs/groups.md, section "broker/groups/loader.py".
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """OffsetCommit, OffsetFetch and offset expiry (Kafka's GroupCoordinator.handleCommitOffsets, GroupMetadataManager).
 
-Who may commit:
-
-    group unknown, generation_id < 0        a "simple" commit: the group is created, offsets only
-    group unknown, generation_id >= 0       ILLEGAL_GENERATION (a stale member of a deleted group)
-    generation < 0, no member, group Empty  allowed: offsets of a group with no active members
-                                            (how `groups reset-offsets` writes)
-    generation < 0, no member, otherwise    UNKNOWN_MEMBER_ID: only members commit to an active group
-    a member                                FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION
-                                            as for a heartbeat; CompletingRebalance answers
-                                            REBALANCE_IN_PROGRESS; PreparingRebalance is allowed,
-                                            so a consumer can commit while it revokes
-
-A commit is answered after its records are written; only then do the offsets
-become visible to OffsetFetch (with require_stable, a partition with a
-commit in flight answers UNSTABLE_OFFSET_COMMIT). The in-memory offsets
-therefore always equal the last written record per partition.
-
-Expiry (every offsets_retention_check_interval_ms, KIP-211): offsets of an
-Empty group expire offsets_retention_minutes after it became empty; of a
-simple group, that long after their commit; of a Stable consumer group, only
-for topics no member subscribes to. A group left Empty without offsets is
-deleted. Everything removed gets a tombstone.
+Design notes: docs/groups.md, section "broker/groups/offsets.py".
 """
 
 from __future__ import annotations
@@ -62,7 +41,7 @@ class OffsetManager:
 
     # --- OffsetCommit -------------------------------------------------------------------------
 
-    def commit(self, rid: Hashable, req: OffsetCommitRequest, now: int) -> None:
+    def commit(self, rid: Hashable, req: OffsetCommitRequest, now_ms: int) -> None:
         rt = self.rt
         keys = [(p.topic, p.partition) for p in req.partitions]
 
@@ -82,8 +61,8 @@ class OffsetManager:
             if group.state is GroupState.COMPLETING_REBALANCE:
                 return answer_all(E.REBALANCE_IN_PROGRESS, "the group is completing a rebalance; commit after it")
             if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-                self._reschedule_session(group, group.members[req.member_id], now)
-            self._store(rid, group, req, now)
+                self._reschedule_session(group, group.members[req.member_id], now_ms)
+            self._store(rid, group, req, now_ms)
         finally:
             rt.drop_if_blank(req.group_id)
 
@@ -103,7 +82,7 @@ class OffsetManager:
             return E.UNKNOWN_MEMBER_ID, "the group has active members; only they may commit"
         return None
 
-    def _store(self, rid: Hashable, group: GroupMetadata, req: OffsetCommitRequest, now: int) -> None:
+    def _store(self, rid: Hashable, group: GroupMetadata, req: OffsetCommitRequest, now_ms: int) -> None:
         rt = self.rt
         limit = rt.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -115,7 +94,7 @@ class OffsetManager:
                 messages[(p.topic, p.partition)] = f"metadata is {len(p.metadata)} characters; at most {limit}"
                 continue
             accepted[TopicPartition(p.topic, p.partition)] = OffsetAndMetadata(
-                p.offset, p.leader_epoch, p.metadata, now
+                p.offset, p.leader_epoch, p.metadata, now_ms
             )
         if not accepted:
             return rt.respond(rid, offset_commit_response(results, messages))
@@ -124,7 +103,7 @@ class OffsetManager:
         partition, group_id = group.partition, group.group_id
         epoch = rt.load_epochs.get(partition, 0)
 
-        def stored(error: ErrorCode, now: int) -> None:
+        def stored(error: ErrorCode, now_ms: int) -> None:
             group.complete_pending_commits(accepted)
             # A group deleted while this was in flight stays deleted: its tombstones (which cover
             # pending commits too) were asked for after this append, so they follow it in the log.
@@ -162,20 +141,20 @@ class OffsetManager:
 
     # --- expiry -------------------------------------------------------------------------------
 
-    def ensure_expiry_scheduled(self, now: int) -> None:
+    def ensure_expiry_scheduled(self, now_ms: int) -> None:
         if EXPIRE_TIMER not in self.rt.timers:
-            self.rt.timers.schedule(EXPIRE_TIMER, now + self.rt.config.offsets_retention_check_interval_ms)
+            self.rt.timers.schedule(EXPIRE_TIMER, now_ms + self.rt.config.offsets_retention_check_interval_ms)
 
-    def _on_expire_timer(self, key: tuple, now: int) -> None:
+    def _on_expire_timer(self, key: tuple, now_ms: int) -> None:
         if self.rt.partitions:
-            self.rt.timers.schedule(EXPIRE_TIMER, now + self.rt.config.offsets_retention_check_interval_ms)
-        self.cleanup_group_metadata(now)
+            self.rt.timers.schedule(EXPIRE_TIMER, now_ms + self.rt.config.offsets_retention_check_interval_ms)
+        self.cleanup_group_metadata(now_ms)
 
-    def expired_offsets(self, group: GroupMetadata, now: int) -> list[TopicPartition]:
+    def expired_offsets(self, group: GroupMetadata, now_ms: int) -> list[TopicPartition]:
         retention = self.rt.config.offsets_retention_ms
 
         def due(base: int, tp: TopicPartition) -> bool:
-            return tp not in group.pending_offset_commits and now - base >= retention
+            return tp not in group.pending_offset_commits and now_ms - base >= retention
 
         if group.protocol_type is not None and group.state is GroupState.EMPTY:
             return [
@@ -202,7 +181,7 @@ class OffsetManager:
             return [tp for tp, om in group.offsets.items() if due(om.commit_timestamp_ms, tp)]
         return []
 
-    def cleanup_group_metadata(self, now: int) -> None:
+    def cleanup_group_metadata(self, now_ms: int) -> None:
         """Expire offsets and delete groups left empty; one append of tombstones per offsets partition."""
         rt = self.rt
         by_partition: dict[int, list[Record]] = {}
@@ -210,12 +189,12 @@ class OffsetManager:
             if not rt.is_active(group.partition):
                 continue
             records = by_partition.setdefault(group.partition, [])
-            for tp in self.expired_offsets(group, now):
+            for tp in self.expired_offsets(group, now_ms):
                 del group.offsets[tp]
                 records.append(tombstone(OffsetCommitKey(group.group_id, tp.topic, tp.partition)))
             if group.state is GroupState.EMPTY and not group.has_offsets() and not group.pending_members:
                 log.info("group %s: empty and without offsets; deleting it", group.group_id)
-                group.transition_to(GroupState.DEAD, now)
+                group.transition_to(GroupState.DEAD, now_ms)
                 del rt.groups[group.group_id]
                 records.append(tombstone(GroupMetadataKey(group.group_id)))
         for partition, records in by_partition.items():
@@ -224,7 +203,7 @@ class OffsetManager:
 
 
 def _log_cleanup_failure(partition: int) -> Callable[[ErrorCode, int], None]:
-    def done(error: ErrorCode, now: int) -> None:
+    def done(error: ErrorCode, now_ms: int) -> None:
         if error is not ErrorCode.NONE:
             log.warning("tombstones for __consumer_offsets-%d were not written: %s", partition, error.name)
 

@@ -1,30 +1,6 @@
 """JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers: Kafka's classic rebalance protocol.
 
-    member            coordinator
-    JoinGroup("")  -> MEMBER_ID_REQUIRED + member id  (dynamic members; static ones join at once)
-    JoinGroup(id)  -> waits in PreparingRebalance until every known member rejoined, or the
-                      rebalance timeout (the largest max_poll_interval_ms) drops those who did not;
-                      an Empty group first waits group_initial_rebalance_delay_ms for company
-                   <- generation, protocol, leader; the leader also gets every member's metadata
-    SyncGroup      -> the leader's assignment is written to __consumer_offsets, then handed to
-                      everyone (CompletingRebalance -> Stable); followers wait for it
-    Heartbeat      -> keeps the session; REBALANCE_IN_PROGRESS tells a member to rejoin
-
-Timers (keys in the runtime's TimerQueue):
-
-    ("join", group)            the rebalance deadline (or the initial delay of an empty group)
-    ("sync", group)            members that got a JoinGroup answer must SyncGroup within the rebalance timeout
-    ("hb", group, member)      the session: session_timeout_ms after the last heartbeat
-    ("pending", group, member) a MEMBER_ID_REQUIRED member must come back within its session timeout
-
-A member waiting for a JoinGroup or SyncGroup answer is kept alive (its wait is
-bounded by the rebalance itself), except a brand-new member, which expires
-after new_member_join_timeout_ms.
-
-Static members (group_instance_id) survive restarts: a join with an empty
-member id and a known instance id takes over the old member id's place and,
-if the group is Stable and the protocol would not change, its assignment,
-without a rebalance. The old incarnation is answered FENCED_INSTANCE_ID.
+Design notes: docs/groups.md, section "broker/groups/rebalance.py".
 """
 
 from __future__ import annotations
@@ -69,7 +45,7 @@ class Rebalancer:
 
     # --- JoinGroup ----------------------------------------------------------------------------
 
-    def join_group(self, rid: Hashable, req: JoinGroupRequest, now: int) -> None:
+    def join_group(self, rid: Hashable, req: JoinGroupRequest, now_ms: int) -> None:
         rt, cfg = self.rt, self.rt.config
 
         def fail(code: ErrorCode, message: str) -> None:
@@ -95,14 +71,14 @@ class Rebalancer:
         try:
             if not self._accept_joining_member(group, req.member_id):
                 if group.has(req.member_id):
-                    self._remove_member_and_update_group(group, req.member_id, now, "the group is over its max size")
+                    self._remove_member_and_update_group(group, req.member_id, now_ms, "the group is over its max size")
                 return fail(E.GROUP_MAX_SIZE_REACHED, f"group {req.group_id!r} has reached group_max_size")
             if req.member_id:
-                self._current_member_join(rid, group, req, now)
+                self._current_member_join(rid, group, req, now_ms)
             else:
-                self._new_member_join(rid, group, req, now)
+                self._new_member_join(rid, group, req, now_ms)
             if group.state is PREPARING:
-                self._maybe_complete_join(group, now)
+                self._maybe_complete_join(group, now_ms)
         finally:
             rt.drop_if_blank(req.group_id)
 
@@ -119,7 +95,7 @@ class Rebalancer:
             return group.num_awaiting_join() + len(group.pending_members - {member_id}) < limit
         return group.has(member_id) or len(group.members) < limit
 
-    def _new_member_join(self, rid: Hashable, group: GroupMetadata, req: JoinGroupRequest, now: int) -> None:
+    def _new_member_join(self, rid: Hashable, group: GroupMetadata, req: JoinGroupRequest, now_ms: int) -> None:
         names = {name for name, _ in req.protocols}
         if group.state is DEAD:
             return self.rt.respond(rid, join_response(E.COORDINATOR_NOT_AVAILABLE, message="the group is unloading"))
@@ -132,15 +108,15 @@ class Rebalancer:
         if instance is not None:
             old_id = group.current_static_member_id(instance)
             if old_id is not None:
-                return self._update_static_member_and_rebalance(rid, group, old_id, new_id, req, now)
-            return self._add_member_and_rebalance(rid, group, new_id, req, now)
+                return self._update_static_member_and_rebalance(rid, group, old_id, new_id, req, now_ms)
+            return self._add_member_and_rebalance(rid, group, new_id, req, now_ms)
         # Dynamic members first learn their id (Kafka >= 2.2): a client that times out and retries
         # then rejoins as the same member instead of piling up defunct ones.
         group.pending_members.add(new_id)
-        self.rt.timers.schedule(("pending", group.group_id, new_id), now + req.session_timeout_ms)
+        self.rt.timers.schedule(("pending", group.group_id, new_id), now_ms + req.session_timeout_ms)
         self.rt.respond(rid, join_response(E.MEMBER_ID_REQUIRED, member_id=new_id))
 
-    def _current_member_join(self, rid: Hashable, group: GroupMetadata, req: JoinGroupRequest, now: int) -> None:
+    def _current_member_join(self, rid: Hashable, group: GroupMetadata, req: JoinGroupRequest, now_ms: int) -> None:
         mid, instance = req.member_id, req.group_instance_id
 
         def fail(code: ErrorCode, message: str) -> None:
@@ -154,25 +130,25 @@ class Rebalancer:
             if instance is not None:
                 return fail(E.UNKNOWN_MEMBER_ID, "a member id handed out by MEMBER_ID_REQUIRED is for dynamic members")
             self.rt.timers.cancel(("pending", group.group_id, mid))
-            return self._add_member_and_rebalance(rid, group, mid, req, now)
+            return self._add_member_and_rebalance(rid, group, mid, req, now_ms)
         if group.is_static_member_fenced(mid, instance):
             return fail(E.FENCED_INSTANCE_ID, f"instance {instance!r} now belongs to another member id")
         if not group.has(mid) or (instance is not None and group.current_static_member_id(instance) is None):
             return fail(E.UNKNOWN_MEMBER_ID, f"member {mid!r} is not in group {group.group_id!r}")
         member = group.members[mid]
         if group.state is PREPARING:
-            self._update_member_and_rebalance(rid, group, member, req, now, "member rejoined")
+            self._update_member_and_rebalance(rid, group, member, req, now_ms, "member rejoined")
         elif group.state is COMPLETING:
             if member.matches(req.protocols):
                 # It missed our answer (a retry): give it the current generation again.
                 self.rt.respond(rid, self._join_answer(group, member))
             else:
-                self._update_member_and_rebalance(rid, group, member, req, now, "member changed its metadata")
+                self._update_member_and_rebalance(rid, group, member, req, now_ms, "member changed its metadata")
         elif group.state is STABLE:
             if group.is_leader(mid) or not member.matches(req.protocols):
                 # A leader's rejoin always rebalances: that is how it reacts to metadata changes
                 # (new partitions, new topics for a pattern) that no member's metadata shows.
-                self._update_member_and_rebalance(rid, group, member, req, now, "leader or changed member rejoined")
+                self._update_member_and_rebalance(rid, group, member, req, now_ms, "leader or changed member rejoined")
             else:
                 self.rt.respond(rid, self._join_answer(group, member, with_members=False))
         else:
@@ -188,7 +164,7 @@ class Rebalancer:
         )
 
     def _add_member_and_rebalance(
-        self, rid: Hashable, group: GroupMetadata, member_id: str, req: JoinGroupRequest, now: int
+        self, rid: Hashable, group: GroupMetadata, member_id: str, req: JoinGroupRequest, now_ms: int
     ) -> None:
         member = MemberMetadata(
             member_id=member_id,
@@ -207,20 +183,20 @@ class Rebalancer:
         group.add(member)
         # A new member cannot heartbeat until it is answered; a client that gave up and retried
         # would otherwise leave a defunct member behind for the whole rebalance.
-        self.schedule_session(group, member, now, self.rt.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, now, f"new member {member_id} joined")
+        self.schedule_session(group, member, now_ms, self.rt.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group, now_ms, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(
-        self, rid: Hashable, group: GroupMetadata, member: MemberMetadata, req: JoinGroupRequest, now: int, why: str
+        self, rid: Hashable, group: GroupMetadata, member: MemberMetadata, req: JoinGroupRequest, now_ms: int, why: str
     ) -> None:
         self._set_awaiting_join(member, rid)
         member.protocols = req.protocols
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
-        self._maybe_prepare_rebalance(group, now, f"{why}: {member.member_id}")
+        self._maybe_prepare_rebalance(group, now_ms, f"{why}: {member.member_id}")
 
     def _update_static_member_and_rebalance(
-        self, rid: Hashable, group: GroupMetadata, old_id: str, new_id: str, req: JoinGroupRequest, now: int
+        self, rid: Hashable, group: GroupMetadata, old_id: str, new_id: str, req: JoinGroupRequest, now_ms: int
     ) -> None:
         rt = self.rt
         instance = req.group_instance_id
@@ -241,14 +217,14 @@ class Rebalancer:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.awaiting_join = rid
-        self.schedule_session(group, member, now)
+        self.schedule_session(group, member, now_ms)
         if group.state is STABLE:
             if group.select_protocol() != group.protocol_name:
-                return self._maybe_prepare_rebalance(group, now, f"static member {instance} changed the protocol")
+                return self._maybe_prepare_rebalance(group, now_ms, f"static member {instance} changed the protocol")
             # Same protocol: persist the new member id and give the member its old place without a rebalance.
             epoch = rt.load_epochs.get(group.partition, 0)
 
-            def stored(error: ErrorCode, now: int) -> None:
+            def stored(error: ErrorCode, now_ms: int) -> None:
                 if not rt.is_active(group.partition, epoch) or rt.groups.get(group.group_id) is not group:
                     return
                 live = group.members.get(new_id)
@@ -261,7 +237,7 @@ class Rebalancer:
                         live.protocols, live.rebalance_timeout_ms, live.session_timeout_ms = saved
                         group.replace_static_member(instance, new_id, old_id)
                         rt.timers.cancel(("hb", group.group_id, new_id))
-                        self.schedule_session(group, live, now)
+                        self.schedule_session(group, live, now_ms)
                     rt.respond(
                         rid,
                         join_response(
@@ -287,7 +263,7 @@ class Rebalancer:
             )
         elif group.state is COMPLETING:
             # The leader may already be computing an assignment for the old member id.
-            self._prepare_rebalance(group, now, f"static member {instance} rejoined during CompletingRebalance")
+            self._prepare_rebalance(group, now_ms, f"static member {instance} rejoined during CompletingRebalance")
         # PreparingRebalance: it simply waits for the join to complete like everyone else.
 
     def _set_awaiting_join(self, member: MemberMetadata, rid: Hashable) -> None:
@@ -329,35 +305,35 @@ class Rebalancer:
 
     # --- the rebalance ------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, now: int, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, now, reason)
+            self._prepare_rebalance(group, now_ms, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, now: int, reason: str) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, now_ms: int, reason: str) -> None:
         log.info("group %s: preparing to rebalance (%s)", group.group_id, reason)
         if group.state is COMPLETING:
-            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, now)
+            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, now_ms)
         self.rt.timers.cancel(("sync", group.group_id))
         group.pending_sync_members.clear()
         was_empty = group.state is EMPTY
-        group.transition_to(PREPARING, now)
+        group.transition_to(PREPARING, now_ms)
         timeout = group.rebalance_timeout_ms()
         if was_empty:
             delay = min(self.rt.config.group_initial_rebalance_delay_ms, timeout)
             group.new_member_added = False
             group.initial_delay_remaining_ms = max(timeout - delay, 0)
-            self.rt.timers.schedule(("join", group.group_id), now + delay)
+            self.rt.timers.schedule(("join", group.group_id), now_ms + delay)
         else:
             group.initial_delay_remaining_ms = None
-            self.rt.timers.schedule(("join", group.group_id), now + timeout)
-            self._maybe_complete_join(group, now)
+            self.rt.timers.schedule(("join", group.group_id), now_ms + timeout)
+            self._maybe_complete_join(group, now_ms)
 
-    def _maybe_complete_join(self, group: GroupMetadata, now: int) -> None:
+    def _maybe_complete_join(self, group: GroupMetadata, now_ms: int) -> None:
         # The initial delay waits its time out even when everyone is there: more may come.
         if group.state is PREPARING and group.initial_delay_remaining_ms is None and group.has_all_members_joined():
-            self._complete_join(group, now)
+            self._complete_join(group, now_ms)
 
-    def _on_join_timer(self, key: tuple, now: int) -> None:
+    def _on_join_timer(self, key: tuple, now_ms: int) -> None:
         group = self.rt.groups.get(key[1])
         if group is None or group.state is not PREPARING:
             return
@@ -366,11 +342,11 @@ class Rebalancer:
             group.new_member_added = False
             delay = min(self.rt.config.group_initial_rebalance_delay_ms, remaining)
             group.initial_delay_remaining_ms = remaining - delay
-            self.rt.timers.schedule(("join", group.group_id), now + delay)
+            self.rt.timers.schedule(("join", group.group_id), now_ms + delay)
             return
-        self._complete_join(group, now)
+        self._complete_join(group, now_ms)
 
-    def _complete_join(self, group: GroupMetadata, now: int) -> None:
+    def _complete_join(self, group: GroupMetadata, now_ms: int) -> None:
         rt = self.rt
         rt.timers.cancel(("join", group.group_id))
         group.initial_delay_remaining_ms = None
@@ -382,9 +358,9 @@ class Rebalancer:
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that did not rejoin are left: wait another round for them (or their expiry).
-            rt.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms())
+            rt.timers.schedule(("join", group.group_id), now_ms + group.rebalance_timeout_ms())
             return
-        group.init_next_generation(now)
+        group.init_next_generation(now_ms)
         group.storing_generation = None
         if group.state is EMPTY:
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
@@ -392,7 +368,7 @@ class Rebalancer:
                 group.partition,
                 [group_metadata_record(group.group_id, group.metadata_value())],
                 "group_metadata",
-                lambda error, now: _log_store_failure(group, error),
+                lambda error, now_ms: _log_store_failure(group, error),
             )
             return
         log.info(
@@ -406,17 +382,17 @@ class Rebalancer:
             if member.awaiting_join is not None:
                 rt.respond(member.awaiting_join, self._join_answer(group, member))
                 member.awaiting_join = None
-            self.schedule_session(group, member, now)
+            self.schedule_session(group, member, now_ms)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
-        rt.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms())
+        rt.timers.schedule(("sync", group.group_id), now_ms + group.rebalance_timeout_ms())
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, code: ErrorCode, now: int) -> None:
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, code: ErrorCode, now_ms: int) -> None:
         for member in group.members.values():
             member.assignment = b""
-        self._propagate_assignment(group, code, now)
+        self._propagate_assignment(group, code, now_ms)
 
-    def _propagate_assignment(self, group: GroupMetadata, code: ErrorCode, now: int) -> None:
+    def _propagate_assignment(self, group: GroupMetadata, code: ErrorCode, now_ms: int) -> None:
         for member in group.members.values():
             if member.awaiting_sync is not None:
                 body = sync_response(
@@ -428,11 +404,11 @@ class Rebalancer:
                 self.rt.respond(member.awaiting_sync, body)
                 member.awaiting_sync = None
             # A session that ran out while the member waited was not acted on; it starts again now.
-            self.schedule_session(group, member, now)
+            self.schedule_session(group, member, now_ms)
 
     # --- SyncGroup ----------------------------------------------------------------------------
 
-    def sync_group(self, rid: Hashable, req: SyncGroupRequest, now: int) -> None:
+    def sync_group(self, rid: Hashable, req: SyncGroupRequest, now_ms: int) -> None:
         rt = self.rt
 
         def fail(code: ErrorCode, message: str) -> None:
@@ -467,7 +443,7 @@ class Rebalancer:
                     assignment=member.assignment,
                 ),
             )
-            self.schedule_session(group, member, now)
+            self.schedule_session(group, member, now_ms)
             return
         assert group.state is COMPLETING
         if member.awaiting_sync is not None and member.awaiting_sync != rid:
@@ -475,9 +451,9 @@ class Rebalancer:
         member.awaiting_sync = rid
         self._remove_pending_sync(group, member.member_id)
         if group.is_leader(member.member_id) and group.storing_generation != group.generation_id:
-            self._store_assignment(group, dict(req.assignments), now)
+            self._store_assignment(group, dict(req.assignments), now_ms)
 
-    def _store_assignment(self, group: GroupMetadata, given: dict[str, bytes], now: int) -> None:
+    def _store_assignment(self, group: GroupMetadata, given: dict[str, bytes], now_ms: int) -> None:
         rt = self.rt
         # Members the leader left out get an empty assignment; assignments for strangers are ignored.
         assignment = {mid: given.get(mid, b"") for mid in group.members}
@@ -488,7 +464,7 @@ class Rebalancer:
         group.storing_generation = generation
         epoch = rt.load_epochs.get(group.partition, 0)
 
-        def stored(error: ErrorCode, now: int) -> None:
+        def stored(error: ErrorCode, now_ms: int) -> None:
             if not rt.is_active(group.partition, epoch) or rt.groups.get(group.group_id) is not group:
                 return
             # Someone may have joined while we wrote: only finish the generation we wrote for.
@@ -496,13 +472,13 @@ class Rebalancer:
                 return
             group.storing_generation = None
             if error is not E.NONE:
-                self._reset_and_propagate_assignment_error(group, storage_error(error), now)
-                self._maybe_prepare_rebalance(group, now, "the assignment could not be stored")
+                self._reset_and_propagate_assignment_error(group, storage_error(error), now_ms)
+                self._maybe_prepare_rebalance(group, now_ms, "the assignment could not be stored")
                 return
             for member in group.members.values():
                 member.assignment = assignment[member.member_id]
-            self._propagate_assignment(group, E.NONE, now)
-            group.transition_to(STABLE, now)
+            self._propagate_assignment(group, E.NONE, now_ms)
+            group.transition_to(STABLE, now_ms)
 
         rt.append(
             group.partition,
@@ -516,7 +492,7 @@ class Rebalancer:
         if not group.pending_sync_members:
             self.rt.timers.cancel(("sync", group.group_id))
 
-    def _on_sync_timer(self, key: tuple, now: int) -> None:
+    def _on_sync_timer(self, key: tuple, now_ms: int) -> None:
         group = self.rt.groups.get(key[1])
         if group is None or group.state not in (COMPLETING, STABLE) or not group.pending_sync_members:
             return
@@ -524,11 +500,11 @@ class Rebalancer:
         log.info("group %s: removing members that did not sync in time: %s", group.group_id, late)
         for member_id in late:
             self._remove_member(group, member_id)
-        self._prepare_rebalance(group, now, "members did not sync within the rebalance timeout")
+        self._prepare_rebalance(group, now_ms, "members did not sync within the rebalance timeout")
 
     # --- Heartbeat ----------------------------------------------------------------------------
 
-    def heartbeat(self, rid: Hashable, req: HeartbeatRequest, now: int) -> None:
+    def heartbeat(self, rid: Hashable, req: HeartbeatRequest, now_ms: int) -> None:
         rt = self.rt
 
         def answer(code: ErrorCode, message: str = "") -> None:
@@ -545,7 +521,7 @@ class Rebalancer:
             return answer(*err)
         if group.state is EMPTY:
             return answer(E.UNKNOWN_MEMBER_ID, "the group is empty")
-        self.schedule_session(group, group.members[req.member_id], now)
+        self.schedule_session(group, group.members[req.member_id], now_ms)
         if group.state is PREPARING:
             return answer(E.REBALANCE_IN_PROGRESS, "the group is rebalancing; rejoin")
         # CompletingRebalance counts too: members may heartbeat right after their JoinGroup answer.
@@ -565,12 +541,12 @@ class Rebalancer:
         return None
 
     def schedule_session(
-        self, group: GroupMetadata, member: MemberMetadata, now: int, timeout: int | None = None
+        self, group: GroupMetadata, member: MemberMetadata, now_ms: int, timeout: int | None = None
     ) -> None:
-        deadline = now + (member.session_timeout_ms if timeout is None else timeout)
+        deadline = now_ms + (member.session_timeout_ms if timeout is None else timeout)
         self.rt.timers.schedule(("hb", group.group_id, member.member_id), deadline)
 
-    def _on_heartbeat_timer(self, key: tuple, now: int) -> None:
+    def _on_heartbeat_timer(self, key: tuple, now_ms: int) -> None:
         group = self.rt.groups.get(key[1])
         member = group.members.get(key[2]) if group is not None else None
         if group is None or member is None:
@@ -578,17 +554,17 @@ class Rebalancer:
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             return  # kept alive by the rebalance it waits on; its session restarts when answered
         log.info("group %s: member %s's session expired", group.group_id, member.member_id)
-        self._remove_member_and_update_group(group, member.member_id, now, "session timeout")
+        self._remove_member_and_update_group(group, member.member_id, now_ms, "session timeout")
 
-    def _on_pending_member_timer(self, key: tuple, now: int) -> None:
+    def _on_pending_member_timer(self, key: tuple, now_ms: int) -> None:
         group = self.rt.groups.get(key[1])
         if group is not None and key[2] in group.pending_members:
-            self._remove_pending_member_and_update_group(group, key[2], now)
+            self._remove_pending_member_and_update_group(group, key[2], now_ms)
             self.rt.drop_if_blank(group.group_id)
 
     # --- LeaveGroup ---------------------------------------------------------------------------
 
-    def leave_group(self, rid: Hashable, req: LeaveGroupRequest, now: int) -> None:
+    def leave_group(self, rid: Hashable, req: LeaveGroupRequest, now_ms: int) -> None:
         rt = self.rt
         if not req.group_id:
             return rt.respond(rid, leave_response(E.INVALID_GROUP_ID, message="group_id must not be empty"))
@@ -610,13 +586,13 @@ class Rebalancer:
                 if current is None:
                     code = E.UNKNOWN_MEMBER_ID
                 else:
-                    self._remove_member_and_update_group(group, current, now, f"{instance} removed")
+                    self._remove_member_and_update_group(group, current, now_ms, f"{instance} removed")
             elif group.is_pending_member(mid):
-                self._remove_pending_member_and_update_group(group, mid, now)
+                self._remove_pending_member_and_update_group(group, mid, now_ms)
             elif group.is_static_member_fenced(mid, instance):
                 code = E.FENCED_INSTANCE_ID
             elif group.has(mid):
-                self._remove_member_and_update_group(group, mid, now, leaving.reason or "member left")
+                self._remove_member_and_update_group(group, mid, now_ms, leaving.reason or "member left")
             else:
                 code = E.UNKNOWN_MEMBER_ID
             results.append((mid, instance, code))
@@ -639,32 +615,32 @@ class Rebalancer:
             member.awaiting_sync = None
         return member
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member_id: str, now: int, reason: str) -> None:
+    def _remove_member_and_update_group(self, group: GroupMetadata, member_id: str, now_ms: int, reason: str) -> None:
         if self._remove_member(group, member_id) is None:
             return
         if group.state in (STABLE, COMPLETING):
-            self._maybe_prepare_rebalance(group, now, f"{member_id} left ({reason})")
+            self._maybe_prepare_rebalance(group, now_ms, f"{member_id} left ({reason})")
         elif group.state is PREPARING:
-            self._maybe_complete_join(group, now)
+            self._maybe_complete_join(group, now_ms)
 
-    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str, now: int) -> None:
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str, now_ms: int) -> None:
         group.pending_members.discard(member_id)
         self.rt.timers.cancel(("pending", group.group_id, member_id))
         if group.state is PREPARING:
-            self._maybe_complete_join(group, now)
+            self._maybe_complete_join(group, now_ms)
 
     # --- loading and unloading ----------------------------------------------------------------
 
-    def on_group_loaded(self, group: GroupMetadata, now: int) -> None:
+    def on_group_loaded(self, group: GroupMetadata, now_ms: int) -> None:
         for member in group.members.values():
-            self.schedule_session(group, member, now)
+            self.schedule_session(group, member, now_ms)
         if len(group.members) > self.rt.config.group_max_size:
-            self._prepare_rebalance(group, now, "the group is over group_max_size")
+            self._prepare_rebalance(group, now_ms, "the group is over group_max_size")
 
-    def on_group_unloaded(self, group: GroupMetadata, now: int) -> None:
+    def on_group_unloaded(self, group: GroupMetadata, now_ms: int) -> None:
         """The partition moved away: answer whoever waits with NOT_COORDINATOR and forget the group."""
         rt = self.rt
-        group.transition_to(DEAD, now)
+        group.transition_to(DEAD, now_ms)
         for member in group.members.values():
             if member.awaiting_join is not None:
                 rt.respond(member.awaiting_join, join_response(E.NOT_COORDINATOR, member_id=member.member_id))

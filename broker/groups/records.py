@@ -1,20 +1,6 @@
 """Records of `__consumer_offsets`: keys and values in CBOR, versioned, after Kafka's GroupMetadataManager.
 
-The topic is compacted, so a record's key says *what* it is about and the last
-value per key wins; a null value (tombstone) deletes. Keys follow Kafka's
-layouts, a leading version telling the two kinds apart:
-
-    offset commit   key [1, group, topic, partition]   value OffsetCommitValue (version 3)
-    group metadata  key [2, group]                     value GroupMetadataValue (version 3)
-
-Keys are CBOR arrays: the same logical key always encodes to the same bytes,
-which is what compaction compares. Values are CBOR maps whose `version` is
-checked on decode; unknown extra fields are ignored so a newer writer's
-records still load.
-
-A group lives on partition `partition_for(group_id)`: Kafka's
-`Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`, with Java's
-String.hashCode, so a group maps to the same partition as in Kafka.
+Design notes: docs/groups.md, section "broker/groups/records.py".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """When a long-polling fetch must be answered: Kafka's DelayedFetch, as a pure decision.
 
-A fetch waits at most max_wait_ms for min_bytes to become readable. The
-shell asks `should_complete` when the fetch arrives and again on each event
-that can change the answer (an append, a HW change, a leadership change)
-and on ticks; the first non-None answer says why to respond now. The shell
-then re-reads every partition (for a follower that read also updates the
-leader's view of it, as Kafka's completion re-read does).
-
-Per partition the shell reports a FetchPartitionStatus (from
-Partition.check_fetch plus log positions). Kafka's cases:
-
-  A-E  the partition errors now: not the leader any more, unknown, offline,
-       or the fetch's leader epoch got fenced        -> ERROR
-  H    a diverging epoch must be reported             -> DIVERGING
-  F    the fetch offset is past the log end (the leader truncated), or the
-       offset's segment is no longer the active one   -> LOG_CHANGED
-  G    the readable bytes of all partitions reach min_bytes -> ENOUGH_BYTES
-  -    max_wait_ms has passed                         -> TIMED_OUT
-
-A fetch with max_wait_ms <= 0 or with no partitions is answered at once.
+Design notes: docs/replication.md, section "broker/replication/delayed_fetch.py".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """acks=all produces waiting for the high watermark: Kafka's DelayedProduce, for one partition.
 
-A produce with acks=all completes when the HW passes its batch's last
-offset (Kafka's requiredOffset = last offset + 1 <= HW). At that moment
-the maximal ISR is checked against min_insync_replicas once more: if the
-ISR shrank while the produce waited, the answer is
-NOT_ENOUGH_REPLICAS_AFTER_APPEND -- the batch *is* in the log and
-committed, but not on as many replicas as the producer asked for.
-
-If the HW does not get there within the request's timeout the answer is
-REQUEST_TIMED_OUT. That is not a failed write: the batch stays in the
-leader's log and may still become committed (or be truncated later if this
-leader loses its leadership first). A producer that retries must use
-idempotence to avoid a duplicate.
-
-When the replica stops being the leader every waiting produce fails with
-NOT_LEADER_OR_FOLLOWER at once: as a follower its log may be truncated,
-and the offset it would report could later hold another batch.
+Design notes: docs/replication.md, section "broker/replication/delayed_produce.py".
 """
 
 from __future__ import annotations

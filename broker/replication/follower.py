@@ -1,31 +1,6 @@
 """A partition follower's decisions: Kafka's AbstractFetcherThread for one partition, without I/O.
 
-Becoming a follower truncates nothing. KRaft-era Kafka (fetch v12+) lets the
-first fetch find the divergence: the fetch carries the follower's LEO and
-the epoch of its last batch (last_fetched_epoch); the leader answers
-DivergingEpoch(epoch, end_offset) when its own history of that epoch ends
-before the fetch offset, and the follower truncates to
-
-    min(its LEO, leader's end of that epoch, its own end of that epoch)
-
-(KIP-101 with KIP-279's fix), never to its high watermark: a follower's HW
-lags the leader's, so truncating to it can throw away committed records.
-If the follower does not know the epoch the leader named, it truncates to
-the end of its own largest epoch below it and asks again: divergence is
-found one epoch at a time, across any number of back-to-back failovers.
-
-The fetch state (fetch offset, last_fetched_epoch) is read from the log when
-each fetch is built (`build_fetch(LogState)`), as Kafka does after every
-truncation, so a storage truncation that stops at a batch boundary below the
-target is picked up. One fetch is in flight at a time; after an error the
-follower backs off replica_fetch_backoff_ms.
-
-Follower HW = min(leader's HW, own LEO), as Kafka sets it (it may go down
-after a leader change: the new leader's HW can lag; that is safe).
-
-OFFSET_OUT_OF_RANGE: behind the leader's log start -> truncate fully and
-start at it; beyond the leader's LEO (only possible without epoch history,
-e.g. after an unclean election) -> truncate to the leader's LEO.
+Design notes: docs/replication.md, section "broker/replication/follower.py".
 """
 
 from __future__ import annotations

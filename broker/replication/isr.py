@@ -1,23 +1,6 @@
 """ISR policy: when to propose a shrink or an expansion, and the pending states while one is in flight.
 
-The leader never changes the ISR itself. It proposes the new ISR to the
-controller with AlterPartition at its current partition epoch; the ISR
-changes only when the controller's committed state comes back (the
-AlterPartition answer or the PartitionChange record, whichever is first).
-Meanwhile the partition is in one of Kafka's pending states, and the high
-watermark is computed over the *maximal* ISR, the union of what the
-controller may have committed:
-
-- PendingExpandIsr: the controller may already have added the replica, and
-  a leader elected after that may be the new member. So the HW must not pass
-  the new member's LEO from the moment we ask; the maximal ISR includes it.
-- PendingShrinkIsr: the controller may not have removed the replica yet, and
-  until it has, that replica can still be elected leader. So the HW keeps
-  counting it; the maximal ISR is the old, larger set.
-
-Either way the HW only ever covers offsets that every replica which could be
-elected from the ISR (as committed now or after the proposal) holds.
-Only one proposal is in flight at a time, as in Kafka.
+Design notes: docs/replication.md, section "broker/replication/isr.py".
 """
 
 from __future__ import annotations

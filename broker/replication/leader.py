@@ -1,20 +1,6 @@
 """A partition leader's decisions: Kafka's Partition.scala leader half, without I/O.
 
-State: (leader_epoch, partition_epoch, replicas, ISR state), the leader's own
-LEO and HW, one RemoteReplicaState per follower, waiting acks=all produces.
-
-On becoming leader (or on a new leader epoch) the leader records its epoch
-start offset (= its LEO) in the epoch cache, forgets what it knew about the
-followers' LEOs, and keeps its own (follower-time) HW, which may be stale.
-
-The leader owns its LEO: it assigns the offsets of each appended batch
-(AppendAsLeader carries them; storage must agree) and never truncates
-while it leads, so the LEO it tracks is the log's.
-
-Every follower fetch is validated in Kafka's order: leader epoch
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), known replica, broker epoch,
-divergence (DivergingEpoch instead of data), offset range; only then does
-the follower's LEO count, which may expand the ISR and raise the HW.
+Design notes: docs/replication.md, section "broker/replication/leader.py".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Idempotent producer state of one partition: Kafka's ProducerStateManager.
 
-Per producer id the partition remembers the producer epoch and its last
-five batches (sequence range, offsets, timestamp). A leader checks each
-incoming batch against it (`check_append`):
-
-- a batch whose (epoch, first_seq, last_seq) equals a remembered batch is a
-  retry of something already in the log: it is *not* appended again and the
-  producer gets the original offsets (no error);
-- an older producer epoch is fenced: INVALID_PRODUCER_EPOCH;
-- a newer epoch (the producer was re-initialised) must start at sequence 0,
-  otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
-- in the same epoch the first sequence must follow the last one (wrapping
-  from Int32 max to 0); a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a batch that
-  lies wholly before the last sequence but is no longer remembered is
-  DUPLICATE_SEQUENCE_NUMBER (a retry too old to answer with its offsets,
-  which Kafka's producer treats as success);
-- an unknown producer id with a sequence other than 0 is UNKNOWN_PRODUCER_ID:
-  the broker has no record of it, most likely because retention removed
-  every batch it wrote (`evict_unretained`) or it expired after
-  producer_id_expiration_ms. The producer must re-initialise (bump its
-  epoch). This is Kafka's rule before KIP-360; since KIP-360 Kafka accepts
-  any sequence there, which trades the signal for fewer client resets.
-
-The state is a pure function of the batches applied in order (`update`),
-so it can be rebuilt after a restart or a truncation by loading the newest
-snapshot at or below the target offset and replaying the log's batch
-headers from there (`rebuild`). Snapshots are CBOR with a CRC32C.
+Design notes: docs/replication.md, section "broker/replication/producer_state.py".
 """
 
 from __future__ import annotations

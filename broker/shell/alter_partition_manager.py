@@ -1,22 +1,6 @@
 """AlterPartitionManager: ISR proposals from this broker's partition leaders to the active controller.
 
-Kafka's AlterPartitionManager: leaders hand in proposals (the core's
-SendAlterPartition); the manager sends them in batches, one request in
-flight at a time, each partition at most once per request (a newer proposal
-for a partition replaces an unsent older one). Every answered item goes back
-to its partition's core (`on_alter_partition_response`), whose actions are
-performed at once. When the request fails as a whole (no controller known,
-NOT_CONTROLLER after following the hint, a timeout, a stale broker epoch)
-its items are queued again and re-sent after an exponential backoff
-(Backoff: 100 ms doubling to 1 s): the controller is usually back within a
-Raft election. Items the core re-proposes later (its alter_partition_retry_ms)
-simply replace the queued ones.
-
-Wire format (docs/protocol.md, `/controller/alter_partition`):
-  request  {broker_id, broker_epoch, topics: [{topic_id, partitions: [{partition, leader_epoch,
-            new_isr: [id], new_isr_with_epochs: [{broker_id, broker_epoch}], partition_epoch}]}]}
-  answer   {topics: [{topic_id, partitions: [{partition, error_code, leader_id, leader_epoch, isr,
-            partition_epoch}]}]}
+Design notes: docs/replication.md, section "broker/shell/alter_partition_manager.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """ReplicaFetcherManager: one ReplicaFetcher per source broker, created and retired as leaderships move.
 
-The replica manager tells it which leader each followed partition fetches
-from (`follow`) or that it no longer fetches (`unfollow`: it leads now, or is
-deleted). A fetcher without partitions is stopped. Source addresses come from
-the metadata image on every request, so a broker that re-registers with a
-new address is found again.
-
-Replication has its own RpcClient, as each Kafka fetcher thread has its own
-connection: fetches go over one stream (websocket) per source broker, which
-costs a fraction of an HTTP request per round trip (acks=all latency is a
-chain of such round trips), and a large fetch answer never sits in front of
-the Raft messages on the node's own stream to that peer.
+Design notes: docs/replication.md, section "broker/shell/fetcher_manager.py".
 """
 
 from __future__ import annotations

@@ -1,38 +1,6 @@
 """LogManager: where partition logs live, and the background work on them (Kafka's LogManager).
 
-Layout: `<data_dir>/partitions/<topic>-<partition>/`, each with a
-`partition.metadata` file naming the topic id (as Kafka writes it), so a
-directory left by a deleted topic is never mistaken for a new topic of the
-same name. A deleted partition's directory is renamed to
-`<topic>-<partition>.<uuid>-delete` at once (the name then no longer parses
-as a partition) and removed in a worker thread. Directories the metadata
-image does not assign to this broker are renamed `...-stray`, never deleted
-(Kafka 3.7's stray-log handling: an operator decides).
-
-Opening a log (directory checks, recovery, about six fsyncs for a new
-partition) blocks too, so it runs in the same threads: `open_later` queues a
-request and returns a future; one opener task hands everything queued so far
-to a worker thread as one batch, and the batch ends with ONE fsync of the
-`partitions/` directory for all the directories it created (their names are
-durable before any of their logs is handed out). A new directory's own files
-are fsynced each, with one fsync of the directory at the end
-(files.deferred_directory_sync): see `_open_one`.
-
-Background work, all of it off the event loop in a small thread pool
-(fsync, unlink and compaction block):
-- every log_flush_check_interval_ms: fsync what flush_messages / flush_ms ask
-  for, and the segments that rolled since the last flush (Kafka flushes a
-  rolled segment asynchronously), which moves the recovery point so a
-  restart scans only the active segment;
-- every replica_high_watermark_checkpoint_interval_ms: HW and recovery-point
-  checkpoints;
-- every log_retention_check_interval_ms: retention (retention_ms,
-  retention_bytes) on every log, leader or follower, after which the
-  partition's core learns the new log start offset;
-- the LogCleaner thread compacts logs whose cleanup_policy has "compact";
-- the scrubber (its own thread) rereads every hosted log, batch by batch, at
-  most log_scrub_bytes_per_second, a pass every log_scrub_interval_ms, and
-  hands a corrupt batch to `on_corrupt` (the replica manager repairs it).
+Design notes: docs/broker.md, section "broker/shell/log_manager.py".
 """
 
 from __future__ import annotations

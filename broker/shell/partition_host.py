@@ -1,30 +1,6 @@
 """One hosted partition: the replication core, its log, and the shell that performs the core's actions.
 
-This is Kafka's `Partition` object on a broker: it owns the `PartitionLog`
-(storage), the sans-I/O `replication.Partition` (decisions) and the glue
-between them. `perform(actions)` carries out the core's actions strictly in
-order (docs/replication.md, "The shell's contract"):
-
-  AssignEpochStartOffset   leader-epoch cache entry
-  AppendAsLeader           append the producer's bytes; storage must assign the offsets the core chose
-  AppendAsFollower         append fetched bytes as they are
-  TruncateTo / TruncateFullyAndStartAt
-  RebuildProducerState     newest snapshot at or below the offset + replay of batch headers
-  UpdateHighWatermark      set the log's HW (checkpointed later by the log manager)
-  SendAlterPartition       hand the proposal to the AlterPartition manager
-  CompleteProduce          answer a waiting produce
-
-Appends and truncations run on the event loop: they write to the page cache
-(no fsync), which is what Kafka's request threads do; fsyncs, checkpoints,
-retention and cleaning run in worker threads (log_manager.py).
-
-A storage failure while performing actions takes the partition offline
-(KAFKA_STORAGE_ERROR for every request) rather than letting the core's view
-and the log drift apart; the core is stopped so waiting produces fail.
-
-Parked fetches (fetch purgatory) register an asyncio.Event in `watchers`;
-`notify()` sets them on every change that can complete a fetch: appends, HW
-moves, role changes, truncation, deletion.
+Design notes: docs/replication.md, section "broker/shell/partition_host.py".
 """
 
 from __future__ import annotations

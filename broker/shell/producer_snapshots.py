@@ -1,21 +1,6 @@
 """Producer-state snapshot files of one partition, and rebuilding the state from them and the log.
 
-Kafka's ProducerStateManager files: `<offset:020d>.snapshot` in the partition
-directory holds the idempotent-producer state of the log below `offset`
-(ProducerStateManager.snapshot(), CBOR with a CRC32C). The replica manager
-writes one when a segment rolls and when it closes the log, so a restart
-replays at most one segment's batch headers instead of the whole log.
-
-Rebuild (Kafka's truncateAndReload / loadProducerState): load the newest
-snapshot at or below the target offset (a corrupt one is skipped for an older
-one), then replay the batch headers of the log from the snapshot's offset (or
-the log start) up to the target. Only headers are parsed (DESIGN.md
-principle 2). Snapshots above the log end are deleted first: they describe
-batches a truncation or a crash removed.
-
-Snapshot files are written without fsync: a snapshot lost or torn in a crash
-fails its CRC and an older one (or the log itself) is used instead, so
-durability costs nothing on the event loop.
+Design notes: docs/replication.md, section "broker/shell/producer_snapshots.py".
 """
 
 from __future__ import annotations

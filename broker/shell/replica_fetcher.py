@@ -1,25 +1,6 @@
 """ReplicaFetcher: a follower's fetching from one source broker (Kafka's ReplicaFetcherThread, as a task).
 
-One fetcher per source broker fetches every partition this broker follows
-from it, in one `/kafka/fetch` request (replica_id = this broker, its broker
-epoch as replica_epoch). The decisions are the core's: for each partition
-`build_fetch(log_state)` says whether and from where to fetch (None while a
-fetch is in flight or the partition backs off), `on_fetch_response` turns the
-answer into actions (append, truncate by DivergingEpoch, HW), `on_fetch_error`
-backs off. This task only sends and performs, in order.
-
-Unlike Kafka's single thread, a fetcher may keep a few requests in flight
-(replica_fetcher_max_inflight_requests), each for partitions not in flight:
-a partition that moves to this source while a long poll is out (a leader
-change) is fetched at once instead of after the poll returns. Steady state is
-still one request carrying every partition.
-
-Requests go over the source's stream (one websocket, calls answered in any
-order; HTTP if the source serves none). A request waits at the leader for at
-most replica_fetch_wait_max_ms (long poll) and on the wire for
-replica_socket_timeout_ms more; no answer fails its
-partitions' fetches (they back off replica_fetch_backoff_ms). A malformed
-partition in an answer fails only that partition's fetch.
+Design notes: docs/replication.md, section "broker/shell/replica_fetcher.py".
 """
 
 from __future__ import annotations

@@ -1,41 +1,6 @@
 """ReplicaManager: the broker's data plane, driven by the metadata image (Kafka's ReplicaManager).
 
-The broker node component constructs it as
-
-    ReplicaManager(node, image_provider=lambda: image, broker_epoch_provider=lambda: epoch,
-                   controller_address_provider=lambda: (host, port) | None)
-
-serves its `routes()`, calls `start()`, `apply_metadata(old, new)` on every
-committed image in order, and `stop(graceful)` at the end. It takes partition
-roles only from images handed to `apply_metadata` (never from
-`image_provider` at start), and the broker component hands over none before
-this incarnation's registration is in the image.
-
-What it owns:
-- one HostedPartition (core + log) per partition this broker replicates,
-  made leader or follower at the image's leader epoch (`apply_metadata`,
-  from `local_replica_changes`), stopped and deleted with its topic;
-- the request handlers of the data plane (api_*.py): metadata, produce,
-  fetch, list_offsets, offsets_for_leader_epoch, init_producer_id;
-- the group coordinator's shell (client/shell/group_member.py): find_coordinator and the
-  group routes, told after every applied image which `__consumer_offsets`
-  partitions this broker leads;
-- the ReplicaFetcherManager (followers fetch from their leaders), the
-  AlterPartitionManager (ISR changes to the controller), the
-  ProducerIdManager (id blocks from the controller), the LogManager
-  (directories, flush, checkpoints, retention, cleaner);
-- the produce purgatory's futures (`produce_waiters`, completed by the
-  cores' CompleteProduce actions) and a periodic tick that lets every core
-  expire ISR members and waits and retry AlterPartition.
-
-Everything runs on one asyncio loop; the cores are never touched from
-another thread. Blocking storage work goes to the LogManager's threads,
-opening logs included: a partition newly assigned to this broker is
-*becoming hosted* (`_opening`) until its log is open, and requests for it
-meanwhile get NOT_LEADER_OR_FOLLOWER, as for any partition the metadata knows
-but this broker does not host yet (clients retry). Metadata changes that reach
-a partition while it opens (leader changes, deletion, a new topic id under
-the same name) queue on it and are applied in their order once it is open.
+Design notes: docs/replication.md, section "broker/shell/replica_manager.py".
 """
 
 from __future__ import annotations

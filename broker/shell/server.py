@@ -1,27 +1,6 @@
 """The "broker" component: metadata publishing, the broker lifecycle and the data plane of one broker.
 
-Kafka's BrokerServer, composed of three parts:
-
-- **Metadata publisher.** Subscribed to the node's metadata component (the
-  Raft observer or voter's replay of the metadata log): every new image goes to
-  `replica_manager.apply_metadata(old, new)`, which acts on what changed for
-  this broker (`local_replica_changes`). Nothing goes to it before the
-  lifecycle allows partition roles (`may_take_partition_roles`: this
-  incarnation registered and its registration replayed, so the controller's
-  fencing of the previous incarnation is in the image too); the first image
-  after that goes as one change from the empty image. Until then the replica
-  manager hosts nothing: it leads, follows and serves no partition, and
-  answers OffsetsForLeaderEpoch for none.
-- **Lifecycle.** `BrokerLifecycle` (sans-I/O) driven by one task: register
-  with a new incarnation id, heartbeat every `broker_heartbeat_interval_ms` to
-  the active controller (following NOT_CONTROLLER hints, else the Raft
-  leader), become unfenced once caught up. `stop(graceful=True)` runs a
-  controlled shutdown: heartbeats with want_shut_down until the controller
-  answers should_shut_down (its leaderships moved), bounded by
-  `broker_session_timeout_ms` (then fencing moves them anyway).
-- **Data plane.** `kraftpy.broker.shell.replica_manager.ReplicaManager`, which
-  serves the `/kafka/*` routes, when that module is installed; without it the
-  broker registers and heartbeats but serves no data routes.
+Design notes: docs/broker.md, section "broker/shell/server.py".
 """
 
 from __future__ import annotations

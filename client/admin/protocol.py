@@ -27,7 +27,7 @@ from kraftpy.client.admin.types import (
     QuorumInfo,
     ReplicaState,
 )
-from kraftpy.client.errors import error_from
+from kraftpy.client.errors import error_from, malformed
 from kraftpy.client.group.protocol import PATHS as GROUP_PATHS
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
@@ -312,7 +312,7 @@ def parse_offset_commit_results(body: Mapping[str, Any]) -> dict[TopicPartition,
     for topic in _items(body, "topics"):
         for part in topic.get("partitions") or []:
             if not isinstance(part, Mapping) or type(part.get("partition_index")) is not int:
-                raise KafkaError("malformed offset_commit answer: partition entry", ErrorCode.CORRUPT_MESSAGE)
+                raise malformed("offset_commit", "partition entry")
             tp = TopicPartition(str(topic.get("name")), part["partition_index"])
             out[tp] = OperationResult(str(tp), top or _error(part))
     return out
@@ -335,15 +335,15 @@ class ControllerLocator:
         self.metadata = metadata
         self.hint: Address | None = None
 
-    def target(self, now: int) -> Address:
+    def target(self, now_ms: int) -> Address:
         if self.hint is not None:
             return self.hint
         controller = self.metadata.cluster.controller()
         if controller is not None:
             return controller.address
-        return self.metadata.candidates(now)[0]
+        return self.metadata.candidates(now_ms)[0]
 
-    def on_not_controller(self, error: KafkaError, tried: Address, now: int) -> bool:
+    def on_not_controller(self, error: KafkaError, tried: Address, now_ms: int) -> bool:
         """Follow the leader hint; True when there is a new address to try at once."""
         hint = parse_address(error.details.get("leader_address"))
         if hint is not None and hint != tried:
@@ -357,13 +357,13 @@ class ControllerLocator:
         # No usable hint (an election is running): forget the target and ask metadata again.
         self.hint = None
         self.metadata.request_update()
-        self.metadata.node_failed(tried, now)
+        self.metadata.node_failed(tried, now_ms)
         return False
 
-    def on_unreachable(self, address: Address, now: int) -> None:
+    def on_unreachable(self, address: Address, now_ms: int) -> None:
         if self.hint == address:
             self.hint = None
-        self.metadata.node_failed(address, now)
+        self.metadata.node_failed(address, now_ms)
         self.metadata.request_update()
 
     def on_success(self, address: Address) -> None:

@@ -1,22 +1,6 @@
 """One partition's share of a fetch answer, turned into ConsumerRecords a poll at a time.
 
-The bytes are Kafka v2 batches exactly as stored. They are decoded lazily, one
-batch at a time (batch_decoder.py; each CRC is checked unless check_crcs is off), and:
-
-- a batch may start below the fetch offset (the broker serves whole batches,
-  and a compressed batch is one unit), so records below `next_fetch_offset`
-  are skipped;
-- control batches are skipped; after a batch, the next offset is the batch's
-  last offset + 1 even when compaction removed its tail records;
-- a truncated last batch (the broker cut the answer at max bytes) ends the
-  data; only a fetch holding no whole batch at all is an error;
-- a key or value that does not deserialize raises RecordDeserializationError
-  naming the partition and offset, after the records before it were handed
-  out; the position stays on the bad record until the application seeks;
-- a batch that does not decode (CRC, framing, compressed data, a section that
-  inflates beyond 64 MiB) raises CorruptFetchError the same way: every record
-  before it is returned first, the position stays at its first offset, and
-  the error names the offset after it for a seek past it.
+Design notes: docs/client.md, section "client/consumer/completed_fetch.py".
 """
 
 from __future__ import annotations

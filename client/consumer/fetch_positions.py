@@ -76,7 +76,7 @@ class FetchPositions:
         if stuck:
             work.error = NoOffsetForPartitionError(stuck)
             return work
-        work.resets = self.offsets.prepare_reset_requests(now_ms)
+        work.resets = self.offsets.prepare_requests(now_ms)
         return work
 
     def lookup_started(self, lookup: GroupOperation) -> None:

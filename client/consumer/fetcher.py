@@ -1,16 +1,6 @@
 """The consumer's fetch logic (sans-I/O), after Kafka's Fetcher and FetchCollector.
 
-`prepare_fetch_requests(now)` builds one `/kafka/fetch` per leader broker for
-all fetchable partitions led by it, skipping partitions that still have
-buffered records and brokers that already have a fetch in flight. Fetching is
-pipelined: the shell sends the next requests right after a poll drains
-records, as long as fewer than max_poll_records stay buffered, so the next
-answer is on its way while the application works.
-
-`handle_fetch_response` queues one CompletedFetch per partition;
-`collect_fetch(max_records)` initializes them in order (errors, high
-watermark, diverging epochs) and returns records, moving each partition's
-position forward only as records are handed to the application.
+Design notes: docs/client.md, section "client/consumer/fetcher.py".
 """
 
 from __future__ import annotations
@@ -18,17 +8,23 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.client.consumer.completed_fetch import CompletedFetch, Deserializer
+from kraftpy.client.consumer.requests import (
+    BrokerRequestCore,
+    PositionsRequest,
+    answered_partitions,
+    topics_body,
+    wire_epoch,
+)
 from kraftpy.client.consumer.subscription import FetchPosition, SubscriptionState
 from kraftpy.client.errors import (
     LogTruncationError,
     OffsetOutOfRangeError,
     error_from,
 )
-from kraftpy.client.metadata import Address, Metadata
+from kraftpy.client.metadata import Metadata
 from kraftpy.client.types import ConsumerRecord
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
@@ -54,19 +50,17 @@ _REFRESH_ERRORS = frozenset(
 )
 
 
-@dataclass
-class FetchRequest:
-    node_id: int
-    address: Address
-    body: dict[str, Any]
-    positions: dict[TopicPartition, FetchPosition] = field(default_factory=dict)
+class FetchRequest(PositionsRequest):
+    """One `/kafka/fetch` to a leader, for the positions of the partitions it leads."""
 
 
 def _int(value: Any, default: int = -1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-class Fetcher:
+class Fetcher(BrokerRequestCore[FetchRequest]):
+    path = FETCH_PATH
+
     def __init__(
         self,
         subscriptions: SubscriptionState,
@@ -82,21 +76,19 @@ class Fetcher:
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
     ) -> None:
-        self.subscriptions = subscriptions
-        self.metadata = metadata
+        super().__init__(subscriptions, metadata, retry_backoff_ms=retry_backoff_ms)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.max_poll_records = max_poll_records
-        self.retry_backoff_ms = retry_backoff_ms
         self.check_crcs = check_crcs
         self._key_de: Deserializer = key_deserializer or (lambda b: b)
         self._value_de: Deserializer = value_deserializer or (lambda b: b)
         self._completed: deque[CompletedFetch] = deque()
         self._next_in_line: CompletedFetch | None = None
         self._pending_nodes: set[int] = set()
-        self._node_backoff_until: dict[int, float] = {}
+        self._node_backoff_until: dict[int, int] = {}
 
     # Buffer ----------------------------------------------------------------
 
@@ -128,7 +120,7 @@ class Fetcher:
 
     # Requests --------------------------------------------------------------
 
-    def prepare_fetch_requests(self, now: float) -> list[FetchRequest]:
+    def prepare_requests(self, now_ms: int) -> list[FetchRequest]:
         """One fetch per leader for its fetchable partitions without buffered records."""
         if self.buffered_record_count() >= self.max_poll_records:
             return []  # enough for the next poll already; fetching more would only pile up
@@ -145,7 +137,7 @@ class Fetcher:
             if node_id is None:
                 self.metadata.request_update()
                 continue
-            if node_id in self._pending_nodes or self._node_backoff_until.get(node_id, 0) > now:
+            if node_id in self._pending_nodes or self._node_backoff_until.get(node_id, 0) > now_ms:
                 continue
             node = self.metadata.cluster.node(node_id)
             if node is None:
@@ -157,71 +149,69 @@ class Fetcher:
             request.positions[tp] = position
         out = []
         for node_id, request in requests.items():
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp, position in request.positions.items():
-                leader_epoch = position.current_leader.epoch
-                topics.setdefault(tp.topic, []).append(
+            entries = (
+                (
+                    tp,
                     {
-                        "partition": tp.partition,
                         "fetch_offset": position.offset,
-                        "current_leader_epoch": -1 if leader_epoch is None else leader_epoch,
-                        "last_fetched_epoch": -1 if position.offset_epoch is None else position.offset_epoch,
+                        "current_leader_epoch": wire_epoch(position.current_leader.epoch),
+                        "last_fetched_epoch": wire_epoch(position.offset_epoch),
                         "log_start_offset": -1,
                         "partition_max_bytes": self.max_partition_fetch_bytes,
-                    }
+                    },
                 )
+                for tp, position in request.positions.items()
+            )
             request.body = {
                 "replica_id": CONSUMER_REPLICA_ID,
                 "max_wait_ms": self.fetch_max_wait_ms,
                 "min_bytes": self.fetch_min_bytes,
                 "max_bytes": self.fetch_max_bytes,
-                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                "topics": topics_body(entries),
             }
             self._pending_nodes.add(node_id)
             out.append(request)
         return out
 
-    def handle_fetch_response(self, request: FetchRequest, body: Mapping[str, Any], now: float) -> None:
+    def handle_response(self, request: FetchRequest, body: Mapping[str, Any], now_ms: int) -> None:
         self._pending_nodes.discard(request.node_id)
         top = _int(body.get("error_code", 0), 0)
         if top:
-            self.handle_fetch_failure(request, error_from(top, str(body.get("message", ""))), now)
+            self.handle_failure(request, error_from(top, str(body.get("message", ""))), now_ms)
             return
         self._node_backoff_until.pop(request.node_id, None)
-        for topic in body.get("topics") or []:
-            for part in topic.get("partitions") or []:
-                tp = TopicPartition(topic.get("name"), part.get("partition"))
-                position = request.positions.get(tp)
-                if position is None:
-                    continue  # not something we asked for
-                diverging = part.get("diverging_epoch")
-                self._completed.append(
-                    CompletedFetch(
-                        tp,
-                        position.offset,
-                        bytes(part.get("records") or b""),
-                        error_code=error_from(_int(part.get("error_code", 0), 0)).code,
-                        error_message=str(part.get("message") or ""),
-                        high_watermark=_int(part.get("high_watermark")),
-                        log_start_offset=_int(part.get("log_start_offset")),
-                        diverging_epoch=(
-                            (_int(diverging.get("epoch")), _int(diverging.get("end_offset")))
-                            if isinstance(diverging, Mapping) and _int(diverging.get("epoch")) >= 0
-                            else None
-                        ),
-                        key_deserializer=self._key_de,
-                        value_deserializer=self._value_de,
-                        max_partition_fetch_bytes=self.max_partition_fetch_bytes,
-                        check_crcs=self.check_crcs,
-                    )
+        for tp, part in answered_partitions(body):
+            position = request.positions.get(tp)
+            if position is None:
+                continue  # not something we asked for
+            diverging = part.get("diverging_epoch")
+            self._completed.append(
+                CompletedFetch(
+                    tp,
+                    position.offset,
+                    bytes(part.get("records") or b""),
+                    error_code=error_from(_int(part.get("error_code", 0), 0)).code,
+                    error_message=str(part.get("message") or ""),
+                    high_watermark=_int(part.get("high_watermark")),
+                    log_start_offset=_int(part.get("log_start_offset")),
+                    diverging_epoch=(
+                        (_int(diverging.get("epoch")), _int(diverging.get("end_offset")))
+                        if isinstance(diverging, Mapping) and _int(diverging.get("epoch")) >= 0
+                        else None
+                    ),
+                    key_deserializer=self._key_de,
+                    value_deserializer=self._value_de,
+                    max_partition_fetch_bytes=self.max_partition_fetch_bytes,
+                    check_crcs=self.check_crcs,
                 )
+            )
 
-    def handle_fetch_failure(self, request: FetchRequest, error: KafkaError, now: float) -> None:
+    def handle_failure(self, request: FetchRequest, error: KafkaError, now_ms: int) -> None:
         """No usable answer: look up leaders again and leave this broker alone for a backoff."""
         self._pending_nodes.discard(request.node_id)
         log.debug("fetch from node %d failed: %s", request.node_id, error)
         self.metadata.request_update()
-        self._node_backoff_until[request.node_id] = now + self.retry_backoff_ms
+        self._node_backoff_until[request.node_id] = now_ms + self.retry_backoff_ms
 
     # Collecting ------------------------------------------------------------
 

@@ -12,13 +12,20 @@ the epoch is learnt from the first batch consumed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftpy.client.consumer.requests import (
+    BrokerRequest,
+    BrokerRequestCore,
+    answered_partitions,
+    topics_body,
+    wire_epoch,
+)
 from kraftpy.client.consumer.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
 from kraftpy.client.errors import error_from, invalidates_metadata, is_retriable
-from kraftpy.client.metadata import Address, Metadata
+from kraftpy.client.metadata import Metadata
 from kraftpy.client.types import OffsetAndTimestamp
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
@@ -31,12 +38,12 @@ LATEST_TIMESTAMP = -1
 
 
 @dataclass
-class ListOffsetsRequest:
-    node_id: int
-    address: Address
-    body: dict[str, Any]
+class ListOffsetsRequest(BrokerRequest):
     timestamps: dict[TopicPartition, int] = field(default_factory=dict)
     strategies: dict[TopicPartition, OffsetResetStrategy] = field(default_factory=dict)
+
+    def partitions(self) -> Iterable[TopicPartition]:
+        return self.timestamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,30 +72,26 @@ def build_list_offsets_requests(
             request = by_node[node.node_id] = ListOffsetsRequest(node.node_id, node.address, {})
         request.timestamps[tp] = timestamp
     for request in by_node.values():
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, timestamp in request.timestamps.items():
-            epoch = metadata.current_leader(tp).epoch
-            entry = {"partition": tp.partition, "current_leader_epoch": -1 if epoch is None else epoch}
-            entry["timestamp"] = timestamp
-            topics.setdefault(tp.topic, []).append(entry)
-        request.body = {"replica_id": -1, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+        entries = (
+            (tp, {"current_leader_epoch": wire_epoch(metadata.current_leader(tp).epoch), "timestamp": timestamp})
+            for tp, timestamp in request.timestamps.items()
+        )
+        request.body = {"replica_id": -1, "topics": topics_body(entries)}
     return list(by_node.values()), leaderless
 
 
 def parse_list_offsets_response(body: Mapping[str, Any]) -> dict[TopicPartition, ListOffsetsResult]:
     out: dict[TopicPartition, ListOffsetsResult] = {}
     top = body.get("error_code", 0)
-    for topic in body.get("topics") or []:
-        for part in topic.get("partitions") or []:
-            tp = TopicPartition(topic.get("name"), part.get("partition"))
-            epoch = part.get("leader_epoch")
-            out[tp] = ListOffsetsResult(
-                code=error_from(part.get("error_code", top) or 0).code,
-                offset=part.get("offset", -1) if isinstance(part.get("offset"), int) else -1,
-                timestamp=part.get("timestamp", -1) if isinstance(part.get("timestamp"), int) else -1,
-                leader_epoch=epoch if isinstance(epoch, int) and epoch >= 0 else None,
-                message=str(part.get("message") or ""),
-            )
+    for tp, part in answered_partitions(body):
+        epoch = part.get("leader_epoch")
+        out[tp] = ListOffsetsResult(
+            code=error_from(part.get("error_code", top) or 0).code,
+            offset=part.get("offset", -1) if isinstance(part.get("offset"), int) else -1,
+            timestamp=part.get("timestamp", -1) if isinstance(part.get("timestamp"), int) else -1,
+            leader_epoch=epoch if isinstance(epoch, int) and epoch >= 0 else None,
+            message=str(part.get("message") or ""),
+        )
     return out
 
 
@@ -99,27 +102,19 @@ def to_offset_and_timestamp(result: ListOffsetsResult) -> OffsetAndTimestamp | N
     return OffsetAndTimestamp(result.offset, result.timestamp, result.leader_epoch)
 
 
-class OffsetFetcher:
+class OffsetFetcher(BrokerRequestCore[ListOffsetsRequest]):
     """Completes pending offset resets for a SubscriptionState."""
 
-    def __init__(
-        self,
-        subscriptions: SubscriptionState,
-        metadata: Metadata,
-        *,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
-    ) -> None:
-        self.subscriptions = subscriptions
-        self.metadata = metadata
-        self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff_ms = retry_backoff_ms
+    path = LIST_OFFSETS_PATH
+
+    def __init__(self, subscriptions: SubscriptionState, metadata: Metadata, **timing_ms: int) -> None:
+        super().__init__(subscriptions, metadata, **timing_ms)
         self.error: KafkaError | None = None  # raised to the application at its next poll
 
-    def prepare_reset_requests(self, now: float) -> list[ListOffsetsRequest]:
+    def prepare_requests(self, now_ms: int) -> list[ListOffsetsRequest]:
         wanted: dict[TopicPartition, int] = {}
         strategies: dict[TopicPartition, OffsetResetStrategy] = {}
-        for tp in self.subscriptions.partitions_needing_reset(now):
+        for tp in self.subscriptions.partitions_needing_reset(now_ms):
             strategy = self.subscriptions.reset_strategy(tp)
             if strategy is None or strategy is OffsetResetStrategy.NONE:
                 continue
@@ -133,10 +128,10 @@ class OffsetFetcher:
         for request in requests:
             request.strategies = {tp: strategies[tp] for tp in request.timestamps}
             # While the lookup runs, do not start another for the same partitions.
-            self.subscriptions.set_next_allowed_retry(request.timestamps, now + self.request_timeout_ms)
+            self.subscriptions.set_next_allowed_retry(request.timestamps, now_ms + self.request_timeout_ms)
         return requests
 
-    def handle_reset_response(self, request: ListOffsetsRequest, body: Mapping[str, Any], now: float) -> None:
+    def handle_response(self, request: ListOffsetsRequest, body: Mapping[str, Any], now_ms: int) -> None:
         results = parse_list_offsets_response(body)
         retry: list[TopicPartition] = []
         for tp, strategy in request.strategies.items():
@@ -161,12 +156,7 @@ class OffsetFetcher:
                     result.code,
                 )
         if retry:
-            self.subscriptions.set_next_allowed_retry(retry, now + self.retry_backoff_ms)
-
-    def handle_reset_failure(self, request: ListOffsetsRequest, error: KafkaError, now: float) -> None:
-        log.debug("list_offsets to node %d failed: %s", request.node_id, error)
-        self.metadata.request_update()
-        self.subscriptions.set_next_allowed_retry(request.timestamps, now + self.retry_backoff_ms)
+            self.subscriptions.set_next_allowed_retry(retry, now_ms + self.retry_backoff_ms)
 
     def take_error(self) -> KafkaError | None:
         error, self.error = self.error, None

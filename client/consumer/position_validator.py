@@ -14,50 +14,43 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from kraftpy.client.consumer.subscription import FetchPosition, LogTruncation, SubscriptionState
+from kraftpy.client.consumer.requests import (
+    BrokerRequestCore,
+    PositionsRequest,
+    answered_partitions,
+    topics_body,
+    wire_epoch,
+)
+from kraftpy.client.consumer.subscription import LogTruncation, SubscriptionState
 from kraftpy.client.errors import error_from
-from kraftpy.client.metadata import Address, Metadata
+from kraftpy.client.metadata import Metadata
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 OFFSETS_FOR_LEADER_EPOCH_PATH = "/kafka/offsets_for_leader_epoch"
 
 
-@dataclass
-class ValidationRequest:
-    node_id: int
-    address: Address
-    body: dict[str, Any]
-    positions: dict[TopicPartition, FetchPosition] = field(default_factory=dict)
+class ValidationRequest(PositionsRequest):
+    """One `/kafka/offsets_for_leader_epoch` to a leader, for the positions awaiting validation."""
 
 
-class PositionValidator:
-    def __init__(
-        self,
-        subscriptions: SubscriptionState,
-        metadata: Metadata,
-        *,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
-    ) -> None:
-        self.subscriptions = subscriptions
-        self.metadata = metadata
-        self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff_ms = retry_backoff_ms
+class PositionValidator(BrokerRequestCore[ValidationRequest]):
+    path = OFFSETS_FOR_LEADER_EPOCH_PATH
+
+    def __init__(self, subscriptions: SubscriptionState, metadata: Metadata, **timing_ms: int) -> None:
+        super().__init__(subscriptions, metadata, **timing_ms)
         self.truncations: list[LogTruncation] = []
         self.error: KafkaError | None = None
 
-    def prepare_requests(self, now: float) -> list[ValidationRequest]:
+    def prepare_requests(self, now_ms: int) -> list[ValidationRequest]:
         """Mark positions whose leader changed, then one request per leader for those awaiting validation."""
         for tp in self.subscriptions.assigned_partitions():
             self.subscriptions.maybe_validate_position_for_current_leader(tp, self.metadata.current_leader(tp))
         by_node: dict[int, ValidationRequest] = {}
-        for tp in self.subscriptions.partitions_needing_validation(now):
+        for tp in self.subscriptions.partitions_needing_validation(now_ms):
             position = self.subscriptions.position(tp)
             leader = position.current_leader if position is not None else None
             node = self.metadata.cluster.node(leader.leader) if leader and leader.leader is not None else None
@@ -69,25 +62,22 @@ class PositionValidator:
                 request = by_node[node.node_id] = ValidationRequest(node.node_id, node.address, {})
             request.positions[tp] = position
         for request in by_node.values():
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp, position in request.positions.items():
-                topics.setdefault(tp.topic, []).append(
+            entries = (
+                (
+                    tp,
                     {
-                        "partition": tp.partition,
-                        # The broker wants integers (-1: unknown), never null.
-                        "current_leader_epoch": _epoch(position.current_leader.epoch),
-                        "leader_epoch": _epoch(position.offset_epoch),
-                    }
+                        "current_leader_epoch": wire_epoch(p.current_leader.epoch),
+                        "leader_epoch": wire_epoch(p.offset_epoch),
+                    },
                 )
-            request.body = {"topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
-            self.subscriptions.set_next_allowed_retry(request.positions, now + self.request_timeout_ms)
+                for tp, p in request.positions.items()
+            )
+            request.body = {"topics": topics_body(entries)}
+            self.subscriptions.set_next_allowed_retry(request.positions, now_ms + self.request_timeout_ms)
         return list(by_node.values())
 
-    def handle_response(self, request: ValidationRequest, body: Mapping[str, Any], now: float) -> None:
-        answers: dict[TopicPartition, Mapping[str, Any]] = {}
-        for topic in body.get("topics") or []:
-            for part in topic.get("partitions") or []:
-                answers[TopicPartition(topic.get("name"), part.get("partition"))] = part
+    def handle_response(self, request: ValidationRequest, body: Mapping[str, Any], now_ms: int) -> None:
+        answers = dict(answered_partitions(body))
         retry = []
         for tp, position in request.positions.items():
             part = answers.get(tp)
@@ -114,17 +104,8 @@ class PositionValidator:
                 self.metadata.request_update()
                 retry.append(tp)
         if retry:
-            self.subscriptions.set_next_allowed_retry(retry, now + self.retry_backoff_ms)
-
-    def handle_failure(self, request: ValidationRequest, error: KafkaError, now: float) -> None:
-        log.debug("offsets_for_leader_epoch to node %d failed: %s", request.node_id, error)
-        self.metadata.request_update()
-        self.subscriptions.set_next_allowed_retry(request.positions, now + self.retry_backoff_ms)
+            self.subscriptions.set_next_allowed_retry(retry, now_ms + self.retry_backoff_ms)
 
     def take_truncations(self) -> list[LogTruncation]:
         found, self.truncations = self.truncations, []
         return found
-
-
-def _epoch(epoch: int | None) -> int:
-    return -1 if epoch is None else epoch

@@ -1,24 +1,6 @@
 """Which partitions the consumer reads and where it stands in each (sans-I/O), as Kafka's SubscriptionState.
 
-Per assigned partition there is a fetch state and a position:
-
-    INITIALIZING      no position yet: reset with auto_offset_reset (a group
-                      would first look up the committed offset here)
-    AWAIT_RESET       a list_offsets lookup (earliest/latest) is due or running
-    AWAIT_VALIDATION  the leader changed since the position was taken: check it
-                      with offsets_for_leader_epoch before fetching (KIP-320)
-    FETCHING          the position is good; fetch from it
-
-A position is (offset, the leader epoch of the record before it, the leader
-and epoch it was validated against).
-
-A consumer either assigns partitions itself (assign_from_user) or subscribes
-with a group (subscribe: topics or a pattern), never both, as Kafka. With a
-subscription, the group's membership core (GroupMembership) decides the
-assignment through the AssignmentStore methods below: assign_from_subscribed,
-all_consumed, mark_pending_revocation. Which topics a pattern matches is the
-core's business (client/group/subscription.py); this class keeps the subscription's
-kind and its rebalance listener.
+Design notes: docs/client.md, section "client/consumer/subscription.py".
 """
 
 from __future__ import annotations
@@ -100,7 +82,7 @@ class TopicPartitionState:
     log_start_offset: int | None = None
     paused: bool = False
     reset_strategy: OffsetResetStrategy | None = None
-    next_retry_ms: float | None = None
+    next_retry_ms: int | None = None
     pending_revocation: bool = False  # about to be revoked in a rebalance: no more fetches, no more records
 
     def is_fetchable(self) -> bool:
@@ -316,17 +298,17 @@ class SubscriptionState:
                 stuck.append(tp)
         return stuck
 
-    def partitions_needing_reset(self, now: float) -> list[TopicPartition]:
+    def partitions_needing_reset(self, now_ms: int) -> list[TopicPartition]:
         return [
             tp
             for tp, s in self._assignment.items()
-            if s.fetch_state is FetchState.AWAIT_RESET and (s.next_retry_ms is None or s.next_retry_ms <= now)
+            if s.fetch_state is FetchState.AWAIT_RESET and (s.next_retry_ms is None or s.next_retry_ms <= now_ms)
         ]
 
     def reset_strategy(self, tp: TopicPartition) -> OffsetResetStrategy | None:
         return self._state(tp).reset_strategy
 
-    def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_ms: float) -> None:
+    def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_ms: int) -> None:
         for tp in partitions:
             if tp in self._assignment:
                 self._assignment[tp].next_retry_ms = next_ms
@@ -363,11 +345,11 @@ class SubscriptionState:
                 state.transition(FetchState.FETCHING, moved)
         return state.fetch_state is FetchState.AWAIT_VALIDATION
 
-    def partitions_needing_validation(self, now: float) -> list[TopicPartition]:
+    def partitions_needing_validation(self, now_ms: int) -> list[TopicPartition]:
         return [
             tp
             for tp, s in self._assignment.items()
-            if s.fetch_state is FetchState.AWAIT_VALIDATION and (s.next_retry_ms is None or s.next_retry_ms <= now)
+            if s.fetch_state is FetchState.AWAIT_VALIDATION and (s.next_retry_ms is None or s.next_retry_ms <= now_ms)
         ]
 
     def maybe_complete_validation(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftpy.client.errors import error_from
+from kraftpy.client.errors import error_from, malformed
 from kraftpy.client.group.errors import CommitFailedError, FencedInstanceIdError, RebalanceInProgressError
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
@@ -112,13 +112,13 @@ def _partition_rows(body: Mapping[str, Any], what: str) -> list[tuple[TopicParti
     rows = []
     topics = body.get("topics") or []
     if not isinstance(topics, list):
-        raise KafkaError(f"malformed {what} answer: topics", E.CORRUPT_MESSAGE)
+        raise malformed(what, "topics")
     for topic in topics:
         if not isinstance(topic, Mapping) or not isinstance(topic.get("name"), str):
-            raise KafkaError(f"malformed {what} answer: topic entry", E.CORRUPT_MESSAGE)
+            raise malformed(what, "topic entry")
         for part in topic.get("partitions") or []:
             if not isinstance(part, Mapping) or type(part.get("partition_index")) is not int:
-                raise KafkaError(f"malformed {what} answer: partition entry", E.CORRUPT_MESSAGE)
+                raise malformed(what, "partition entry")
             rows.append((TopicPartition(topic["name"], part["partition_index"]), part))
     return rows
 
@@ -157,14 +157,14 @@ def parse_commit(body: Mapping[str, Any]) -> CommitOutcome:
     """The most severe per-partition outcome decides (any failure fails the whole commit, as Kafka)."""
     top = body.get("error_code", 0)
     if type(top) is not int:
-        raise KafkaError("malformed offset_commit answer: error_code", E.CORRUPT_MESSAGE)
+        raise malformed("offset_commit", "error_code")
     if top:
         return classify_commit_error(error_from(top).code, str(body.get("message") or ""))
     worst: CommitOutcome | None = None
     for _, part in _partition_rows(body, "offset_commit"):
         code = part.get("error_code", 0)
         if type(code) is not int:
-            raise KafkaError("malformed offset_commit answer: error_code", E.CORRUPT_MESSAGE)
+            raise malformed("offset_commit", "error_code")
         if code:
             outcome = classify_commit_error(error_from(code).code, str(part.get("message") or ""))
             # Prefer a non-retriable reason: retrying cannot fix it.
@@ -179,7 +179,7 @@ def parse_fetch(
     """OffsetFetch: the top-level error (or the first partition error) and each partition's committed offset."""
     top = body.get("error_code", 0)
     if type(top) is not int:
-        raise KafkaError("malformed offset_fetch answer: error_code", E.CORRUPT_MESSAGE)
+        raise malformed("offset_fetch", "error_code")
     if top:
         err = error_from(top, str(body.get("message") or ""))
         return err.code, err.message, {}
@@ -191,7 +191,7 @@ def parse_fetch(
             return err.code, f"{tp}: {err.message}", {}
         offset = part.get("committed_offset", -1)
         if type(offset) is not int:
-            raise KafkaError("malformed offset_fetch answer: committed_offset", E.CORRUPT_MESSAGE)
+            raise malformed("offset_fetch", "committed_offset")
         if offset >= 0:
             epoch = part.get("committed_leader_epoch", -1)
             metadata = part.get("metadata") or ""

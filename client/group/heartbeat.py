@@ -23,35 +23,35 @@ class Heartbeat:
         self._session_start_ms = 0
         self._last_poll_ms = 0
 
-    def poll(self, now: int) -> None:
-        self._last_poll_ms = now
+    def poll(self, now_ms: int) -> None:
+        self._last_poll_ms = now_ms
 
-    def reset_timeouts(self, now: int) -> None:
+    def reset_timeouts(self, now_ms: int) -> None:
         """A new generation (or coordinator): the session starts now, the first heartbeat is an interval away."""
-        self._session_start_ms = now
-        self._next_heartbeat_ms = now + self.heartbeat_interval_ms
+        self._session_start_ms = now_ms
+        self._next_heartbeat_ms = now_ms + self.heartbeat_interval_ms
         self.in_flight = False
 
-    def sent(self, now: int) -> None:
+    def sent(self, now_ms: int) -> None:
         self.in_flight = True
-        self._next_heartbeat_ms = now + self.heartbeat_interval_ms
+        self._next_heartbeat_ms = now_ms + self.heartbeat_interval_ms
 
-    def received(self, now: int) -> None:
+    def received(self, now_ms: int) -> None:
         self.in_flight = False
-        self._session_start_ms = now
+        self._session_start_ms = now_ms
 
-    def failed(self, now: int) -> None:
+    def failed(self, now_ms: int) -> None:
         self.in_flight = False
-        self._next_heartbeat_ms = now + self.retry_backoff_ms
+        self._next_heartbeat_ms = now_ms + self.retry_backoff_ms
 
-    def should_heartbeat(self, now: int) -> bool:
-        return not self.in_flight and now >= self._next_heartbeat_ms
+    def should_heartbeat(self, now_ms: int) -> bool:
+        return not self.in_flight and now_ms >= self._next_heartbeat_ms
 
-    def session_expired(self, now: int) -> bool:
-        return now - self._session_start_ms >= self.session_timeout_ms
+    def session_expired(self, now_ms: int) -> bool:
+        return now_ms - self._session_start_ms >= self.session_timeout_ms
 
-    def poll_expired(self, now: int) -> bool:
-        return now - self._last_poll_ms >= self.max_poll_interval_ms
+    def poll_expired(self, now_ms: int) -> bool:
+        return now_ms - self._last_poll_ms >= self.max_poll_interval_ms
 
     def next_deadline(self) -> int:
         """The earliest of the three clocks' next events."""

@@ -1,39 +1,6 @@
 """GroupMembership: the consumer's side of a group, sans-I/O (Kafka's ConsumerCoordinator + AbstractCoordinator).
 
-It finds the coordinator, joins (MEMBER_ID_REQUIRED first for dynamic
-members), computes the assignment when it leads, syncs, heartbeats, commits
-and leaves; it calls the rebalance listener at the points the
-ConsumerRebalanceListener contract names; it never touches a socket or a
-clock. The shell feeds it time, answers and listener completions and carries
-out what `drain()` returns (see client/group/membership_types.py).
-
-    m = GroupMembership(config, make_assignors(["range", "cooperative-sticky"]), store)
-    m.subscribe(["orders"], listener=True)            # or m.subscribe_pattern(r"orders-.*")
-    # the application's poll(): drive the rebalance, auto-commit, run listeners and callbacks
-    m.poll(now); actions = m.drain(); raise m.take_error() if any
-    # the background task: heartbeats and the poll-interval check, at m.next_deadline_ms()
-    m.tick(now)
-    m.on_response(request_id, body, now) / m.on_failure(request_id, error, now)
-    m.listener_done(now, error)
-    m.on_metadata({topic: partitions}, now)           # topics: m.metadata_topics() (None: all)
-    op = m.commit_sync(offsets_or_None, now, timeout_ms) / m.commit_async(offsets_or_None, now, callback)
-    op = m.committed(partitions, now, timeout_ms)     # wait until op.done; op.error / op.result
-    op = m.close(now, timeout_ms)                     # then keep calling poll() until op.done
-
-A rebalance, eager (all assignors support only EAGER, e.g. range):
-
-    poll: commit positions (auto-commit) -> on_partitions_revoked(everything) -> JoinGroup
-    -> [leader: assign] -> SyncGroup -> poll: on_partitions_assigned(everything assigned)
-
-cooperative (every configured assignor supports COOPERATIVE, e.g. cooperative-sticky):
-
-    poll: commit positions -> JoinGroup with owned partitions (keep consuming them)
-    -> SyncGroup -> poll: on_partitions_revoked(only those taken away), rejoin at once
-    -> on_partitions_assigned(only those added); the second round hands the revoked ones on.
-
-A member that lost its generation (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION from
-any answer, or it left after max_poll_interval_ms without a poll) gets
-on_partitions_lost instead of revoked before it joins again.
+Design notes: docs/client.md, section "client/group/membership.py".
 """
 
 from __future__ import annotations
@@ -205,13 +172,13 @@ class GroupMembership:
         if self.subscription.active and self.state is MemberState.UNJOINED:
             self._rejoin_needed = True
 
-    def unsubscribe(self, now: int) -> GroupOperation:
+    def unsubscribe(self, now_ms: int) -> GroupOperation:
         """Give the partitions up (listener), leave the group, forget the subscription."""
-        return self._begin_leaving("unsubscribe", now, None)
+        return self._begin_leaving("unsubscribe", now_ms, None)
 
-    def close(self, now: int, timeout_ms: int) -> GroupOperation:
+    def close(self, now_ms: int, timeout_ms: int) -> GroupOperation:
         """Commit (if auto-committing), give the partitions up, leave (dynamic members); drive with poll()."""
-        return self._begin_leaving("close", now, now + timeout_ms)
+        return self._begin_leaving("close", now_ms, now_ms + timeout_ms)
 
     def abandon(self, reason: str) -> None:
         """Stop at once, without commits or listener calls (the application is being torn down, e.g. its
@@ -226,32 +193,32 @@ class GroupMembership:
                 op.finish(IllegalStateError(f"the consumer was abandoned: {reason}"))
 
     def commit_sync(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, now: int, timeout_ms: int
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, now_ms: int, timeout_ms: int
     ) -> GroupOperation:
         """Commit and retry retriable failures until the timeout; offsets None: every consumed position."""
-        return self._commit(offsets, now, deadline=now + timeout_ms, callback=None, internal=False)
+        return self._commit(offsets, now_ms, deadline=now_ms + timeout_ms, callback=None, internal=False)
 
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
-        now: int,
+        now_ms: int,
         callback: CommitCallback | None = None,
     ) -> GroupOperation:
         """Commit once; `callback(offsets, error)` runs from a later poll()."""
-        return self._commit(offsets, now, deadline=None, callback=callback, internal=False)
+        return self._commit(offsets, now_ms, deadline=None, callback=callback, internal=False)
 
-    def committed(self, partitions: Iterable[TopicPartition], now: int, timeout_ms: int) -> GroupOperation:
+    def committed(self, partitions: Iterable[TopicPartition], now_ms: int, timeout_ms: int) -> GroupOperation:
         """Look up the group's committed offsets (result: partition -> OffsetAndMetadata or None)."""
         self._check_open()
-        op = GroupOperation("fetch", partitions=tuple(sorted(set(partitions))), deadline_ms=now + timeout_ms)
+        op = GroupOperation("fetch", partitions=tuple(sorted(set(partitions))), deadline_ms=now_ms + timeout_ms)
         if not op.partitions:
             op.finish()
         else:
             self._ops.append(op)
-            self._advance_background(now)
+            self._advance_background(now_ms)
         return op
 
-    def on_metadata(self, partitions_per_topic: Mapping[str, int], now: int) -> None:
+    def on_metadata(self, partitions_per_topic: Mapping[str, int], now_ms: int) -> None:
         """New metadata: partition counts of (at least) metadata_topics()."""
         self.subscription.update_metadata(partitions_per_topic)
         self._awaiting_pattern_metadata = False
@@ -259,16 +226,16 @@ class GroupMembership:
     def metadata_topics(self) -> frozenset[str] | None:
         return self.subscription.metadata_topics()
 
-    def poll(self, now: int) -> None:
+    def poll(self, now_ms: int) -> None:
         """The application polled: run the rebalance as far as it goes, auto-commit, and queue callbacks."""
-        self.heartbeat.poll(now)
-        self._advance_app(now)
+        self.heartbeat.poll(now_ms)
+        self._advance_app(now_ms)
 
-    def tick(self, now: int) -> None:
+    def tick(self, now_ms: int) -> None:
         """Background work, due at next_deadline_ms(): heartbeats, session and poll-interval checks, retries."""
-        self._advance_background(now)
+        self._advance_background(now_ms)
 
-    def listener_done(self, now: int, error: BaseException | None = None) -> None:
+    def listener_done(self, now_ms: int, error: BaseException | None = None) -> None:
         """The listener call asked for last has returned (or raised `error`, reported by the next take_error)."""
         then, self._waiting_listener = self._waiting_listener, None
         if then is None:
@@ -277,7 +244,7 @@ class GroupMembership:
             wrapped = error if isinstance(error, KafkaError) else KafkaError(f"the rebalance listener raised {error!r}")
             self._errors.append(wrapped)
         then()
-        self._advance_app(now)
+        self._advance_app(now_ms)
 
     def drain(self) -> list[GroupAction]:
         out, self._out = self._out, []
@@ -352,48 +319,48 @@ class GroupMembership:
 
     # --- driving ------------------------------------------------------------------------------
 
-    def _advance_app(self, now: int) -> None:
+    def _advance_app(self, now_ms: int) -> None:
         self._emit_callbacks()
         if self._fatal is not None or self._waiting_listener is not None or self.closed:
             return
-        self._advance_background(now)
+        self._advance_background(now_ms)
         if self._leaving is not None:
-            self._advance_leaving(now)
+            self._advance_leaving(now_ms)
             return
         if self._next_auto_commit_ms is None:
-            self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
+            self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
         if self.subscription.active:
             # The assignment of a finished rebalance is handed over even if the coordinator just went away.
-            if self._pending_assignment is not None and not self._complete_join(now):
+            if self._pending_assignment is not None and not self._complete_join(now_ms):
                 return
             if self.coordinator is None:
                 return
-            if self._should_join(now):
-                if self._needs_join_prepare and not self._on_join_prepare(now):
+            if self._should_join(now_ms):
+                if self._needs_join_prepare and not self._on_join_prepare(now_ms):
                     return
-                self._send_join(now)
-        self._maybe_auto_commit(now)
+                self._send_join(now_ms)
+        self._maybe_auto_commit(now_ms)
         self._emit_callbacks()
 
-    def _advance_background(self, now: int) -> None:
+    def _advance_background(self, now_ms: int) -> None:
         if self._fatal is not None or self.closed:
             return
-        self._expire_ops(now)
+        self._expire_ops(now_ms)
         if self.coordinator is not None and self.subscription.active and self._leaving is None:
-            self._heartbeat_checks(now)  # first: it may find the coordinator gone
+            self._heartbeat_checks(now_ms)  # first: it may find the coordinator gone
         needs_coordinator = self.subscription.active or any(not op.done for op in self._ops)
         if needs_coordinator and self.coordinator is None:
-            self._find_coordinator(now)
-        self._send_ops(now)
+            self._find_coordinator(now_ms)
+        self._send_ops(now_ms)
 
-    def _should_join(self, now: int) -> bool:
+    def _should_join(self, now_ms: int) -> bool:
         if self.state not in (MemberState.UNJOINED, MemberState.STABLE):
             return False
         if self._join_rid is not None or self._sync_rid is not None:
             return False
         if self._awaiting_pattern_metadata:
             return False
-        if now < self._join_retry_at and self._prepare_step is None:
+        if now_ms < self._join_retry_at and self._prepare_step is None:
             return False
         reason = self.subscription.rejoin_reason()
         if reason is not None and not self._rejoin_needed:
@@ -443,11 +410,11 @@ class GroupMembership:
         self._inflight[rid] = (api, ctx)
         return rid
 
-    def _find_coordinator(self, now: int) -> None:
-        if self._find_rid is None and now >= self._find_retry_at:
+    def _find_coordinator(self, now_ms: int) -> None:
+        if self._find_rid is None and now_ms >= self._find_retry_at:
             self._find_rid = self._send("find_coordinator", find_coordinator_body(self.config.group_id))
 
-    def _mark_coordinator_unknown(self, reason: str, now: int) -> None:
+    def _mark_coordinator_unknown(self, reason: str, now_ms: int) -> None:
         if self.coordinator is None:
             return
         log.info(
@@ -457,31 +424,31 @@ class GroupMembership:
             reason,
         )
         self.coordinator = None
-        self._find_retry_at = now
+        self._find_retry_at = now_ms
         self.heartbeat.in_flight = False
         # Join and sync went to the old coordinator: their answers no longer count (Kafka fails them).
         if self._join_rid is not None or self._sync_rid is not None:
             self._join_rid = self._sync_rid = None
             self.state = MemberState.UNJOINED
             self._request_rejoin("the coordinator changed during the rebalance")
-            self._join_retry_at = now + self.config.retry_backoff_ms
+            self._join_retry_at = now_ms + self.config.retry_backoff_ms
 
-    def _on_find_coordinator(self, body: Mapping[str, Any] | None, error: KafkaError | None, now: int) -> None:
+    def _on_find_coordinator(self, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int) -> None:
         self._find_rid = None
         if error is None and body is not None:
             code, message, node = parse_find_coordinator(body)
             if code is E.NONE and node is not None:
                 self.coordinator = node
                 # The session restarts with the new coordinator (Kafka's resetSessionTimeout).
-                self.heartbeat.received(now)
+                self.heartbeat.received(now_ms)
                 return
             error = error_from(code, message)
         log.debug("group %s: FindCoordinator failed: %s", self.config.group_id, error)
-        self._find_retry_at = now + self.config.retry_backoff_ms
+        self._find_retry_at = now_ms + self.config.retry_backoff_ms
 
     # --- join ---------------------------------------------------------------------------------
 
-    def _on_join_prepare(self, now: int) -> bool:
+    def _on_join_prepare(self, now_ms: int) -> bool:
         """Commit, then give partitions up, before joining (Kafka's onJoinPrepare); True when done."""
         if self._prepare_step is None:
             self._prepare_step = "revoke"
@@ -491,8 +458,10 @@ class GroupMembership:
                     self.store.mark_pending_revocation(self.store.assigned_partitions())
                 offsets = self.store.all_consumed()
                 if offsets:
-                    deadline = now + self.config.max_poll_interval_ms
-                    self._prepare_commit = self._commit(offsets, now, deadline=deadline, callback=None, internal=True)
+                    deadline = now_ms + self.config.max_poll_interval_ms
+                    self._prepare_commit = self._commit(
+                        offsets, now_ms, deadline=deadline, callback=None, internal=True
+                    )
                     self._prepare_step = "commit"
         if self._prepare_step == "commit":
             op = self._prepare_commit
@@ -534,7 +503,7 @@ class GroupMembership:
         self.subscription.reset_group()
         return True
 
-    def _send_join(self, now: int) -> None:
+    def _send_join(self, now_ms: int) -> None:
         topics = self.subscription.topics
         owned = tuple(sorted(self.store.assigned_partitions()))
         protocols = []
@@ -561,16 +530,16 @@ class GroupMembership:
         timeout = max(self.config.request_timeout_ms, self.config.max_poll_interval_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
         self._join_rid = self._send("join_group", body, timeout_ms=timeout)
 
-    def _on_join(self, rid: int, answer: JoinAnswer | None, error: KafkaError | None, now: int) -> None:
+    def _on_join(self, rid: int, answer: JoinAnswer | None, error: KafkaError | None, now_ms: int) -> None:
         if rid != self._join_rid:
             return  # an answer to a join we already gave up on
         self._join_rid = None
-        backoff = now + self.config.retry_backoff_ms
+        backoff = now_ms + self.config.retry_backoff_ms
         if answer is None:
             assert error is not None
             self.state = MemberState.UNJOINED
             self._join_retry_at = backoff
-            self._mark_coordinator_unknown(f"JoinGroup failed: {error}", now)
+            self._mark_coordinator_unknown(f"JoinGroup failed: {error}", now_ms)
             return
         code = answer.code
         if code is E.NONE:
@@ -582,11 +551,11 @@ class GroupMembership:
                 )
             self.generation = Generation(answer.generation_id, answer.member_id, answer.protocol_name)
             self.state = MemberState.COMPLETING_REBALANCE
-            self.heartbeat.reset_timeouts(now)
+            self.heartbeat.reset_timeouts(now_ms)
             if answer.leader == answer.member_id:
-                self._on_join_leader(answer, now)
+                self._on_join_leader(answer, now_ms)
             else:
-                self._send_sync({}, now)
+                self._send_sync({}, now_ms)
             return
         self.state = MemberState.UNJOINED
         if code is E.MEMBER_ID_REQUIRED:
@@ -598,7 +567,7 @@ class GroupMembership:
         elif code is E.FENCED_INSTANCE_ID:
             self._set_fatal(FencedInstanceIdError(answer.message))
         elif code in COORDINATOR_ERRORS:
-            self._mark_coordinator_unknown(f"JoinGroup answered {code.name}", now)
+            self._mark_coordinator_unknown(f"JoinGroup answered {code.name}", now_ms)
             self._join_retry_at = backoff
         elif code in (E.COORDINATOR_LOAD_IN_PROGRESS, E.REBALANCE_IN_PROGRESS):
             self._join_retry_at = backoff
@@ -607,7 +576,7 @@ class GroupMembership:
             self._errors.append(GroupProtocolError(answer.message or code.name, code))
             self._join_retry_at = backoff
 
-    def _on_join_leader(self, answer: JoinAnswer, now: int) -> None:
+    def _on_join_leader(self, answer: JoinAnswer, now_ms: int) -> None:
         self.is_leader = True
         subscriptions: dict[str, Subscription] = {}
         for member in answer.members:
@@ -624,7 +593,7 @@ class GroupMembership:
         partitions_per_topic = self.subscription.became_leader(t for s in subscriptions.values() for t in s.topics)
         if answer.skip_assignment:
             # A restarted static leader of a Stable group: the group keeps its assignment (KIP-814).
-            self._send_sync({}, now)
+            self._send_sync({}, now_ms)
             return
         assignor = next((a for a in self.assignors if a.name == answer.protocol_name), None)
         if assignor is None:
@@ -642,7 +611,7 @@ class GroupMembership:
         except Exception as exc:  # a custom assignor's bug: it would fail the same way on every rebalance
             error = exc if isinstance(exc, KafkaError) else KafkaError(f"assignor {assignor.name!r} failed: {exc!r}")
             return self._set_fatal(error)
-        self._send_sync(encoded, now)
+        self._send_sync(encoded, now_ms)
 
     @staticmethod
     def _check_cooperative(subscriptions: Mapping[str, Subscription], assignments: Mapping[str, Assignment]) -> None:
@@ -658,7 +627,7 @@ class GroupMembership:
 
     # --- sync ---------------------------------------------------------------------------------
 
-    def _send_sync(self, assignments: Mapping[str, bytes], now: int) -> None:
+    def _send_sync(self, assignments: Mapping[str, bytes], now_ms: int) -> None:
         body = {
             "group_id": self.config.group_id,
             "generation_id": self.generation.generation_id,
@@ -670,7 +639,7 @@ class GroupMembership:
         }
         self._sync_rid = self._send("sync_group", body)
 
-    def _on_sync(self, rid: int, body: Mapping[str, Any] | None, error: KafkaError | None, now: int) -> None:
+    def _on_sync(self, rid: int, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int) -> None:
         if rid != self._sync_rid:
             return
         self._sync_rid = None
@@ -678,8 +647,8 @@ class GroupMembership:
             assert error is not None
             self.state = MemberState.UNJOINED
             self._request_rejoin(f"SyncGroup failed: {error}")
-            self._join_retry_at = now + self.config.retry_backoff_ms
-            self._mark_coordinator_unknown(f"SyncGroup failed: {error}", now)
+            self._join_retry_at = now_ms + self.config.retry_backoff_ms
+            self._mark_coordinator_unknown(f"SyncGroup failed: {error}", now_ms)
             return
         answer = parse_sync(body)
         code = answer.code
@@ -701,7 +670,7 @@ class GroupMembership:
                 return
             self.state = MemberState.STABLE
             self._rejoin_needed = False
-            self.heartbeat.reset_timeouts(now)
+            self.heartbeat.reset_timeouts(now_ms)
             self._pending_assignment = (assignment, self.generation)
             return
         self.state = MemberState.UNJOINED
@@ -713,14 +682,14 @@ class GroupMembership:
             self._set_fatal(FencedInstanceIdError(answer.message))
         elif code in COORDINATOR_ERRORS:
             self._request_rejoin(f"SyncGroup answered {code.name}")
-            self._mark_coordinator_unknown(f"SyncGroup answered {code.name}", now)
-            self._join_retry_at = now + self.config.retry_backoff_ms
+            self._mark_coordinator_unknown(f"SyncGroup answered {code.name}", now_ms)
+            self._join_retry_at = now_ms + self.config.retry_backoff_ms
         else:
             self._request_rejoin(f"SyncGroup answered {code.name}")
             self._errors.append(GroupProtocolError(answer.message or code.name, code))
-            self._join_retry_at = now + self.config.retry_backoff_ms
+            self._join_retry_at = now_ms + self.config.retry_backoff_ms
 
-    def _complete_join(self, now: int) -> bool:
+    def _complete_join(self, now_ms: int) -> bool:
         """Hand the new assignment to the application (Kafka's onJoinComplete); True when done."""
         assert self._pending_assignment is not None
         assignment, generation = self._pending_assignment
@@ -756,7 +725,7 @@ class GroupMembership:
         if self._complete_step == "assign":
             added = assigned - self.store.assigned_partitions()
             self.store.assign_from_subscribed(assigned)
-            self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
+            self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
             self._complete_step = "assigning"
 
             def assigned_done() -> None:
@@ -778,12 +747,12 @@ class GroupMembership:
 
     # --- heartbeats and leaving ---------------------------------------------------------------
 
-    def _heartbeat_checks(self, now: int) -> None:
+    def _heartbeat_checks(self, now_ms: int) -> None:
         if self.state not in (MemberState.COMPLETING_REBALANCE, MemberState.STABLE):
             return
-        if self.heartbeat.session_expired(now):
-            self._mark_coordinator_unknown("no successful heartbeat within session_timeout_ms", now)
-        elif self.heartbeat.poll_expired(now):
+        if self.heartbeat.session_expired(now_ms):
+            self._mark_coordinator_unknown("no successful heartbeat within session_timeout_ms", now_ms)
+        elif self.heartbeat.poll_expired(now_ms):
             log.warning(
                 "group %s: consumer poll timeout has expired: the time between polls exceeded max_poll_interval_ms "
                 "(%d); leaving the group. Increase max_poll_interval_ms or process fewer records per poll "
@@ -793,8 +762,8 @@ class GroupMembership:
             )
             self._maybe_leave_group("consumer poll timeout has expired")
             self._reset_state_and_rejoin("consumer poll timeout has expired")
-        elif self.heartbeat.should_heartbeat(now):
-            self.heartbeat.sent(now)
+        elif self.heartbeat.should_heartbeat(now_ms):
+            self.heartbeat.sent(now_ms)
             body = {
                 "group_id": self.config.group_id,
                 "generation_id": self.generation.generation_id,
@@ -804,25 +773,25 @@ class GroupMembership:
             self._send("heartbeat", body, self.generation)
 
     def _on_heartbeat(
-        self, sent_with: Generation, body: Mapping[str, Any] | None, error: KafkaError | None, now: int
+        self, sent_with: Generation, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int
     ) -> None:
         if body is None:
-            self.heartbeat.failed(now)
-            self._mark_coordinator_unknown(f"heartbeat failed: {error}", now)
+            self.heartbeat.failed(now_ms)
+            self._mark_coordinator_unknown(f"heartbeat failed: {error}", now_ms)
             return
         code, message = parse_simple(body)
         current = sent_with == self.generation
         if code is E.NONE:
-            self.heartbeat.received(now)
+            self.heartbeat.received(now_ms)
             return
         if code is E.REBALANCE_IN_PROGRESS:
             # The coordinator heard us: the session is fine, and heartbeats go on at their interval
             # so that it keeps us for the whole rebalance.
-            self.heartbeat.received(now)
+            self.heartbeat.received(now_ms)
             if self.state is MemberState.STABLE:
                 self._request_rejoin("the group is rebalancing")
             return
-        self.heartbeat.failed(now)
+        self.heartbeat.failed(now_ms)
         if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
             if current:
                 self._reset_state_and_rejoin(f"heartbeat answered {code.name}")
@@ -830,7 +799,7 @@ class GroupMembership:
             if current:
                 self._set_fatal(FencedInstanceIdError(message))
         elif code in COORDINATOR_ERRORS:
-            self._mark_coordinator_unknown(f"heartbeat answered {code.name}", now)
+            self._mark_coordinator_unknown(f"heartbeat answered {code.name}", now_ms)
         else:
             log.warning("group %s: unexpected heartbeat answer %s: %s", self.config.group_id, code.name, message)
 
@@ -845,17 +814,17 @@ class GroupMembership:
             return self._send("leave_group", {"group_id": self.config.group_id, "members": [member]})
         return None
 
-    def _begin_leaving(self, kind: str, now: int, deadline: int | None) -> GroupOperation:
+    def _begin_leaving(self, kind: str, now_ms: int, deadline: int | None) -> GroupOperation:
         if self.closed:
             raise IllegalStateError("the consumer is closed")
         if self._leaving is not None:
             return self._leaving
         op = self._leaving = GroupOperation(kind, deadline_ms=deadline)
         self._leave_step = "commit"
-        self._advance_app(now)
+        self._advance_app(now_ms)
         return op
 
-    def _advance_leaving(self, now: int) -> None:
+    def _advance_leaving(self, now_ms: int) -> None:
         op = self._leaving
         assert op is not None
         if self._leave_step == "commit":
@@ -865,8 +834,10 @@ class GroupMembership:
             if commit_first and (in_generation or not self.subscription.active):
                 offsets = self.store.all_consumed()
                 if offsets:
-                    deadline = op.deadline_ms if op.deadline_ms is not None else now + self.config.request_timeout_ms
-                    self._prepare_commit = self._commit(offsets, now, deadline=deadline, callback=None, internal=True)
+                    deadline = op.deadline_ms if op.deadline_ms is not None else now_ms + self.config.request_timeout_ms
+                    self._prepare_commit = self._commit(
+                        offsets, now_ms, deadline=deadline, callback=None, internal=True
+                    )
                     self._leave_step = "committing"
         if self._leave_step == "committing":
             if self._prepare_commit is not None and not self._prepare_commit.done:
@@ -891,7 +862,7 @@ class GroupMembership:
             return
         if self._leave_step == "leave":
             first_join_out = not self.generation.member_id and self._join_rid is not None
-            if op.kind == "close" and first_join_out and (op.deadline_ms is None or now < op.deadline_ms):
+            if op.kind == "close" and first_join_out and (op.deadline_ms is None or now_ms < op.deadline_ms):
                 # Its answer (MEMBER_ID_REQUIRED, at once) names the id the coordinator now holds as a pending
                 # member; a pending member holds up every rebalance of the group until its session expires,
                 # so wait for the id and leave with it.
@@ -902,11 +873,11 @@ class GroupMembership:
         if self._leave_step == "waiting":
             # close() waits for the answer (bounded by its timeout); unsubscribe() does not.
             waiting = self._leave_rid in self._inflight and op.kind == "close"
-            if waiting and (op.deadline_ms is None or now < op.deadline_ms):
+            if waiting and (op.deadline_ms is None or now_ms < op.deadline_ms):
                 return
-            self._finish_leaving(now)
+            self._finish_leaving(now_ms)
 
-    def _finish_leaving(self, now: int) -> None:
+    def _finish_leaving(self, now_ms: int) -> None:
         op = self._leaving
         assert op is not None
         self._leaving = None
@@ -933,7 +904,7 @@ class GroupMembership:
     def _commit(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
-        now: int,
+        now_ms: int,
         *,
         deadline: int | None,
         callback: CommitCallback | None,
@@ -947,39 +918,43 @@ class GroupMembership:
             self._complete(op, None)
         else:
             self._ops.append(op)
-            self._advance_background(now)
+            self._advance_background(now_ms)
         return op
 
-    def _maybe_auto_commit(self, now: int) -> None:
-        if not self.config.enable_auto_commit or self._next_auto_commit_ms is None or now < self._next_auto_commit_ms:
+    def _maybe_auto_commit(self, now_ms: int) -> None:
+        if (
+            not self.config.enable_auto_commit
+            or self._next_auto_commit_ms is None
+            or now_ms < self._next_auto_commit_ms
+        ):
             return
         if self.subscription.active and (self.state is not MemberState.STABLE or self._pending_assignment is not None):
             return
-        self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
+        self._next_auto_commit_ms = now_ms + self.config.auto_commit_interval_ms
         offsets = self.store.all_consumed()
         if not offsets:
             return
 
         def retry_soon(done: Mapping[TopicPartition, OffsetAndMetadata], error: KafkaError | None) -> None:
             if isinstance(error, RetriableCommitFailedError):
-                self._next_auto_commit_ms = min(self._next_auto_commit_ms, now + self.config.retry_backoff_ms)
+                self._next_auto_commit_ms = min(self._next_auto_commit_ms, now_ms + self.config.retry_backoff_ms)
             elif error is not None:
                 log.warning("group %s: auto-commit of %s failed: %s", self.config.group_id, sorted(done), error)
 
-        self._commit(offsets, now, deadline=None, callback=retry_soon, internal=True)
+        self._commit(offsets, now_ms, deadline=None, callback=retry_soon, internal=True)
 
-    def _expire_ops(self, now: int) -> None:
+    def _expire_ops(self, now_ms: int) -> None:
         for op in self._ops:
-            if not op.done and op.deadline_ms is not None and now >= op.deadline_ms:
+            if not op.done and op.deadline_ms is not None and now_ms >= op.deadline_ms:
                 what = "commit of offsets" if op.kind == "commit" else "lookup of committed offsets"
                 self._complete(op, KafkaTimeoutError(f"{what} for group {self.config.group_id} timed out"))
         self._ops = [op for op in self._ops if not op.done]
 
-    def _send_ops(self, now: int) -> None:
+    def _send_ops(self, now_ms: int) -> None:
         if self.coordinator is None:
             return
         for op in self._ops:
-            if op.done or op.in_flight is not None or now < op.retry_at_ms:
+            if op.done or op.in_flight is not None or now_ms < op.retry_at_ms:
                 continue
             if op.kind == "fetch":
                 op.in_flight = self._send("offset_fetch", fetch_body(self.config.group_id, op.partitions), op)
@@ -1014,7 +989,11 @@ class GroupMembership:
         self._ops = [op for op in self._ops if not op.done]
 
     def _on_commit(
-        self, ctx: tuple[GroupOperation, Generation], body: Mapping[str, Any] | None, error: KafkaError | None, now: int
+        self,
+        ctx: tuple[GroupOperation, Generation],
+        body: Mapping[str, Any] | None,
+        error: KafkaError | None,
+        now_ms: int,
     ) -> None:
         op, sent_with = ctx
         op.in_flight = None
@@ -1022,41 +1001,43 @@ class GroupMembership:
             return
         if body is None:
             assert error is not None
-            self._mark_coordinator_unknown(f"OffsetCommit failed: {error}", now)
-            return self._retry_or_fail(op, RetriableCommitFailedError(f"offset commit failed: {error}"), now)
+            self._mark_coordinator_unknown(f"OffsetCommit failed: {error}", now_ms)
+            return self._retry_or_fail(op, RetriableCommitFailedError(f"offset commit failed: {error}"), now_ms)
         outcome = parse_commit(body)
         if outcome.error is None:
             return self._complete(op, None)
         if outcome.coordinator_unknown:
-            self._mark_coordinator_unknown(f"OffsetCommit answered {outcome.error.code.name}", now)
+            self._mark_coordinator_unknown(f"OffsetCommit answered {outcome.error.code.name}", now_ms)
         if outcome.fenced:
             self._set_fatal(outcome.error)
         if outcome.generation_lost and sent_with == self.generation:
             self._reset_state_and_rejoin(f"OffsetCommit answered {outcome.error.code.name}")
         if outcome.retriable:
-            return self._retry_or_fail(op, RetriableCommitFailedError(str(outcome.error), outcome.error.code), now)
+            return self._retry_or_fail(op, RetriableCommitFailedError(str(outcome.error), outcome.error.code), now_ms)
         self._complete(op, outcome.error)
 
-    def _on_fetch(self, op: GroupOperation, body: Mapping[str, Any] | None, error: KafkaError | None, now: int) -> None:
+    def _on_fetch(
+        self, op: GroupOperation, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int
+    ) -> None:
         op.in_flight = None
         if op.done:
             return
         if body is None:
             assert error is not None
-            self._mark_coordinator_unknown(f"OffsetFetch failed: {error}", now)
-            return self._retry_or_fail(op, error, now)
+            self._mark_coordinator_unknown(f"OffsetFetch failed: {error}", now_ms)
+            return self._retry_or_fail(op, error, now_ms)
         code, message, offsets = parse_fetch(body, op.partitions)
         if code is E.NONE:
             op.result = offsets
             return self._complete(op, None)
         if code in COORDINATOR_ERRORS:
-            self._mark_coordinator_unknown(f"OffsetFetch answered {code.name}", now)
+            self._mark_coordinator_unknown(f"OffsetFetch answered {code.name}", now_ms)
         if code in RETRIABLE_FETCH_ERRORS:
-            return self._retry_or_fail(op, error_from(code, message), now)
+            return self._retry_or_fail(op, error_from(code, message), now_ms)
         self._complete(op, error_from(code, message))
 
-    def _retry_or_fail(self, op: GroupOperation, error: KafkaError, now: int) -> None:
-        retry_at = now + self.config.retry_backoff_ms
+    def _retry_or_fail(self, op: GroupOperation, error: KafkaError, now_ms: int) -> None:
+        retry_at = now_ms + self.config.retry_backoff_ms
         if op.retries and op.deadline_ms is not None and retry_at < op.deadline_ms:
             op.retry_at_ms = retry_at
             if op not in self._ops:
@@ -1079,40 +1060,40 @@ class GroupMembership:
 
     # --- answers ------------------------------------------------------------------------------
 
-    def on_response(self, request_id: int, body: Mapping[str, Any], now: int) -> None:
-        self._answer(request_id, body, None, now)
+    def on_response(self, request_id: int, body: Mapping[str, Any], now_ms: int) -> None:
+        self._answer(request_id, body, None, now_ms)
 
-    def on_failure(self, request_id: int, error: KafkaError, now: int) -> None:
-        self._answer(request_id, None, error, now)
+    def on_failure(self, request_id: int, error: KafkaError, now_ms: int) -> None:
+        self._answer(request_id, None, error, now_ms)
 
-    def _answer(self, rid: int, body: Mapping[str, Any] | None, error: KafkaError | None, now: int) -> None:
+    def _answer(self, rid: int, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int) -> None:
         entry = self._inflight.pop(rid, None)
         if entry is None:
             return
         api, ctx = entry
         try:
-            self._dispatch(api, rid, ctx, body, error, now)
+            self._dispatch(api, rid, ctx, body, error, now_ms)
         except KafkaError as err:
             if err.code is not E.CORRUPT_MESSAGE or body is None:
                 raise
             # A malformed answer is handled as no answer at all.
             log.warning("group %s: %s", self.config.group_id, err)
-            self._dispatch(api, rid, ctx, None, err, now)
-        self._advance_background(now)
+            self._dispatch(api, rid, ctx, None, err, now_ms)
+        self._advance_background(now_ms)
 
     def _dispatch(
-        self, api: str, rid: int, ctx: Any, body: Mapping[str, Any] | None, error: KafkaError | None, now: int
+        self, api: str, rid: int, ctx: Any, body: Mapping[str, Any] | None, error: KafkaError | None, now_ms: int
     ) -> None:
         if api == "find_coordinator":
-            self._on_find_coordinator(body, error, now)
+            self._on_find_coordinator(body, error, now_ms)
         elif api == "join_group":
-            self._on_join(rid, parse_join(body) if body is not None else None, error, now)
+            self._on_join(rid, parse_join(body) if body is not None else None, error, now_ms)
         elif api == "sync_group":
-            self._on_sync(rid, body, error, now)
+            self._on_sync(rid, body, error, now_ms)
         elif api == "heartbeat":
-            self._on_heartbeat(ctx, body, error, now)
+            self._on_heartbeat(ctx, body, error, now_ms)
         elif api == "offset_commit":
-            self._on_commit(ctx, body, error, now)
+            self._on_commit(ctx, body, error, now_ms)
         elif api == "offset_fetch":
-            self._on_fetch(ctx, body, error, now)
+            self._on_fetch(ctx, body, error, now_ms)
         # leave_group: nothing to do; close() only waited for it to be answered.

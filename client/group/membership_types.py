@@ -1,18 +1,6 @@
 """The membership core's vocabulary: its config, what it asks the shell to do, and what it needs from the consumer.
 
-Actions (GroupMembership.drain() returns them, in order):
-
-  SendRequest      send `body` to `path` on the group coordinator `node` (None: any broker; only
-                   FindCoordinator), give up after `timeout_ms`; report with on_response(request_id,
-                   body, now) or on_failure(request_id, KafkaError, now)
-  InvokeListener   call the application's rebalance listener method with `partitions`, then
-                   listener_done(now, error). Only poll(), close() and unsubscribe() produce these, so
-                   listeners always run on the application's side, as in Kafka
-  RunCommitCallback  call `callback(offsets, error)` for a finished commit_async (from poll(), as Kafka)
-
-AssignmentStore is the hook into the consumer's SubscriptionState (see docs/groups.md,
-"What the consumer shell must do"): the core reads and replaces the assigned partitions through
-it, at exactly the points where the listener contract needs it.
+Design notes: docs/client.md, section "client/group/membership_types.py".
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kraftpy.client.errors import error_from
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.client.errors import error_from, malformed
+from kraftpy.protocol.errors import ErrorCode
 
 PATHS = {
     "find_coordinator": "/kafka/find_coordinator",
@@ -67,10 +67,6 @@ class SyncAnswer:
     protocol_type: str | None
     protocol_name: str | None
     assignment: bytes
-
-
-def malformed(what: str, detail: object) -> KafkaError:
-    return KafkaError(f"malformed {what} answer: {detail}", ErrorCode.CORRUPT_MESSAGE)
 
 
 def _code(body: Mapping[str, Any]) -> tuple[ErrorCode, str]:

@@ -112,7 +112,7 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]],
         callback: DeliveryCallback | None,
-        now: int,
+        now_ms: int,
         *,
         abort_on_new_batch: bool = False,
         memory: int = 0,
@@ -125,7 +125,7 @@ class RecordAccumulator:
         if dq is None:
             dq = self._batches[tp] = deque()
         last = dq[-1] if dq else None
-        if last is not None and last.try_append(timestamp_ms, key, value, headers, callback, now):
+        if last is not None and last.try_append(timestamp_ms, key, value, headers, callback, now_ms):
             if memory:
                 self.pool.release(memory)  # someone else's batch had room after all
             return _APPENDED_FULL if len(dq) > 1 or last.is_full else _APPENDED
@@ -144,8 +144,8 @@ class RecordAccumulator:
             self.pool.release(memory - size)
             memory = size
         builder = ProducerBatchBuilder(size, compression=self.compression)
-        batch = ProducerBatch(tp, builder, now, memory)
-        if not batch.try_append(timestamp_ms, key, value, headers, callback, now):
+        batch = ProducerBatch(tp, builder, now_ms, memory)
+        if not batch.try_append(timestamp_ms, key, value, headers, callback, now_ms):
             raise AssertionError("the first record of a batch always fits")
         dq.append(batch)
         self._incomplete.add(batch)
@@ -153,13 +153,13 @@ class RecordAccumulator:
 
     # Readiness -------------------------------------------------------------
 
-    def _backing_off(self, batch: ProducerBatch, now: int, leader_epoch: int | None = None) -> bool:
+    def _backing_off(self, batch: ProducerBatch, now_ms: int, leader_epoch: int | None = None) -> bool:
         """A retry waits out its backoff, unless the partition got a new leader since (Kafka's KIP-951)."""
         if batch.attempts == 0 or batch.leader_changed(leader_epoch):
             return False
-        return batch.waited_time_ms(now) < batch.retry_backoff_ms
+        return batch.waited_time_ms(now_ms) < batch.retry_backoff_ms
 
-    def ready(self, cluster: Cluster, now: int) -> ReadyCheckResult:
+    def ready(self, cluster: Cluster, now_ms: int) -> ReadyCheckResult:
         result = ReadyCheckResult()
         exhausted = self.pool.queued > 0
         for tp, dq in self._batches.items():
@@ -172,8 +172,8 @@ class RecordAccumulator:
             if leader.node_id in result.ready_nodes or tp in self._muted:
                 continue
             batch = dq[0]
-            waited = batch.waited_time_ms(now)
-            backing_off = self._backing_off(batch, now, cluster.leader_and_epoch(tp).epoch)
+            waited = batch.waited_time_ms(now_ms)
+            backing_off = self._backing_off(batch, now_ms, cluster.leader_and_epoch(tp).epoch)
             time_to_wait = batch.retry_backoff_ms if backing_off else self.linger_ms
             full = len(dq) > 1 or batch.is_full
             expired = waited >= time_to_wait
@@ -189,11 +189,13 @@ class RecordAccumulator:
 
     # Draining --------------------------------------------------------------
 
-    def drain(self, cluster: Cluster, nodes: Iterable[int], max_size: int, now: int) -> dict[int, list[ProducerBatch]]:
+    def drain(
+        self, cluster: Cluster, nodes: Iterable[int], max_size: int, now_ms: int
+    ) -> dict[int, list[ProducerBatch]]:
         """Up to `max_size` bytes of batches per node, at most one batch per partition."""
-        return {node: batches for node in nodes if (batches := self._drain_node(cluster, node, max_size, now))}
+        return {node: batches for node in nodes if (batches := self._drain_node(cluster, node, max_size, now_ms))}
 
-    def _drain_node(self, cluster: Cluster, node_id: int, max_size: int, now: int) -> list[ProducerBatch]:
+    def _drain_node(self, cluster: Cluster, node_id: int, max_size: int, now_ms: int) -> list[ProducerBatch]:
         parts = sorted(
             (tp for tp, dq in self._batches.items() if dq and (n := cluster.leader_for(tp)) and n.node_id == node_id)
         )
@@ -211,7 +213,7 @@ class RecordAccumulator:
             dq = self._batches[tp]
             first = dq[0]
             epoch = cluster.leader_and_epoch(tp).epoch
-            if self._backing_off(first, now, epoch):
+            if self._backing_off(first, now_ms, epoch):
                 continue
             if size + first.estimated_size > max_size and ready:
                 # One batch above max_size (possible with compression) still goes, alone.
@@ -228,7 +230,7 @@ class RecordAccumulator:
             batch.leader_epoch = epoch
             size += batch.estimated_size
             ready.append(batch)
-            batch.drained(now)
+            batch.drained(now_ms)
         return ready
 
     def mute(self, tp: TopicPartition) -> None:
@@ -243,9 +245,9 @@ class RecordAccumulator:
         """Kafka 3.7's exponential retry backoff (KIP-580), with 20% jitter."""
         return Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms, rng=self._rng, attempts=attempts).next_ms()
 
-    def reenqueue(self, batch: ProducerBatch, now: int) -> None:
+    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
         """Put a batch back for a retry, ahead of newer batches and in sequence order."""
-        batch.reenqueued(now, self.retry_backoff(batch.attempts))
+        batch.reenqueued(now_ms, self.retry_backoff(batch.attempts))
         dq = self._batches.setdefault(batch.tp, deque())
         if self.idempotence is not None and batch.has_sequence:
             # Several batches of one partition can come back (e.g. from a request to a
@@ -261,11 +263,11 @@ class RecordAccumulator:
 
     # Expiry ----------------------------------------------------------------
 
-    def expired_batches(self, now: int) -> list[ProducerBatch]:
+    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past delivery_timeout_ms, removed from their queues (the caller fails them)."""
         expired = []
         for dq in self._batches.values():
-            while dq and dq[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now):
+            while dq and dq[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
                 batch = dq.popleft()
                 batch.closed_for_appends = True
                 expired.append(batch)

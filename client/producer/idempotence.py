@@ -1,36 +1,6 @@
 """The idempotent producer's bookkeeping (sans-I/O), as the idempotence part of Kafka's TransactionManager.
 
-The broker deduplicates by <producer id, epoch, partition, sequence>. Here we
-keep, per partition:
-
-- `next_sequence`: the base sequence the next new batch gets when it is first
-  drained (not when a record is appended, so a batch's sequence never has to
-  change while it waits to be sent);
-- the in-flight batches ordered by sequence (sent, or waiting to be resent,
-  and not yet resolved); a retried batch keeps its sequence;
-- `last_acked_sequence` and `last_acked_offset`.
-
-The ordering rules are Kafka's (KIP-360 for the idempotent producer):
-
-- a batch that already has a sequence is drained only when it is the first
-  in flight for its partition, so retries go out one at a time, in order;
-- OUT_OF_ORDER_SEQUENCE_NUMBER on a batch that is not the next one expected
-  (an earlier batch failed or is being retried) is retried; on the next
-  expected batch it means a real gap, so the epoch is bumped and the
-  partition's unacknowledged batches are renumbered from 0. One addition to
-  Kafka: requests travel over HTTP and may overtake each other, so a batch
-  sent while an earlier one was still unsettled is simply retried;
-- UNKNOWN_PRODUCER_ID (the broker lost our state, e.g. retention removed it)
-  bumps the epoch likewise, unless the batch was sent while an earlier one
-  was unsettled: then the earlier batch, which would create the state, may
-  not have landed yet, and the batch is retried in order instead;
-- a batch that expired or failed after it was sent leaves its sequence
-  "unresolved": no new batch is drained for the partition until the ones in
-  flight settle, then either the acks cover it or the epoch is bumped.
-
-The epoch bump is local, as in Kafka's idempotent producer: the broker
-accepts epoch + 1 for a known producer id when it starts at sequence 0. When
-the epoch would overflow, a new producer id is requested instead.
+Design notes: docs/client.md, section "client/producer/idempotence.py".
 """
 
 from __future__ import annotations

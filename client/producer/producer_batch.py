@@ -54,13 +54,13 @@ class _Thunk(NamedTuple):
 
 
 class ProducerBatch:
-    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now: int, memory: int = 0) -> None:
+    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now_ms: int, memory: int = 0) -> None:
         self.tp = tp
         self.builder = builder
-        self.created_ms = now
-        self.last_attempt_ms = now
-        self.last_append_ms = now
-        self.drained_ms = now
+        self.created_ms = now_ms
+        self.last_attempt_ms = now_ms
+        self.last_append_ms = now_ms
+        self.drained_ms = now_ms
         self.attempts = 0
         self.retry = False
         self.retry_backoff_ms = 0.0
@@ -102,7 +102,7 @@ class ProducerBatch:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]],
         callback: DeliveryCallback | None,
-        now: int,
+        now_ms: int,
     ) -> bool:
         """Add a record unless the batch is full or closed; False means "start a new batch"."""
         if self.closed_for_appends or self._built is not None:
@@ -119,7 +119,7 @@ class ProducerBatch:
                 -1 if value is None else len(value),
             )
         )
-        self.last_append_ms = now
+        self.last_append_ms = now_ms
         return True
 
     @property
@@ -183,19 +183,19 @@ class ProducerBatch:
     def in_retry(self) -> bool:
         return self.retry
 
-    def waited_time_ms(self, now: int) -> int:
-        return max(0, now - self.last_attempt_ms)
+    def waited_time_ms(self, now_ms: int) -> int:
+        return max(0, now_ms - self.last_attempt_ms)
 
-    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now: int) -> bool:
-        return delivery_timeout_ms <= now - self.created_ms
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: int) -> bool:
+        return delivery_timeout_ms <= now_ms - self.created_ms
 
-    def drained(self, now: int) -> None:
-        self.drained_ms = max(self.drained_ms, now)
+    def drained(self, now_ms: int) -> None:
+        self.drained_ms = max(self.drained_ms, now_ms)
 
-    def reenqueued(self, now: int, backoff_ms: float) -> None:
+    def reenqueued(self, now_ms: int, backoff_ms: float) -> None:
         self.attempts += 1
-        self.last_attempt_ms = max(self.last_append_ms, now)
-        self.last_append_ms = max(self.last_append_ms, now)
+        self.last_attempt_ms = max(self.last_append_ms, now_ms)
+        self.last_append_ms = max(self.last_append_ms, now_ms)
         self.retry = True
         self.retry_backoff_ms = backoff_ms
 

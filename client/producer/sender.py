@@ -1,6 +1,6 @@
 """The producer's send loop as a sans-I/O state machine, after Kafka's Sender.
 
-`poll(now)` does one round of Kafka's Sender.runOnce without any I/O: settle
+`poll(now_ms)` does one round of Kafka's Sender.runOnce without any I/O: settle
 idempotence state (resolve sequences, bump the epoch, ask for a producer id),
 find the leaders with sendable batches, drain them into one produce request
 per leader (respecting max_in_flight_requests_per_connection), expire batches
@@ -108,10 +108,10 @@ def _parse_produce_answer(
     return out
 
 
-def _expiry_error(batch: ProducerBatch, now: int, cause: str = "") -> KafkaTimeoutError:
+def _expiry_error(batch: ProducerBatch, now_ms: int, cause: str = "") -> KafkaTimeoutError:
     suffix = f"; last error: {cause}" if cause else ""
     return KafkaTimeoutError(
-        f"Expiring {batch.record_count} record(s) for {batch.tp}: {now - batch.created_ms} ms has passed "
+        f"Expiring {batch.record_count} record(s) for {batch.tp}: {now_ms - batch.created_ms} ms has passed "
         f"since batch creation (delivery_timeout_ms){suffix}"
     )
 
@@ -162,7 +162,7 @@ class Sender:
 
     # One round -------------------------------------------------------------
 
-    def poll(self, now: int) -> SenderOutput:
+    def poll(self, now_ms: int) -> SenderOutput:
         out = SenderOutput()
         idem = self.idempotence
         if idem is not None:
@@ -171,36 +171,36 @@ class Sender:
                 self._fail_everything(idem.fatal_error)
                 return out
             idem.bump_epoch_if_needed()
-            if idem.needs_producer_id and not self._pid_request_pending and now >= self._pid_next_attempt_ms:
+            if idem.needs_producer_id and not self._pid_request_pending and now_ms >= self._pid_next_attempt_ms:
                 self._pid_request_pending = True
                 out.init_producer_id = idem.init_producer_id_request()
 
         cluster = self.metadata.cluster
-        result = self.accumulator.ready(cluster, now)
+        result = self.accumulator.ready(cluster, now_ms)
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
                 self.metadata.add_topic(topic)
             self.metadata.request_update()
         # Expire first: a batch past its delivery timeout must not go out once more.
-        self._expire(now)
+        self._expire(now_ms)
         nodes = {n for n in result.ready_nodes if self.in_flight_count(n) < self.max_in_flight}
-        drained = self.accumulator.drain(cluster, nodes, self.max_request_size, now)
+        drained = self.accumulator.drain(cluster, nodes, self.max_request_size, now_ms)
         if self.guarantee_message_order:
             for batches in drained.values():
                 for batch in batches:
                     self.accumulator.mute(batch.tp)
 
         for node_id, batches in drained.items():
-            out.requests.append(self._make_request(node_id, batches, now))
+            out.requests.append(self._make_request(node_id, batches, now_ms))
 
         timeout = result.next_ready_check_delay_ms
         if idem is not None and idem.needs_producer_id and not self._pid_request_pending:
-            timeout = min(timeout, self._pid_next_attempt_ms - now)
-        timeout = min(timeout, self.accumulator.next_expiry_ms() - now, self._next_in_flight_expiry_ms() - now)
+            timeout = min(timeout, self._pid_next_attempt_ms - now_ms)
+        timeout = min(timeout, self.accumulator.next_expiry_ms() - now_ms, self._next_in_flight_expiry_ms() - now_ms)
         out.poll_timeout_ms = 0 if out.requests else max(0.0, timeout)
         return out
 
-    def _make_request(self, node_id: int, batches: list[ProducerBatch], now: int) -> ProduceRequest:
+    def _make_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> ProduceRequest:
         node = self.metadata.cluster.node(node_id)
         assert node is not None, "drain only returns batches for known leaders"
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -218,7 +218,7 @@ class Sender:
             body=body,
             batches={b.tp: b for b in batches},
             expects_response=self.acks != 0,
-            created_ms=now,
+            created_ms=now_ms,
         )
         # acks=0 too: nothing comes back, but the request counts as in flight until the shell reports it
         # written (handle_sent), so close() waits for it and max_in_flight bounds it (Kafka completes
@@ -226,7 +226,7 @@ class Sender:
         self._in_flight[request.request_id] = request
         return request
 
-    def handle_sent(self, request_id: int, now: int) -> None:
+    def handle_sent(self, request_id: int, now_ms: int) -> None:
         """An acks=0 request was written to the socket: its batches succeed, offset unknown (-1)."""
         request = self._in_flight.get(request_id)
         if request is None or request.expects_response:
@@ -242,29 +242,29 @@ class Sender:
         created = [b.created_ms for r in self._in_flight.values() for b in r.batches.values() if not b.is_done]
         return min(created) + self.accumulator.delivery_timeout_ms if created else float("inf")
 
-    def _expire(self, now: int) -> None:
+    def _expire(self, now_ms: int) -> None:
         timeout = self.accumulator.delivery_timeout_ms
-        for batch in self.accumulator.expired_batches(now):
+        for batch in self.accumulator.expired_batches(now_ms):
             # Not on the wire: if it was sent before, nobody knows whether the broker kept it.
             if self.idempotence is not None and batch.has_sequence:
                 self.idempotence.remove_in_flight(batch)
                 self.idempotence.mark_sequence_unresolved(batch)
             if self.guarantee_message_order:
                 self.accumulator.unmute(batch.tp)
-            batch.fail(_expiry_error(batch, now, batch.last_error))
+            batch.fail(_expiry_error(batch, now_ms, batch.last_error))
             self.accumulator.deallocate(batch)
         for request in self._in_flight.values():
             for batch in request.batches.values():
-                if not batch.is_done and batch.has_reached_delivery_timeout(timeout, now):
+                if not batch.is_done and batch.has_reached_delivery_timeout(timeout, now_ms):
                     # Still on the wire: tell the application now, settle the sequence when the answer comes.
                     if self.idempotence is not None and batch.has_sequence:
                         self.idempotence.mark_sequence_unresolved(batch)
-                    batch.fail(_expiry_error(batch, now))
+                    batch.fail(_expiry_error(batch, now_ms))
                     self.accumulator.deallocate(batch)
 
     # Outcomes --------------------------------------------------------------
 
-    def handle_response(self, request_id: int, body: Mapping[str, Any], now: int) -> None:
+    def handle_response(self, request_id: int, body: Mapping[str, Any], now_ms: int) -> None:
         """The produce answer arrived; each partition's batch succeeds, retries or fails."""
         request = self._in_flight.pop(request_id, None)
         if request is None:
@@ -277,9 +277,9 @@ class Sender:
             outcomes = {tp: (ErrorCode.UNKNOWN_SERVER_ERROR, message, -1, -1, -1) for tp in request.batches}
         for tp, batch in request.batches.items():
             code, message, base_offset, append_time, log_start = outcomes[tp]
-            self._complete_batch(batch, code, message, base_offset, append_time, log_start, now)
+            self._complete_batch(batch, code, message, base_offset, append_time, log_start, now_ms)
 
-    def handle_request_failure(self, request_id: int, error: KafkaError, now: int) -> None:
+    def handle_request_failure(self, request_id: int, error: KafkaError, now_ms: int) -> None:
         """No answer (connection refused, timeout): every batch of the request sees `error`."""
         request = self._in_flight.pop(request_id, None)
         if request is None:
@@ -287,10 +287,10 @@ class Sender:
         # A lost connection means the leader may have moved (Kafka's NetworkClient does the same); keep
         # looking while that broker is unreachable (Metadata.update watches failed leaders).
         if error.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT):
-            self.metadata.node_failed(request.address, now)
+            self.metadata.node_failed(request.address, now_ms)
         self.metadata.request_update()
         for batch in request.batches.values():
-            self._complete_batch(batch, error.code, error.message, -1, -1, -1, now)
+            self._complete_batch(batch, error.code, error.message, -1, -1, -1, now_ms)
 
     def _complete_batch(
         self,
@@ -300,7 +300,7 @@ class Sender:
         base_offset: int,
         log_append_time_ms: int,
         log_start_offset: int,
-        now: int,
+        now_ms: int,
     ) -> None:
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
@@ -330,17 +330,17 @@ class Sender:
         error = error_from(code, message or code.name)
         if code == ErrorCode.PRODUCER_FENCED:
             error = ProducerFencedError(error.message)
-        if self._can_retry(batch, code, log_start_offset, now):
+        if self._can_retry(batch, code, log_start_offset, now_ms):
             log.debug("retrying %r after %s", batch, error)
             batch.last_error = str(error)
-            self.accumulator.reenqueue(batch, now)
+            self.accumulator.reenqueue(batch, now_ms)
             return
-        if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now) and is_retriable(code):
-            error = _expiry_error(batch, now, str(error))
+        if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now_ms) and is_retriable(code):
+            error = _expiry_error(batch, now_ms, str(error))
         self._fail(batch, error)
 
-    def _can_retry(self, batch: ProducerBatch, code: ErrorCode, log_start_offset: int, now: int) -> bool:
-        if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now):
+    def _can_retry(self, batch: ProducerBatch, code: ErrorCode, log_start_offset: int, now_ms: int) -> bool:
+        if batch.has_reached_delivery_timeout(self.accumulator.delivery_timeout_ms, now_ms):
             return False
         if batch.attempts >= self.retries:
             return False
@@ -384,10 +384,10 @@ class Sender:
             return
         self.idempotence.set_producer_id_and_epoch(pid, epoch)
 
-    def handle_producer_id_failure(self, error: KafkaError, now: int) -> None:
+    def handle_producer_id_failure(self, error: KafkaError, now_ms: int) -> None:
         """InitProducerId failed; retriable errors are asked again after a backoff."""
         self._pid_request_pending = False
-        self._pid_next_attempt_ms = now + self.accumulator.retry_backoff(self._pid_attempts)
+        self._pid_next_attempt_ms = now_ms + self.accumulator.retry_backoff(self._pid_attempts)
         self._pid_attempts += 1
         if self.idempotence is not None:
             self.idempotence.producer_id_failed(error)

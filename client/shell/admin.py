@@ -42,9 +42,10 @@ from kraftpy.client.errors import KafkaTimeoutError, error_from, is_retriable
 from kraftpy.client.group.commits import OffsetAndMetadata, commit_body, fetch_body, parse_fetch
 from kraftpy.client.group.protocol import Node, find_coordinator_body, parse_find_coordinator
 from kraftpy.client.metadata import Cluster, Metadata
-from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms
+from kraftpy.client.shell.cluster_client import ClusterClient
 from kraftpy.protocol.backoff import Backoff
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.types import TopicPartition, as_topic_partition
 
 log = logging.getLogger(__name__)

@@ -11,23 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kraftpy.client.errors import malformed
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.shell.rpc import RpcClient
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "/kafka/metadata"
-
-
-def monotonic_ms() -> int:
-    """The clock every core is driven with: monotonic milliseconds."""
-    return time.monotonic_ns() // 1_000_000
 
 
 async def wait_event(event: asyncio.Event, timeout_ms: float | None) -> bool:
@@ -115,7 +111,7 @@ class ClusterClient:
                 try:
                     self.metadata.update(answer, monotonic_ms())
                 except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: ask someone else
-                    raise KafkaError(f"malformed metadata answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE) from None
+                    raise malformed("metadata", repr(exc)) from None
             except KafkaError as exc:
                 log.debug("metadata from %s:%d failed: %s", *address, exc)
                 self.metadata.node_failed(address, monotonic_ms())
@@ -146,6 +142,35 @@ class ClusterClient:
         stream: bool = False,
     ) -> dict[str, Any]:
         return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors, stream=stream)
+
+    async def exchange(
+        self,
+        address: Address | None,
+        path: str,
+        body: Mapping[str, Any],
+        on_response: Callable[[dict[str, Any], int], None],
+        on_failure: Callable[[KafkaError, int], None],
+        *,
+        timeout_ms: int | None = None,
+        stream: bool = False,
+    ) -> None:
+        """One request whose outcome a core takes (with `now_ms`): the answer, or the error if none came.
+
+        An answer the core cannot read (TypeError, ValueError, AttributeError) counts as none: a hostile or
+        broken broker costs a retry, never the task. `address` None: the first candidate that answers."""
+        try:
+            if address is None:
+                answer = await self.call_any(path, body, timeout_ms=timeout_ms)
+            else:
+                answer = await self.call(address, path, body, timeout_ms=timeout_ms, raise_errors=False, stream=stream)
+        except KafkaError as exc:
+            on_failure(exc, monotonic_ms())
+            return
+        try:
+            on_response(answer, monotonic_ms())
+        except (TypeError, ValueError, AttributeError) as exc:
+            log.warning("malformed %s answer from %s: %r", path, address or "a bootstrap server", exc)
+            on_failure(malformed(path, repr(exc)), monotonic_ms())
 
     async def send(
         self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None

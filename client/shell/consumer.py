@@ -1,52 +1,31 @@
 """The asyncio consumer: Kafka's KafkaConsumer (manual assignment or a consumer group), over the sans-I/O cores.
 
-SubscriptionState holds positions; Fetcher builds fetches and turns answers
-into records; OffsetFetcher completes resets (auto_offset_reset,
-seek_to_beginning/end) with list_offsets; PositionValidator checks positions
-after leader changes (KIP-320); FetchPositions decides where a partition
-without a position starts and what poll() raises. This class sends what
-those cores ask for, feeds the answers back, and implements poll():
-
-    validate / reset positions -> collect buffered records -> if any: send the
-    next fetches (pipelining) and return them -> else send fetches and wait
-    for an answer or the timeout.
-
-With a group_id, GroupShell (client/shell/group_member.py) runs the group membership:
-subscribe() joins the group, poll() drives rebalances and runs the rebalance
-listener, looks up committed offsets for FetchPositions, commit()/commit_async()/
-committed() use the coordinator, close() commits (auto-commit) and leaves.
-
-Errors surface from poll(): LogTruncationError (auto_offset_reset="none"),
-OffsetOutOfRangeError, NoOffsetForPartitionError, RecordDeserializationError
-(with the partition and offset; seek past it to continue).
+Design notes: docs/client.md, section "client/shell/consumer.py".
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kraftpy.client.config import consumer_config, parse_bootstrap_servers
 from kraftpy.client.consumer.fetch_positions import FetchPositions
-from kraftpy.client.consumer.fetcher import FETCH_PATH, Fetcher, FetchRequest
+from kraftpy.client.consumer.fetcher import Fetcher
 from kraftpy.client.consumer.offset_fetcher import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LIST_OFFSETS_PATH,
-    ListOffsetsRequest,
     ListOffsetsResult,
     OffsetFetcher,
     build_list_offsets_requests,
     parse_list_offsets_response,
     to_offset_and_timestamp,
 )
-from kraftpy.client.consumer.position_validator import (
-    OFFSETS_FOR_LEADER_EPOCH_PATH,
-    PositionValidator,
-    ValidationRequest,
-)
+from kraftpy.client.consumer.position_validator import PositionValidator
+from kraftpy.client.consumer.requests import BrokerRequestCore, R
 from kraftpy.client.consumer.subscription import (
     OffsetResetStrategy,
     SubscriptionState,
@@ -63,10 +42,11 @@ from kraftpy.client.group.errors import InvalidGroupIdError
 from kraftpy.client.interceptors import run_on_consume
 from kraftpy.client.metadata import Metadata
 from kraftpy.client.serde import Deserializer, deserializer_for
-from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms, wait_event
+from kraftpy.client.shell.cluster_client import ClusterClient, wait_event
 from kraftpy.client.shell.group_member import ConsumerGroupMetadata, GroupShell
 from kraftpy.client.types import ConsumerRecord, OffsetAndTimestamp
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.types import TopicPartition, as_topic_partition
 
 log = logging.getLogger(__name__)
@@ -76,10 +56,6 @@ DEFAULT_CLOSE_TIMEOUT_MS = 30_000  # Kafka's KafkaConsumer.close() bound
 # A poll() waiting for records wakes for the group's own work (a join retry, an auto-commit), but never
 # sooner than this after its last look, so a deadline already due cannot make it spin.
 GROUP_WAKE_FLOOR_MS = 5
-
-
-def _malformed(exc: Exception) -> KafkaError:
-    return KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE)
 
 
 def _offsets(
@@ -371,30 +347,32 @@ class Consumer:
         """Wait for an answer to arrive (or `wake_at`, when the group has poll() work); False once `deadline`
         passed."""
         assert self._activity is not None
-        now = monotonic_ms()
-        if deadline - now <= 0:
+        now_ms = monotonic_ms()
+        if deadline - now_ms <= 0:
             return False
-        until = deadline if wake_at is None else min(deadline, max(wake_at, now + GROUP_WAKE_FLOOR_MS))
-        await wait_event(self._activity, until - now)
+        until = deadline if wake_at is None else min(deadline, max(wake_at, now_ms + GROUP_WAKE_FLOOR_MS))
+        await wait_event(self._activity, until - now_ms)
         return True
 
     def _update_fetch_positions(self) -> None:
         """Kafka's updateFetchPositions: FetchPositions decides; this sends what it asks for, raises what it found."""
         work = self._positions.update(monotonic_ms())
         for request in work.validations:
-            self._spawn(self._validate(request))
+            self._spawn(self._exchange(self._validator, request))
         if work.lookup:
             assert self._group is not None
             self._positions.lookup_started(self._group.start_committed_lookup(work.lookup))
         if work.error is not None:
             raise work.error
         for request in work.resets:
-            self._spawn(self._reset(request))
+            self._spawn(self._exchange(self._offsets, request))
         self._wake_metadata()
 
     def _send_fetches(self) -> None:
-        for request in self._fetcher.prepare_fetch_requests(monotonic_ms()):
-            self._spawn(self._fetch(request))
+        for fetch in self._fetcher.prepare_requests(monotonic_ms()):
+            # Over the broker's stream, as the producer and follower fetchers: a fetch parked for new data is
+            # answered the moment a record commits, without an HTTP exchange per round (docs/perf-groups.md).
+            self._spawn(self._exchange(self._fetcher, fetch, stream=True))
         self._wake_metadata()
 
     def _wake_metadata(self) -> None:
@@ -411,52 +389,16 @@ class Consumer:
             self._activity.set()
         self._wake_metadata()
 
-    async def _fetch(self, request: FetchRequest) -> None:
+    async def _exchange(self, core: BrokerRequestCore[R], request: R, *, stream: bool = False) -> None:
         assert self._cluster is not None
-        try:
-            # Over the broker's stream, as the producer and follower fetchers: a fetch parked for new data is
-            # answered the moment a record commits, without an HTTP exchange per round (docs/perf-groups.md).
-            answer = await self._cluster.call(
-                request.address, FETCH_PATH, request.body, raise_errors=False, stream=True
-            )
-        except KafkaError as exc:
-            self._fetcher.handle_fetch_failure(request, exc, monotonic_ms())
-        else:
-            try:
-                self._fetcher.handle_fetch_response(request, answer, monotonic_ms())
-            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
-                log.warning("malformed answer from node %d: %r", request.node_id, exc)
-                self._fetcher.handle_fetch_failure(request, _malformed(exc), monotonic_ms())
-        self._answered()
-
-    async def _reset(self, request: ListOffsetsRequest) -> None:
-        assert self._cluster is not None
-        try:
-            answer = await self._cluster.call(request.address, LIST_OFFSETS_PATH, request.body, raise_errors=False)
-        except KafkaError as exc:
-            self._offsets.handle_reset_failure(request, exc, monotonic_ms())
-        else:
-            try:
-                self._offsets.handle_reset_response(request, answer, monotonic_ms())
-            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
-                log.warning("malformed answer from node %d: %r", request.node_id, exc)
-                self._offsets.handle_reset_failure(request, _malformed(exc), monotonic_ms())
-        self._answered()
-
-    async def _validate(self, request: ValidationRequest) -> None:
-        assert self._cluster is not None
-        try:
-            answer = await self._cluster.call(
-                request.address, OFFSETS_FOR_LEADER_EPOCH_PATH, request.body, raise_errors=False
-            )
-        except KafkaError as exc:
-            self._validator.handle_failure(request, exc, monotonic_ms())
-        else:
-            try:
-                self._validator.handle_response(request, answer, monotonic_ms())
-            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: treat as no answer
-                log.warning("malformed answer from node %d: %r", request.node_id, exc)
-                self._validator.handle_failure(request, _malformed(exc), monotonic_ms())
+        await self._cluster.exchange(
+            request.address,
+            core.path,
+            request.body,
+            functools.partial(core.handle_response, request),
+            functools.partial(core.handle_failure, request),
+            stream=stream,
+        )
         self._answered()
 
     # Offset lookups --------------------------------------------------------

@@ -1,19 +1,6 @@
 """The asyncio shell of a consumer's group membership: carries out what GroupMembership asks, on real time.
 
-GroupMembership (client/group/membership.py) decides everything; this shell only
-
-* sends its requests (FindCoordinator to any broker, the rest to the
-  coordinator, each with the core's timeout) and feeds the answers back;
-* runs tick() from a background task at next_deadline_ms(), so heartbeats go
-  on while the application is between two poll()s (up to max_poll_interval_ms);
-* runs listener calls (plain or coroutine methods) and commit callbacks on the
-  application's side: from poll(), close() and unsubscribe() only;
-* keeps the metadata in step: the core's topics (all topics for a pattern) and
-  every refresh handed to on_metadata;
-* waits for commits and lookups (GroupOperation) to finish, bounded.
-
-The consumer calls `app_poll()` from poll(), `committed`/`commit`/
-`commit_async` for the application, and `leave()` from close()/unsubscribe().
+Design notes: docs/client.md, section "client/shell/group_member.py".
 """
 
 from __future__ import annotations
@@ -39,8 +26,9 @@ from kraftpy.client.group.membership_types import (
     SendRequest,
 )
 from kraftpy.client.metadata import Metadata
-from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms, wait_event
-from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.client.shell.cluster_client import ClusterClient, wait_event
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -226,9 +214,9 @@ class GroupShell:
             log.warning("group %s: LeaveGroup not answered while abandoning", self.core.config.group_id)
 
     async def _leave(self, kind: str, timeout_ms: int) -> None:
-        now = monotonic_ms()
-        op = self.core.close(now, timeout_ms) if kind == "close" else self.core.unsubscribe(now)
-        deadline = now + timeout_ms + WAIT_SLACK_MS
+        now_ms = monotonic_ms()
+        op = self.core.close(now_ms, timeout_ms) if kind == "close" else self.core.unsubscribe(now_ms)
+        deadline = now_ms + timeout_ms + WAIT_SLACK_MS
         while True:
             await self._run_app_actions(raise_errors=False)
             if op.done:
@@ -302,46 +290,31 @@ class GroupShell:
     async def _send(self, request: SendRequest) -> None:
         cluster = self._cluster
         assert cluster is not None
-        sent = monotonic_ms()
-        try:
-            if request.node is None:
-                answer = await cluster.call_any(request.path, request.body, timeout_ms=request.timeout_ms)
-            else:
-                answer = await cluster.call(
-                    request.node.address, request.path, request.body, timeout_ms=request.timeout_ms, raise_errors=False
-                )
-        except KafkaError as exc:
-            log.debug(
-                "group %s: %s failed after %d ms: %s",
-                self.core.config.group_id,
-                request.api,
-                monotonic_ms() - sent,
-                exc,
-            )
-            self.core.on_failure(request.request_id, exc, monotonic_ms())
-        else:
-            log.debug(
-                "group %s: %s answered in %d ms: error %s",
-                self.core.config.group_id,
-                request.api,
-                monotonic_ms() - sent,
-                answer.get("error_code", 0),
-            )
-            try:
-                self.core.on_response(request.request_id, answer, monotonic_ms())
-            except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer: as if none came
-                log.warning("group %s: malformed %s answer: %r", self.core.config.group_id, request.api, exc)
-                error = KafkaError(f"malformed answer: {exc!r}", ErrorCode.CORRUPT_MESSAGE)
-                self.core.on_failure(request.request_id, error, monotonic_ms())
+        sent_ms = monotonic_ms()
+        group_id = self.core.config.group_id
+
+        def on_response(answer: dict[str, Any], now_ms: int) -> None:
+            error_code = answer.get("error_code", 0)
+            log.debug("group %s: %s answered in %d ms: error %s", group_id, request.api, now_ms - sent_ms, error_code)
+            self.core.on_response(request.request_id, answer, now_ms)
+
+        def on_failure(error: KafkaError, now_ms: int) -> None:
+            log.debug("group %s: %s failed after %d ms: %s", group_id, request.api, now_ms - sent_ms, error)
+            self.core.on_failure(request.request_id, error, now_ms)
+
+        address = None if request.node is None else request.node.address  # None: FindCoordinator, any broker
+        await cluster.exchange(
+            address, request.path, request.body, on_response, on_failure, timeout_ms=request.timeout_ms
+        )
         self._dispatch()
 
     async def _tick_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
             deadline = self.core.next_deadline_ms()
-            now = monotonic_ms()
-            if deadline is not None and deadline <= now:
-                self.core.tick(now)
+            now_ms = monotonic_ms()
+            if deadline is not None and deadline <= now_ms:
+                self.core.tick(now_ms)
                 self._dispatch()
                 self._wake.clear()
                 deadline = self.core.next_deadline_ms()

@@ -1,17 +1,6 @@
 """The asyncio producer: Kafka's KafkaProducer over the sans-I/O accumulator and sender.
 
-A record goes interceptors (on_send) -> key/value serializers -> partitioner ->
-accumulator, and `send` returns an asyncio.Future that resolves to its
-RecordMetadata once acknowledged (or to the delivery error). One background
-task drives the Sender core: it polls it, sends the produce requests it
-returns (concurrently, at most max_in_flight_requests_per_connection per
-broker), feeds the answers back, and sleeps until linger, a backoff or an
-answer calls for the next round. Another task keeps the metadata fresh.
-
-`send` raises (and tells the interceptors) when the record never entered the
-buffer: serialization errors, a record above max_request_size or
-buffer_memory, metadata or buffer memory not available within max_block_ms.
-Everything after that is reported through the future and the callback.
+Design notes: docs/client.md, section "client/shell/producer.py".
 """
 
 from __future__ import annotations
@@ -39,10 +28,11 @@ from kraftpy.client.producer.idempotence import IdempotenceManager
 from kraftpy.client.producer.partitioner import Partitioner
 from kraftpy.client.producer.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH, ProduceRequest, Sender
 from kraftpy.client.serde import SerializationError, Serializer, _bytes_ser, serializer_for
-from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms, wait_event
+from kraftpy.client.shell.cluster_client import ClusterClient, wait_event
 from kraftpy.client.types import DeliveryCallback, ProducerRecord, RecordMetadata
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.record import normalize_headers
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -232,13 +222,13 @@ class Producer:
             on_done = self._completion(future, callback)
             sticky = partition is None and key_bytes is None and self._custom_partitioner is None
             args = (timestamp, key_bytes, value_bytes, norm_headers, on_done)
-            now = monotonic_ms()
-            result = self._accumulator.append(TopicPartition(topic, chosen), *args, now, abort_on_new_batch=sticky)
+            now_ms = monotonic_ms()
+            result = self._accumulator.append(TopicPartition(topic, chosen), *args, now_ms, abort_on_new_batch=sticky)
             if result.aborted_for_new_batch:
                 # KIP-480: a new batch is about to start, so the sticky partition moves on first.
                 self._partitioner.on_new_batch(topic, chosen, count, available)
                 chosen = self._partitioner.partition(topic, key_bytes, count, available, None)
-                result = self._accumulator.append(TopicPartition(topic, chosen), *args, now)
+                result = self._accumulator.append(TopicPartition(topic, chosen), *args, now_ms)
             if result.needs_memory:
                 deadline = monotonic_ms() + self.config.max_block_ms
                 while result.needs_memory:

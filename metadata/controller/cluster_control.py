@@ -1,30 +1,6 @@
 """Cluster control: broker registration, heartbeats, fencing and controlled shutdown.
 
-Kafka's ClusterControlManager plus its BrokerHeartbeatManager. Registrations
-and fencing are records in the log; the heartbeat lease (when each broker was
-last heard from) is soft state of the active controller only. A controller
-that becomes active starts every registered broker's lease at that moment, so
-a failover never fences brokers that were heartbeating to the old controller.
-
-Lifecycle of a broker:
-
-1. RegisterBroker (cluster id checked) -> a new broker epoch, registered
-   *fenced*. A new incarnation id replaces the old registration: the old
-   incarnation is fenced at once (FenceBroker, its leaderships move, it leaves
-   ISRs; these records come before the RegisterBroker record, so any log
-   prefix holding the new registration holds them) and its heartbeats get
-   STALE_BROKER_EPOCH. The same incarnation registering again
-   is a retry and gets the same epoch back, unless its listeners or rack
-   differ (DUPLICATE_BROKER_REGISTRATION: two processes share an incarnation).
-2. Heartbeats carry the broker's metadata offset; once it reaches the offset
-   of the broker's RegisterBroker record, the broker is caught up and
-   UnfenceBroker is written; leaderless partitions it can lead get it as leader.
-3. No heartbeat for `broker_session_timeout_ms`: a tick writes FenceBroker and
-   moves its leaderships (see replication_control.changes_for_unusable_broker).
-4. Controlled shutdown (heartbeat with want_shutdown): BrokerRegistrationChange
-   (in_controlled_shutdown) plus leadership moves and ISR removals; once the
-   committed image shows it leading nothing and the broker has replayed that
-   far, the answer is should_shut_down and the broker is fenced.
+Design notes: docs/metadata.md, section "metadata/controller/cluster_control.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """ControllerDriver: when this node's QuorumController is active, and what it appends to Raft (sans-I/O).
 
-KRaft's QuorumController event handling around Raft. The shell
-(controller_component.py) and the in-memory harness (harness.py) feed it
-Raft's events and carry out what it returns; it reads no clock and calls no
-Raft method itself. Inputs: a leader change, a committed image and offset, a
-request or a tick (with `now_ms`), the outcome of each append it asked for.
-Outputs: `Append`s (entries for one atomic Raft append) and `Effects`
-(responses to release or fail, activation, renouncing, a claim to retry).
-Renounce and claim-back are described in docs/operations.md ("The active
-controller"); packing: records go into entries of at most MAX_ENTRY_BYTES,
-the entries of one decision into one atomic append unless they pass
-`max_append_bytes` (then into several, as KRaft splits non-atomic batches).
+Design notes: docs/metadata.md, section "metadata/controller/driver.py".
 """
 
 from __future__ import annotations

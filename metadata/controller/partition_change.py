@@ -1,22 +1,6 @@
 """PartitionChangeBuilder: from a partition and a wanted change to one PartitionChange record.
 
-Every leadership or ISR decision of the controller goes through here, so the
-rules live in one place (Kafka's PartitionChangeBuilder):
-
-- The ISR never becomes empty (Kafka's behaviour without ELR): when a change
-  would remove the last ISR member (it is fenced or shutting down), the ISR
-  keeps that member and the partition goes leaderless (leader -1) until it
-  comes back or an unclean election is allowed.
-- The leader stays when it is still in the ISR and usable (unfenced and not in
-  controlled shutdown). Otherwise the first usable ISR member in replica order
-  (the preferred leader first) takes over; with none, the leader is -1.
-- PREFERRED election moves leadership to the first replica when it is a usable
-  ISR member.
-- Unclean election (only when allowed): with no usable ISR member, the first
-  usable replica leads and the ISR becomes just that replica (data may be lost).
-
-`build()` returns None when nothing changes. Applying the record bumps
-partition_epoch, and leader_epoch when the leader changes (see records.py).
+Design notes: docs/metadata.md, section "metadata/controller/partition_change.py".
 """
 
 from __future__ import annotations

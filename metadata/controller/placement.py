@@ -1,20 +1,6 @@
 """Replica placement: striped, rack-aware assignment of new partitions to brokers.
 
-This is Kafka's assignment algorithm (AdminUtils.assignReplicasToBrokers):
-
-- brokers are sorted by id; with racks, they are first interleaved by rack
-  (rack A's first broker, rack B's first, ..., rack A's second, ...);
-- partition i's first replica, its preferred leader, is broker
-  `(start + i) mod n`, so leaders stripe evenly over the brokers;
-- the other replicas follow at a shift that changes every n partitions, so
-  followers spread evenly too;
-- rack-aware: a replica goes to a rack that has none of the partition's
-  replicas yet, unless every rack has one; a broker never gets two replicas of
-  one partition.
-
-`start` and the initial shift come from the injected random generator (as
-Kafka's do), so topics created one after another do not all lead on the same
-broker. Only usable brokers (unfenced, not shutting down) are passed in.
+Design notes: docs/metadata.md, section "metadata/controller/placement.py".
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """QuorumController: the controller facade the node shell drives (sans-I/O).
 
-The Raft layer decides who is active; this object only decides what to write.
-Inputs are (request or tick, now_ms), the committed image and the Raft role;
-outputs are `ControllerResult`s: records to append as one atomic batch and
-the response to send once they commit (or an immediate error).
-
-How a shell drives it:
-
-    controller = QuorumController(config, rng=random.Random(seed), image=loaded_image)
-    # every committed batch (the shell replays records into its MetadataDelta):
-    controller.handle_commit(new_committed_image)
-    # Raft: this node became leader of `epoch` and has replayed the log up to the
-    # start of the epoch (its committed image includes everything before it):
-    controller.activate(epoch, now_ms)
-    # Raft: this node lost leadership (or an append failed; KRaft renounces then):
-    controller.deactivate(leader_id, leader_address)
-    # a request / a timer:
-    result = controller.handle(request, now_ms)      # or controller.tick(now_ms)
-    if result.records: offset = raft.append(result.records)    # one batch
-    deferred.add(offset or last_appended_offset, result.response)
-    # wake up for the next tick at controller.next_deadline_ms(now_ms)
-
-Uncommitted state (KRaft's "uncommitted image"): the active controller
-decides on `latest_image` = committed image + every record it produced and has
-not seen committed yet, so two CreateTopics for one name in a row answer
-TOPIC_ALREADY_EXISTS to the second before the first commits. While active,
-this controller is the only writer, so the latest image stays ahead of the
-committed one; `deactivate` drops it and the next active controller (maybe
-this one again) starts from the committed log. Reads (DescribeConfigs) answer
-from the committed image.
-
-When not active every write is answered NOT_CONTROLLER with the leader hint
-the Raft layer gave (`details`: leader_id, leader_address).
+Design notes: docs/metadata.md, section "metadata/controller/quorum_controller.py".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """MetadataLoader: committed Raft batches and snapshots in, metadata images out (sans-I/O).
 
-Kafka's MetadataLoader. One per node, shared by the controller and the broker
-side in combined mode, so the log is replayed once. It decodes each committed
-entry (one metadata record, or several packed by `encode_entries`; the records of
-an entry take its offset), replays it
-into a `MetadataDelta`, applies the delta once per batch and hands
-`(old_image, new_image)` to every subscriber in order.
-
-A record that fails to decode or replay means a corrupt log or a controller
-bug. As Kafka's loader does on a broker, it is logged with its offset, counted
-(`replay_errors` in the node status) and skipped; the rest of the batch still
-applies, so the node keeps following the log instead of freezing on old
-metadata.
+Design notes: docs/metadata.md, section "metadata/image/loader.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """MetadataDelta: replay records on top of an image, then build the next image.
 
-A delta records only what changed (brokers, the touched topics and their
-changed partitions, changed config resources, producer-id state) in small
-mutable drafts; `apply()` builds the next immutable image once, copying only
-the touched parts: the broker dict, the touched shards of the topic maps, the
-partition tuple of each touched topic, the touched config resources. Applying
-one PartitionChange to a 100,000-partition image therefore costs a few small
-copies, never a copy of the whole image.
-
-Replay checks every record against the state it applies to (a FenceBroker for
-an unknown broker, a PartitionChange whose leader is not in its ISR, ...) and
-raises `MetadataRecordError`: a log that breaks these rules is corrupt or the
-controller has a bug, and a node must stop rather than serve a wrong image.
-
-Use `apply_records(image, records)` for the common case.
+Design notes: docs/metadata.md, section "metadata/image/metadata_delta.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """The metadata image: an immutable view of all cluster metadata at one log offset.
 
-`MetadataImage` holds the brokers (`ClusterImage`), the topics and their
-partitions (`TopicsImage`), the config overrides (`ConfigurationsImage`), the
-producer-id state (`ProducerIdsImage`) and the offset/epoch of the last record
-it reflects. Nothing in it is ever mutated: `MetadataDelta` (metadata/image/metadata_delta.py) builds
-the next image and shares every part that did not change, so two consecutive
-images differ only in the touched shards/topics and holding both is cheap.
-
-Partitions of a topic are numbered 0..n-1 without gaps (Kafka never removes a
-single partition), so a topic keeps them in a `PVector` (a chunked immutable
-sequence) indexed by partition id.
-`TopicsImage` also keeps two derived indexes, rebuilt on decode and never
-encoded: which partitions each broker replicates (for fencing, unfencing and
-controlled shutdown without scanning every partition) and which names collide
-once '.' and '_' are treated alike (Kafka rejects such topic names).
+Design notes: docs/metadata.md, section "metadata/image/metadata_image.py".
 """
 
 from __future__ import annotations

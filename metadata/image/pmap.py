@@ -1,18 +1,6 @@
 """A persistent (immutable, structurally shared) hash map for the metadata image.
 
-The image holds up to hundreds of thousands of entries (topics, partitions per
-broker) and every committed batch produces a new image. Copying whole dicts per
-batch would make each change O(n); instead a PMap splits its entries over a
-fixed number of shards (by key hash) and a new version copies only the shards
-it touches: a change of one key costs O(n / SHARDS) and the untouched shards are
-shared by both versions. Kafka's image uses persistent maps for the same reason.
-
-Use `PMap.from_dict`/`PMap.EMPTY` to build, `.set`/`.delete` for one change, and
-`.builder()` for many changes at once (each shard copied at most once).
-Iteration order is unspecified: sort keys when the order matters (snapshots).
-
-`PVector` is the same idea for a sequence (a topic's partitions): chunks of 64,
-`evolve` copies only the chunks it changes.
+Design notes: docs/metadata.md, section "metadata/image/pmap.py".
 """
 
 from __future__ import annotations

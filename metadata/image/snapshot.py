@@ -1,18 +1,6 @@
 """Snapshot encoding: MetadataImage <-> bytes (CBOR), exact and deterministic.
 
-Raft stores snapshots (LMDB); this module only turns an image into bytes and
-back. The encoding is a CBOR map with a format version:
-
-    {"format": 1, "offset", "epoch", "next_broker_epoch", "next_producer_id",
-     "brokers": [[id, incarnation_id, epoch, [[listener, host, port]...], rack,
-                  fenced, in_controlled_shutdown, registration_offset], ...],   # by id
-     "topics":  [[name, topic_id (16 bytes), [[replicas, isr, leader,
-                  leader_epoch, partition_epoch], ...]], ...],                  # by name
-     "configs": [[resource_type, resource_name, [[key, value], ...]], ...]}     # sorted
-
-Everything is sorted, so equal images give equal bytes on every node; derived
-indexes (replicas per broker, name collisions) are rebuilt on decode, and
-`decode(encode(image)) == image` holds exactly.
+Design notes: docs/metadata.md, section "metadata/image/snapshot.py".
 """
 
 from __future__ import annotations

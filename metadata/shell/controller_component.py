@@ -3,15 +3,11 @@
 Kafka's ControllerServer and the event loop of its QuorumController, on
 controller-role nodes. Every decision (activating, renouncing, claiming the
 epoch back, packing records into Raft appends, backpressure, when an answer
-may go out) is the sans-I/O ControllerDriver's; this shell hands it Raft's
-events, the `/controller/<route>` requests (decoded through `wire`) and the
-timer, calls Raft with the appends it asks for, and answers, wakes and
-schedules as its Effects say. docs/metadata.md ("The node shell") has the
-table of events.
-
-Every wait is bounded: a request waits at most `request_wait_ms` for
-activation, for Raft backpressure and for its commit, then is answered
-REQUEST_TIMED_OUT (retriable).
+may go out) is the sans-I/O ControllerDriver's (metadata/controller/driver.py);
+this shell hands it Raft's events, the `/controller/<route>` requests and the
+timer, and carries out what it returns. Every wait is bounded by
+`request_wait_ms`, then answered REQUEST_TIMED_OUT (retriable).
+Design notes: docs/metadata.md, "The node shell".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """The node's "metadata" component: the Raft listener that turns the metadata log into images.
 
-Kafka's SharedServer MetadataLoader plus its publishers. It registers one
-RaftListener with the node's raft component (before raft starts, so the
-snapshot and the committed log are replayed into it on start), feeds a
-`MetadataLoader`, and hands each new image to its subscribers: the
-controller component and the broker component. Leader changes are forwarded
-to subscribers too, so every part of the node learns who the active
-controller is from one place.
-
-It also snapshots the image into Raft (every node trims its own log): when
-the SnapshotPolicy says so, the current image (immutable, so safe to read
-from another thread) is encoded off the event loop and stored with
-`raft.create_snapshot(OffsetAndEpoch(offset + 1, epoch), payload)`.
+Design notes: docs/metadata.md, section "metadata/shell/publisher.py".
 """
 
 from __future__ import annotations

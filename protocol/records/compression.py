@@ -1,20 +1,6 @@
 """Compression of a batch's records section, with the framing Kafka's Java client uses.
 
-- GZIP:   a gzip stream (RFC 1952), as java.util.zip.GZIPOutputStream writes it;
-          concatenated members are read, as GZIPInputStream does.
-- SNAPPY: snappy-java's SnappyOutputStream ("xerial") framing: the 16-byte
-          header 0x82 'SNAPPY' 0x00, version 1, compatible version 1, then blocks
-          of [int32 compressed length][raw snappy block], each block at most
-          32 KiB uncompressed. Readers also accept one raw snappy block, which
-          some non-Java clients write.
-- LZ4:    the LZ4 frame format, 64 KiB independent blocks, no block checksums,
-          as Kafka's KafkaLZ4BlockOutputStream writes it.
-- ZSTD:   one or more zstd frames.
-
-Decompression reads untrusted bytes: its output is bounded by `max_size`
-(a zip bomb raises DecompressedTooLargeError before it is inflated), and
-truncated or malformed input raises DecompressionError, never a library's own
-exception type.
+Design notes: docs/record-batch.md, section "protocol/records/compression.py".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """The fixed 61-byte header of a Kafka v2 RecordBatch: parse, validate, patch, CRC.
 
-The broker's hot path touches only this header (DESIGN.md principle 2):
-baseOffset and partitionLeaderEpoch sit before the CRC'd region, so a leader
-can stamp them without recomputing the CRC, exactly as Kafka does.
-
-Layout (big-endian):
-    0  baseOffset           int64
-    8  batchLength          int32   bytes after this field
-    12 partitionLeaderEpoch int32
-    16 magic                int8    = 2
-    17 crc                  uint32  CRC32C of bytes [21, end)
-    21 attributes           int16
-    23 lastOffsetDelta      int32
-    27 baseTimestamp        int64
-    35 maxTimestamp         int64
-    43 producerId           int64
-    51 producerEpoch        int16
-    53 baseSequence         int32
-    57 recordsCount         int32
-    61 records...
+Design notes: docs/record-batch.md, section "protocol/records/header.py".
 """
 
 from __future__ import annotations

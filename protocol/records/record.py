@@ -1,20 +1,6 @@
 """One record inside a v2 batch: the `Record` value and Kafka's varint record layout.
 
-Layout (Kafka's DefaultRecord):
-    length          varint   bytes after this field
-    attributes      int8     unused, 0
-    timestampDelta  varlong  relative to the batch's baseTimestamp
-    offsetDelta     varint   relative to the batch's baseOffset
-    keyLength       varint   -1 for a null key
-    key             bytes
-    valueLength     varint   -1 for a null value (a tombstone)
-    value           bytes
-    headerCount     varint
-    headers         [headerKeyLength varint, headerKey utf-8,
-                     headerValueLength varint (-1 = null), headerValue]
-
-Decoding checks every length against the record's own declared length, so a
-corrupt record can neither read into its neighbour nor leave bytes unread.
+Design notes: docs/record-batch.md, section "protocol/records/record.py".
 """
 
 from __future__ import annotations

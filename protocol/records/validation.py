@@ -1,25 +1,6 @@
 """The records inside a producer's batch, checked once on produce without decoding them (Kafka's LogValidator).
 
-The leader runs this before a batch is stored (DESIGN.md principle 2), so no
-batch that a consumer cannot read is ever written: it inflates a compressed
-records section within a bound (a decompression bomb stops at the bound),
-then walks every record without building objects or copying keys and values:
-the record's length against the section, each varint within its width, key,
-value and header lengths inside the record, header keys as UTF-8, exactly
-`recordsCount` records filling the section, offset deltas exactly
-0..count-1 (the offsets the leader assigns), no timestamp above the header's
-maxTimestamp (the time index trusts it), and keys on compacted topics.
-
-The walk is a fast path. Whatever it finds structurally wrong is handed to
-decode_batch, the decoder every consumer uses, for the precise error; so a
-batch accepted here always decodes for a consumer
-(tests/unit/protocol/test_records_validation.py checks the two agree).
-
-Errors: CORRUPT_MESSAGE for bytes that do not decode (bad compressed data,
-framing, varints, a section that inflates beyond the bound); INVALID_RECORD,
-as Kafka's InvalidRecordException, for records that decode but break a rule
-(the declared count, offset deltas, timestamps, keyless records on a
-compacted topic).
+Design notes: docs/record-batch.md, section "protocol/records/validation.py".
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """CBOR request/response over HTTP (aiohttp): the one transport every node API uses.
 
-Server side: routes whose handlers take and return plain dicts.
-Any KafkaError a handler raises becomes a body with `error_code`, `error` and
-`message`; malformed CBOR, unknown paths, oversized bodies and unexpected
-exceptions become typed error answers too, so a bad request never takes a node
-down. Client side: one keep-alive connection pool per peer, request timeouts,
-and errors in answers raised again as KafkaError on the caller's side.
-
-The same routes are also served over one websocket per peer (`STREAM_PATH`,
-`RpcClient.call(..., stream=True)`): each call is a frame {id, path, body},
-each answer a frame {id, body}, many calls in flight on one connection and
-answered in any order. Frames are written in the order the calls were made,
-also while the stream connects (SendTurns): a producer's batches reach the
-leader in the order it sent them, as over Kafka's one connection. Same
-handlers, same errors, same timeouts; a frame costs a fraction of an HTTP
-request (no headers, no request objects), which is what a peer exchanging
-thousands of small messages a second (Raft) needs. A peer that does not
-serve the stream is called over HTTP instead.
+Design notes: docs/protocol.md, section "protocol/shell/rpc.py".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Authentication on the RPC transport: the server's check and the client's signature (aiohttp glue).
 
-Server (`ServerAuth`, given to `make_app(..., auth=...)`):
-- every route is wrapped by `guard(path, handler)`: a route that needs a
-  credential (protocol/access.py) asks who the caller is and refuses with the
-  route's Kafka error code; open routes are not wrapped at all;
-- an HTTP request's signature is checked only when its route needs one
-  (`middleware` binds the request; the guard verifies it on demand), so open
-  traffic (produce, consumer fetch) never pays for a MAC or fills the replay
-  window;
-- a stream is authenticated once, at its upgrade (the middleware verifies the
-  signed GET and answers with a proof header); every frame on it runs as that
-  principal. A bad signature refuses the upgrade (401, SASL_AUTHENTICATION_FAILED);
-  an unsigned upgrade gives an anonymous stream that reaches open routes only.
-
-Client (`ClientAuth`, from `RpcClient(credential=...)`): the headers that sign
-one request, and the check of the server's proof on a stream upgrade.
+Design notes: docs/security.md, section "protocol/shell/rpc_auth.py".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """Resource bounds of a node's listener: connections, idle time, stream backlog, body decoding.
 
-One peer must not be able to stall or exhaust a node (issue 11, section 6):
-
-* `ListenerLimits`: the settings, in the node config's names (Kafka's
-  `max.connections`, `connections.max.idle.ms`, plus the stream's bounds).
-* `ConnectionLimiter` / `LimitedTCPSite`: at most `max_connections` open
-  connections; one more is closed as soon as it is accepted (so file
-  descriptors stay well below the process limit, and Raft's own files can
-  always be opened). Idle connections are closed by aiohttp's keep-alive
-  timeout, which `LimitedTCPSite` sets to `connections_max_idle_ms`.
-* `StreamGate`: per stream connection, the calls in flight and the answer
-  bytes not yet written; the stream stops reading frames while either is over
-  its bound, so a peer that does not read its answers is slowed by TCP
-  backpressure instead of growing the node's memory, and no frame is turned
-  into a task before there is room for it.
-* `count_items` / `decode_body`: a CBOR body's items are counted before it is
-  decoded (cbor2 decodes in C and holds the GIL, in any thread); a body with
-  more than `max_body_items` items is INVALID_REQUEST without being decoded,
-  and the count of a large body runs in a worker thread (pure Python, so the
-  event loop keeps its turns).
+Design notes: docs/protocol.md, section "protocol/shell/rpc_limits.py".
 """
 
 from __future__ import annotations

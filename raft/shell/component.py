@@ -1,30 +1,6 @@
 """RaftComponent: the node's Raft quorum member (voter) or observer, and the API the controller codes against.
 
-    component = node.component("raft")
-    component.register_listener(listener)          # before start(): gets the snapshot and the committed log
-    last = component.schedule_atomic_append(component.epoch, [record, ...])   # leader only
-    ... listener.handle_commit(CommittedBatch(...)) once committed
-    index = await component.read_barrier(timeout_ms)   # linearizable: applied locally on return
-    component.create_snapshot(snapshot_id, image)  # the state machine at a committed offset
-
-Listeners see, in order: `handle_load_snapshot` (on start, and when a snapshot
-is installed from the leader), `handle_commit` for each committed run of data
-entries (leader-change entries are not passed on), and
-`handle_leader_change(leader_id, epoch)` whenever the leader or epoch changes.
-This node's own leadership is announced only once the listener has applied
-everything before the leader's first entry of the epoch, as KRaft does: the
-controller may then act on a complete committed image.
-
-Batches: a CommittedBatch is a run of same-epoch data entries below the high
-watermark. The log keeps each leader append as one batch and reads return
-whole batches, and the high watermark moves in whole fetched batches, so an
-atomic append arrives in one CommittedBatch (possibly with the appends next
-to it). What to hand out and when to announce is decided by
-commit_delivery.py; this shell reads the log and calls the listeners.
-
-Nodes with the controller role are voters; broker-only nodes run the same
-component as observers (they fetch, never vote or count). The data lives in
-`<data_dir>/__cluster_metadata-0/` (durable_log.py).
+Design notes: docs/raft.md, section "raft/shell/component.py".
 """
 
 from __future__ import annotations

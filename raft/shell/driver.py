@@ -1,50 +1,6 @@
 """The asyncio shell around the sans-I/O core: clock, timers, storage actions, flush thread.
 
-Every input (a message, a timer, a finished flush, a proposal, a read, a
-resignation, a stored snapshot) is one synchronous call on the event loop
-thread: the core takes it, then the shell performs every action it emitted,
-in order, before anything else can reach the core. That keeps the core's
-contract without locks:
-
-* PersistQuorumState, TruncateTo, TrimLog, InstallSnapshot are done and durable
-  (fsynced) before the next action, on the loop thread. They are rare (epoch
-  changes, truncations, snapshots); doing them inline is what makes "persist
-  before send" hold, since the Send that depends on them comes later in the
-  same list.
-* AppendEntries writes to the log (page cache); WriteSnapshotChunk to LMDB.
-* Flush(o) goes to a single flush thread (FIFO, so completions come back in the
-  order asked), which fsyncs and posts `on_flushed(o)` back to the loop. A
-  leader hands it over one loop turn later, after the step's answers are out. One
-  fsync covers every append before it: while it runs, new appends pile up
-  and the core asks for the next flush when it returns (group commit).
-* Send goes to `send` (the component routes requests to peers and answers to
-  the waiting routes); it never blocks.
-* CommitAdvanced, InstallSnapshot (after the log work), AppendResolved,
-  ReadResolved and RoleChanged are queued as notifications and handed to the
-  listener only after the whole step is performed, so a listener may call
-  back into the shell (a controller appending on a commit) without
-  interleaving with a half-performed step. A listener that raises stops the
-  node (its state machine no longer matches the committed log).
-
-Timers: after every input the shell re-arms one loop timer at the core's
-`next_deadline_ms()` (capped at a second) and ticks the core when it fires.
-
-Faults: a RaftInvariantError or ShellContractError from the core, or a storage
-error while performing an action, means this node can no longer be trusted:
-the shell logs it, stops taking inputs and calls `on_fatal` (the component
-stops the node). Fail-stop, as KRaft halts the process.
-
-Except a resource error (EMFILE, ENFILE, ENOSPC, EDQUOT, ENOMEM: too many open
-files, a full disk): the node is fine, its environment is short. The shell
-stalls instead: it keeps the failed action and every one after it, retries
-them in order with a backoff (100 ms doubling to 5 s), reports the stall (log
-and `stall_status()`), drops peer messages meanwhile (as a lossy network would;
-Raft resends) and refuses proposals with a retriable KAFKA_STORAGE_ERROR. Once
-the actions are done, the step completes as it would have, flushes that came
-back meanwhile are handed to the core, and the node carries on. Nothing the
-core sends leaves before the actions before it are durable, so a stall is only
-a pause. A Raft log that went offline on the error stays stalled (reported, not
-fatal) until the node restarts and recovery truncates its torn tail.
+Design notes: docs/raft.md, section "raft/shell/driver.py".
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """The durable Raft log: `RaftLog` over the storage engine's `PartitionLog` plus the LMDB snapshot store.
 
-Layout: `<data_dir>/__cluster_metadata-0/` (KRaft's name) holds the segments
-and checkpoints of a PartitionLog, `snapshots.lmdb/` and `quorum-state`.
-Entries are records in v2 batches (entry_batches.py): one batch per run of
-same-epoch entries of one append, so the engine's leader-epoch cache answers
-`end_offset_for` and the engine's recovery truncates a torn tail.
-
-The core's log actions map to the engine as follows (all on the event loop
-thread except `flush`, which the shell runs in its flush thread):
-
-* AppendEntries -> `append_as_follower`: the core has chosen offsets and epochs
-  already; the engine checks that they continue the log.
-* Flush(o) -> `flush(o)`: one fsync covers everything appended before it.
-* TruncateTo(o) -> `truncate_to`. The engine drops whole batches, so a cut
-  inside a batch (a follower that merged two of the old leader's appends) is
-  done as: journal the kept part of the batch (fsynced), truncate to the batch
-  start, re-append the kept entries, fsync, drop the journal. A crash at any
-  point is finished on open, so entries below the cut that the node had
-  acknowledged are never lost.
-* TrimLog(x) -> raise the high watermark to x, `increment_log_start_offset`,
-  delete whole segments below it.
-* WriteSnapshotChunk / InstallSnapshot -> the snapshot store's pending
-  snapshot; install makes it complete (LMDB commit + sync) and then restarts
-  the log empty at its end offset (`truncate_fully_and_start_at`).
-
-On open the log is reconciled with the snapshots (a crash between storing a
-snapshot and trimming, or between installing one and restarting the log, is
-finished here); a log that starts past its snapshots is refused.
-
-Reads of recent entries come from a bounded in-memory tail cache of decoded
-batches (followers fetch what was just appended; the state machine applies
-it), older ones from the segments. Reads return whole batches after the
-first, so an atomic append is fetched and applied as a unit.
+Design notes: docs/raft.md, section "raft/shell/durable_log.py".
 """
 
 from __future__ import annotations

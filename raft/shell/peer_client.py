@@ -1,21 +1,6 @@
 """Outbound Raft requests: per-peer lanes over the node's shared RpcClient.
 
-Each peer has two lanes, so a long-polled fetch never holds up a vote:
-
-* the fetch lane carries Fetch and FetchSnapshot. The core has at most one
-  in flight per leader; when it sends a new one the old one is abandoned (its
-  answer would be ignored), so the lane cancels the old call and sends the new.
-* the control lane carries Vote, BeginQuorumEpoch and EndQuorumEpoch: a
-  bounded queue (the oldest is dropped when full; the core resends on its own
-  timers) and at most `control_concurrency` calls in flight.
-
-Every call has a timeout: the request timeout, plus the fetch's max wait for a
-fetch. An answer is decoded and checked against its request (codec.py) and fed
-to the core. A failure (no connection, timeout, error answer, malformed
-answer) becomes an error FetchResponse / FetchSnapshotResponse for a fetch,
-after the peer's backoff (exponential with jitter, reset by any good answer),
-so a follower of a dead leader retries at a gentle pace until its fetch
-timeout makes it run; a failed vote is simply dropped.
+Design notes: docs/raft.md, section "raft/shell/peer_client.py".
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Raft snapshots in LMDB (`snapshots.lmdb`): complete snapshots by (end_offset, epoch), chunked.
 
-Layout (three named databases in one environment):
-
-* `complete`: id -> CBOR {size, crc32c}. A snapshot is visible only once its
-  row is here; the row is written in the same transaction as the last chunk
-  moves in, so a reader never sees half a snapshot.
-* `chunks`: (offset, epoch, byte position) -> bytes of complete snapshots. Keys
-  sort by id then position, so a read at any byte position is one cursor seek.
-* `pending`: the chunks of the one snapshot being fetched from the leader
-  (FetchSnapshot), same key layout. Position 0 starts it afresh; installing it
-  moves its chunks into `chunks` and writes its `complete` row in one
-  transaction.
-
-Durability: the environment is opened without per-commit fsync (pending chunks
-need none); every transaction that makes a snapshot complete is followed by an
-explicit `env.sync(True)` before the call returns. LMDB keeps atomicity and
-consistency without the sync (no WRITEMAP), so a crash loses at most pending
-chunks. Only the newest `keep` (2) complete snapshots are kept; pending chunks
-left by a crash are dropped on open.
-
-Thread-safety: the shell calls this from the event loop only; reads use their
-own read transactions, so they are consistent with the last commit.
+Design notes: docs/raft.md, section "raft/shell/snapshot_store.py".
 """
 
 from __future__ import annotations

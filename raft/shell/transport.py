@@ -1,21 +1,6 @@
 """The Raft routes a node serves: an HTTP request in, the core's answer out.
 
-The core is message-passing: a request goes in with `handle(message)` and its
-answer leaves later as a `Send` action, maybe many steps later (a parked
-fetch is answered when something is appended or after its max wait). A route
-therefore decodes and checks the body (codec.py), registers a waiter keyed
-by (sender, request type, correlation id), feeds the request to the core,
-and awaits the answer the shell hands back through `answer()`, bounded by the
-request timeout (plus the fetch's max wait for a fetch).
-
-Rejected before the core sees them, with an error answer: malformed bodies
-(INVALID_REQUEST), another cluster's messages (INCONSISTENT_CLUSTER_ID),
-messages for another node id (INVALID_REQUEST: a voter list that names the
-wrong address), anything while the component is not running
-(BROKER_NOT_AVAILABLE), and what the core screens out (`RaftNode.screen`: an epoch
-jump no honest peer makes, a second leader claimed for a known epoch). A fetch from a replica supersedes that replica's
-older parked fetch: the older waiter is answered with an error at once, so a
-retried fetch never leaves a request hanging.
+Design notes: docs/raft.md, section "raft/shell/transport.py".
 """
 
 from __future__ import annotations

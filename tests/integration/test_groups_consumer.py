@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from kraftpy.client import AdminClient, ConsumerRebalanceListener, Producer, TopicPartition
-from kraftpy.client.shell.cluster_client import monotonic_ms
 from kraftpy.client.shell.consumer import Consumer
 from kraftpy.client.types import ConsumerRecord
+from kraftpy.protocol.shell.clock import monotonic_ms
 from tests.conftest import REPO_ROOT
 from tests.integration.test_cluster_support import LocalCluster
 

@@ -6,7 +6,10 @@
    The folder says the role, so a new module is held to the rule without being named anywhere.
 2. Imports run downward: tools -> node -> broker -> metadata -> raft -> storage -> protocol, with client
    beside the server packages (it needs only protocol) and spark_jobs beside tools.
-3. Every module says its role in a docstring.
+3. Every module says its role in a docstring of a few lines; longer design notes live in docs/ (each page's
+   "Notes from the code" section), where the docstring points.
+4. Time comes into a core as `now_ms: int`: no parameter of a core (nor of any client module) is a bare
+   `now`, and none is float milliseconds.
 """
 
 from __future__ import annotations
@@ -149,3 +152,44 @@ def test_every_module_has_a_docstring() -> None:
         if p.stat().st_size > 0 and not ast.get_docstring(ast.parse(p.read_text()))
     ]
     assert missing == []
+
+
+MAX_MODULE_DOCSTRING_LINES = 12
+
+
+def test_module_docstrings_state_the_role_and_leave_essays_to_docs() -> None:
+    long = []
+    for package in MAY_IMPORT:
+        for p in _modules(package):
+            doc = ast.get_docstring(ast.parse(p.read_text()))
+            if doc is not None and len(doc.splitlines()) > MAX_MODULE_DOCSTRING_LINES:
+                long.append(f"{p.relative_to(REPO_ROOT)}: {len(doc.splitlines())} lines")
+    assert long == []
+
+
+def _time_offences(source: str, where: str) -> list[str]:
+    """Parameters named a bare `now` (the unit belongs in the name) and `now_ms` declared a float."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                if arg.arg == "now":
+                    found.append(f"{where}:{arg.lineno}: parameter `now` (say now_ms)")
+                elif arg.arg == "now_ms" and arg.annotation is not None and "float" in ast.unparse(arg.annotation):
+                    found.append(f"{where}:{arg.lineno}: now_ms is {ast.unparse(arg.annotation)} (ms are ints)")
+    return found
+
+
+def test_time_parameters_are_now_ms_ints() -> None:
+    checked = {*_core_modules(), *_modules("client")}
+    offences = [o for p in sorted(checked) for o in _time_offences(p.read_text(), str(p.relative_to(REPO_ROOT)))]
+    assert offences == []
+
+
+def test_the_time_check_names_each_kind_of_offence() -> None:
+    source = "def tick(self, now: int): ...\ndef poll(now_ms: float): ...\ndef ok(now_ms: int, *, later_ms=0): ...\n"
+    assert _time_offences(source, "m.py") == [
+        "m.py:1: parameter `now` (say now_ms)",
+        "m.py:2: now_ms is float (ms are ints)",
+    ]

@@ -10,7 +10,7 @@ any point after its call, or never.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,19 @@ class HistoryError(ValueError):
         self.source = source
         self.args = (self._text(),)
         return self
+
+
+def event_time(fields: Mapping[str, Any], line: int, timed: bool | None, key: str) -> tuple[int | float, bool]:
+    """An event's time (its line number when the history has no times) and whether it had one.
+
+    Either every event of a history has a time or none has; `timed` is what the events so far said."""
+    has_time = "time" in fields
+    if timed is not None and timed != has_time:
+        raise HistoryError(f"some events have {key} and some do not", line)
+    time = fields["time"] if has_time else line
+    if not isinstance(time, int | float) or isinstance(time, bool):
+        raise HistoryError(f"{key} {time!r} is not a number", line)
+    return time, has_time
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,27 +1,6 @@
 """The Kafka log checker (`--model kafka`): Jepsen's anomaly classes over sends and polls.
 
-The offsets acknowledged to sends and returned by polls give each partition
-a log (offset -> values seen there). From it:
-
-* inconsistent-offsets: one offset seen with two values.
-* duplicate: one value at two offsets of a partition.
-* lost-write: an acknowledged value never polled, although a poll read a
-  value later in the log (Jepsen's bound: the highest first-index of any
-  value read; must-read = values whose last index is at or below it).
-* unseen: acknowledged values never polled by the end of the history.
-* nonmonotonic-poll / poll-skip: consecutive polls of a partition by one
-  consumer, within one assignment, that go backwards (or repeat) or skip
-  values known to exist; int-nonmonotonic-poll / int-poll-skip: the same
-  within one poll.
-* nonmonotonic-send: one producer's successive sends to a partition landing
-  at or before the previous one.
-* aborted-read (Jepsen's G1a): a poll returned a value whose send failed.
-
-Positions are compared as dense indices over the offsets seen (offsets may
-have gaps: transaction markers, compaction), as Jepsen does. Which classes
-count as failures is configurable, as Jepsen's `allowed-error-types`: by
-default all do; Jepsen's subscribe mode allows poll-skip and
-nonmonotonic-poll, since a rebalance may move a consumer.
+Design notes: docs/checker.md, section "tools/checker/kafka.py".
 """
 
 from __future__ import annotations

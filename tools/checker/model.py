@@ -1,19 +1,6 @@
 """What a sequential specification must provide to the linearizability search.
 
-A model turns history operations into `Call`s (input, output, interval),
-gives an initial state and a step function. States must be hashable: the
-search caches (set of linearized calls, state) pairs and memoizes steps.
-A model that is P-compositional (Horn and Kroening) also splits calls into
-independent parts, each of which is checked on its own.
-
-Outcome conventions, shared by every model:
-* `ok`: the output is known and must be explained by the state.
-* `fail`: the operation did not happen and is dropped, unless the model says
-  otherwise (Porcupine's etcd keeps a failed CAS as "returned false").
-* `info` or no completion: the output is UNKNOWN and the call returns at +inf:
-  it may take effect at any point after its invocation, or never.
-Calls that can never constrain anything (a read whose result is unknown) are
-dropped by `prepare`; that changes no verdict and shrinks the search.
+Design notes: docs/checker.md, section "tools/checker/model.py".
 """
 
 from __future__ import annotations

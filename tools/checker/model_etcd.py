@@ -14,6 +14,7 @@ from typing import Any
 
 from kraftpy.tools.checker.history import Operation
 from kraftpy.tools.checker.model import ILLEGAL, UNKNOWN, Model, ModelError, outcome_output
+from kraftpy.tools.checker.model_register import register_step
 
 
 class EtcdModel(Model):
@@ -39,16 +40,10 @@ class EtcdModel(Model):
         return None
 
     def step(self, state: Any, inp: Any, out: Any) -> Any:
-        f = inp[0]
-        if f == "read":
-            return state if state == out else ILLEGAL
-        if f == "write":
-            return inp[1]
-        old, new = inp[1]
-        if out is False:
-            return state if state != old else ILLEGAL
+        if inp[0] == "cas" and out is False:
+            return state if state != inp[1][0] else ILLEGAL  # "returned false": legal only on a mismatch
         # ok, or unknown: an unknown CAS that did not match is the same as one that never ran.
-        return new if state == old else ILLEGAL
+        return register_step(state, inp, out)
 
     def describe_call(self, call: Any) -> str:
         inp, out, p = call.input, call.output, call.op.process

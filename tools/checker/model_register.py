@@ -14,6 +14,18 @@ from kraftpy.tools.checker.history import Operation
 from kraftpy.tools.checker.model import ILLEGAL, UNKNOWN, Model, ModelError, outcome_output
 
 
+def register_step(state: Any, inp: Any, out: Any) -> Any:
+    """One register call that took effect: a read must see the value, a write sets it, a CAS needs a match."""
+    f = inp[0]
+    if f == "read":
+        return state if state == out else ILLEGAL
+    if f == "write":
+        return inp[1]
+    old, new = inp[1]
+    # ok or unknown CAS alike: it can only have taken effect if the value matched.
+    return new if state == old else ILLEGAL
+
+
 class RegisterModel(Model):
     name = "register"
     functions: tuple[str, ...] = ("read", "write")
@@ -40,14 +52,7 @@ class RegisterModel(Model):
         return self.initial
 
     def step(self, state: Any, inp: Any, out: Any) -> Any:
-        f = inp[0]
-        if f == "read":
-            return state if state == out else ILLEGAL
-        if f == "write":
-            return inp[1]
-        old, new = inp[1]
-        # ok or unknown CAS alike: it can only have taken effect if the value matched.
-        return new if state == old else ILLEGAL
+        return register_step(state, inp, out)
 
     def describe_call(self, call: Any) -> str:
         inp = call.input

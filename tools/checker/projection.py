@@ -1,23 +1,6 @@
 """Deciding one big search through the model's projections, when the search alone is stuck.
 
-A history checked as one search (kv with --no-partition: the state is the
-whole map) can be out of reach for the search: its configurations are the
-product of every key's, and a dead end in one key is retried under every
-combination of the others (c50 takes more than 120 s, as in Porcupine).
-
-The search runs first, for PLAIN_STEPS steps: whatever it decides in that
-many steps is reported exactly as before. If it has not decided, the
-model's projections (`Model.projections`) are searched, each on its own:
-
-* a projection that cannot be linearized decides "not linearizable": a
-  linearization of the history would restrict to one of the projection.
-  The report is that projection's (its key, its longest prefix, its state).
-* when every projection is linearizable, their linearizations are merged
-  into one order of the whole history, respecting each projection's order
-  and real time (Herlihy and Wing's locality says such a merge exists), and
-  that order is replayed against the whole model: if every step is legal,
-  it is the linearization of the whole history, found and checked by the
-  whole model. If the replay fails, the search goes on as it was.
+Design notes: docs/checker.md, section "tools/checker/projection.py".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kraftpy.tools.checker.edn import EdnError, Keyword, iter_forms
-from kraftpy.tools.checker.history import Event, HistoryError
+from kraftpy.tools.checker.history import Event, HistoryError, event_time
 
 _CORE = {"process", "type", "f", "key", "value", "time"}
 
@@ -39,14 +39,7 @@ def parse_edn(text: str) -> list[Event]:
             process = fields["process"]
             if not isinstance(process, int) or isinstance(process, bool):
                 continue  # :nemesis and other non-client processes
-            has_time = "time" in fields
-            if timed is None:
-                timed = has_time
-            elif timed != has_time:
-                raise HistoryError("some events have :time and some do not", line)
-            time = fields["time"] if has_time else line
-            if not isinstance(time, int | float) or isinstance(time, bool):
-                raise HistoryError(f":time {time!r} is not a number", line)
+            time, timed = event_time(fields, line, timed, ":time")
             events.append(
                 Event(
                     line=line,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kraftpy.tools.checker.history import EVENT_TYPES, Event, HistoryError
+from kraftpy.tools.checker.history import EVENT_TYPES, Event, HistoryError, event_time
 
 _CORE = {"process", "type", "f", "key", "value", "time"}
 
@@ -48,14 +48,7 @@ def parse_jsonl(text: str) -> list[Event]:
             raise HistoryError(f"type {type_!r} is not one of {', '.join(EVENT_TYPES)}", number)
         if not isinstance(f, str) or not f:
             raise HistoryError(f"f {f!r} is not a non-empty string", number)
-        has_time = "time" in obj
-        if timed is None:
-            timed = has_time
-        elif timed != has_time:
-            raise HistoryError("some events have a time and some do not", number)
-        time = obj["time"] if has_time else number
-        if not isinstance(time, int | float) or isinstance(time, bool):
-            raise HistoryError(f"time {time!r} is not a number", number)
+        time, timed = event_time(obj, number, timed, "time")
         events.append(
             Event(
                 line=number,

@@ -1,23 +1,6 @@
 """The Wing-Gong-Lowe linearizability search, as Porcupine implements it.
 
-Calls and returns of the operations form a doubly linked list in time order
-(calls before returns at equal times: touching intervals are concurrent).
-The search walks the list: at a call it tries to linearize that operation
-next (the model's step is legal and the resulting (set of linearized
-operations, state) configuration is new), lifting its call and return out of
-the list and starting over from the head; at a return it has run out of
-candidates for the earliest deadline and backtracks. Lowe's memoization keeps
-every configuration reached, so no configuration is explored twice.
-
-Speed matters here, so the representation is flat: the list is two Python
-lists of indices, the set of linearized operations a Python int used as a
-bitset, model states are interned to small ints, steps are memoized per
-(state, operation), and the configuration cache is one set of bitsets per
-state id.
-
-Operations that may never have happened (info or no completion: ret = +inf)
-are optional: the search succeeds as soon as every other operation is
-linearized, placing an optional one only where it explains later results.
+Design notes: docs/checker.md, section "tools/checker/search.py".
 """
 
 from __future__ import annotations

@@ -100,13 +100,18 @@ def describe(
     console.print(table)
 
 
-def _alter(resource: Any, ops: list[Any], servers: list[tuple[str, int]], timeout_ms: int) -> None:
+def _alter(ops: list[Any], where: dict[str, Any]) -> Any:
+    """Apply `ops` to the resource the shared options name (`where`: resource, timeout and client options)."""
+    resource = resource_of(where["topic"], where["broker_id"], where["broker_default"])
+    servers = servers_for(where["cluster_dir"], where["bootstrap_servers"])
+
     async def action(admin: Any) -> None:
         result = (await admin.incremental_alter_configs({resource: ops}))[resource]
         if result.error is not None:
             raise result.error
 
-    run_admin(servers, timeout_ms, action)
+    run_admin(servers, where["timeout_ms"], action)
+    return resource
 
 
 @configs.command("set")
@@ -114,26 +119,12 @@ def _alter(resource: Any, ops: list[Any], servers: list[tuple[str, int]], timeou
 @resource_options
 @timeout_option
 @client_options
-def set_configs(
-    settings: tuple[str, ...],
-    topic: str | None,
-    broker_id: int | None,
-    broker_default: bool,
-    timeout_ms: int,
-    cluster_dir: Path,
-    bootstrap_servers: list[tuple[str, int]] | None,
-) -> None:
+def set_configs(settings: tuple[str, ...], **where: Any) -> None:
     """Set config overrides on a resource."""
     from kraftpy.client.admin.types import AlterConfigOp
 
-    resource = resource_of(topic, broker_id, broker_default)
     values = parse_key_values(settings, "KEY=VALUE")
-    _alter(
-        resource,
-        [AlterConfigOp(k, "set", v) for k, v in values.items()],
-        servers_for(cluster_dir, bootstrap_servers),
-        timeout_ms,
-    )
+    resource = _alter([AlterConfigOp(k, "set", v) for k, v in values.items()], where)
     click.echo(f"Updated {describe_resource_text(resource)}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
 
 
@@ -142,20 +133,9 @@ def set_configs(
 @resource_options
 @timeout_option
 @client_options
-def delete_configs(
-    keys: tuple[str, ...],
-    topic: str | None,
-    broker_id: int | None,
-    broker_default: bool,
-    timeout_ms: int,
-    cluster_dir: Path,
-    bootstrap_servers: list[tuple[str, int]] | None,
-) -> None:
+def delete_configs(keys: tuple[str, ...], **where: Any) -> None:
     """Remove config overrides from a resource (back to the inherited value)."""
     from kraftpy.client.admin.types import AlterConfigOp
 
-    resource = resource_of(topic, broker_id, broker_default)
-    _alter(
-        resource, [AlterConfigOp(k, "delete") for k in keys], servers_for(cluster_dir, bootstrap_servers), timeout_ms
-    )
+    resource = _alter([AlterConfigOp(k, "delete") for k in keys], where)
     click.echo(f"Deleted from {describe_resource_text(resource)}: {', '.join(keys)}")

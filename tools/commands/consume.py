@@ -1,24 +1,6 @@
 """`kraftpy consume TOPIC`: print records, like kafka-console-consumer (manual assignment, or a group).
 
-Without `--group` the consumer assigns itself partitions and commits nothing.
-With `--group G` it subscribes as a member of group G (Consumer(group_id=G)):
-it shares the topic's partitions with the group's other members, starts
-where the group's committed offsets say (else at the end, or the beginning
-with `--from-beginning`), and commits what it printed (auto-commit, and once
-more on exit), so `kraftpy groups describe G` shows its progress. It never
-takes more records from a poll than it will print, so nothing is committed
-unseen.
-
-Without `--partition` every partition of the topic is read. The start is the
-end of each partition (Kafka's default), or the beginning with
-`--from-beginning`, or `--offset earliest|latest|N` for the one `--partition`.
-It stops after `--max-messages N`, or once no record has arrived for
-`--timeout-ms T`, or on Ctrl-C, and reports how many records it processed
-on stderr. Plain output is the value per line, prefixed by
-`Offset:N<TAB>` and/or `key<TAB>` as asked (Kafka's formatter); `--json`
-prints one object per record with topic, partition, offset, key, value,
-timestamp and leader_epoch. Keys and values are shown as UTF-8 text
-(invalid bytes replaced).
+Design notes: docs/user-guide.md, section "tools/commands/consume.py".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """`kraftpy log`: inspect a partition's files without a broker (like kafka-dump-log).
 
-`kraftpy log dump PATH...` prints every batch of a .log file, the entries of a
-.index / .timeindex file (each checked against its .log) and the entries of a
-checkpoint file; a directory dumps all of them. It exits 1 when anything is
-corrupt, after printing what could be read, and names the first bad batch and
-its position on stderr.
-
-In the metadata log (`__cluster_metadata-0`) each data record's value is a
-Raft entry of CBOR metadata records: `--print-records` shows them decoded
-(`TopicRecord(name=..., ...)`; `--json`: `metadata_records`, a list of
-`{"type", ...fields}`), not as base64.
-
-`kraftpy log verify DIR` checks a whole node data directory (every partition
-and the metadata log, storage/verify.py): exit 0 with a summary, or exit 1
-naming each bad file and byte position, the first one first.
+Design notes: docs/user-guide.md, section "tools/commands/log.py".
 """
 
 from __future__ import annotations

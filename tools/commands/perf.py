@@ -1,38 +1,6 @@
 """`kraftpy perf produce|consume`: throughput and latency of the real client against a cluster.
 
-Modelled on kafka-producer-perf-test / kafka-consumer-perf-test:
-
-    kraftpy perf produce --topic T --num-records N --record-size S --throughput -1 --acks all [--json]
-    kraftpy perf consume --topic T --num-records N [--json]
-
-`produce` sends N records of S random bytes (one random payload, reused, as
-Kafka's tool does) with the asyncio Producer and measures each record's
-latency from send() to its acknowledgement callback. `--throughput R` paces
-sends to R records/s (Kafka's ThroughputThrottler); -1 is unthrottled. It
-prints records/s, MB/s (10^6 bytes of record values) and latency
-avg/p50/p95/p99/max; `--json` prints {"records", "records_per_s",
-"mb_per_s", "latency_ms": {"p50", "p95", "p99", "max"}} plus "avg",
-"errors", "elapsed_s", "processes" and "load_avg_1m" (the machine's 1-minute
-load average before and after the run: latency figures at a low rate say
-more about CPU contention than about the cluster when it is high).
-
-`--processes P` runs P producer (or consumer) processes at once, each with
-N/P records (consumers: every P-th partition and a share of N in proportion
-to the records those hold), started together;
-the figures are totals over the common wall-clock span. One Python process
-is one event loop on one core, so this is how the client side scales on a
-multi-core machine; the default is 1.
-
-`consume` assigns every partition of the topic, starts at the beginning,
-and reads until N records arrived (or --timeout-ms without a record),
-printing records/s and MB/s (keys and values).
-
-The clients run on uvloop, as the nodes do, with the young-generation GC
-threshold raised (see use_uvloop). `perf failover` SIGKILLs the leader of a
-partition of a local cluster TRIALS times and reports the time from each
-kill to the first acknowledged write sent after it.
-
-The command exits 1 when a record failed or fewer than N were consumed.
+Design notes: docs/perf-produce-consume.md, section "tools/commands/perf.py".
 """
 
 from __future__ import annotations
@@ -56,7 +24,7 @@ from typing import Any
 import click
 
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.options import F, client_options, servers_for
 
 # Yield to the event loop every this many sends, so the sender task drains batches while we produce.
 YIELD_EVERY = 64
@@ -369,6 +337,39 @@ def _split(total: int, parts: int) -> list[int]:
 # -- commands ---------------------------------------------------------------------------------------------------
 
 
+def _run_options(client: str) -> Callable[[F], F]:
+    """The options every perf run takes: processes, client settings, output, progress, where the cluster is."""
+
+    def apply(command: F) -> F:
+        for option in reversed(
+            (
+                click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True),
+                click.option(
+                    "--prop",
+                    "props",
+                    multiple=True,
+                    metavar="KEY=VALUE",
+                    help=f"Any other {client} setting (repeatable).",
+                ),
+                click.option(
+                    "--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr)."
+                ),
+                click.option(
+                    "--reporting-interval-ms",
+                    type=click.IntRange(min=100),
+                    default=REPORTING_INTERVAL_MS,
+                    show_default=True,
+                    help="A progress line this often.",
+                ),
+                client_options,
+            )
+        ):  # the last applied shows first in --help
+            command = option(command)
+        return command
+
+    return apply
+
+
 @click.group("perf")
 def perf() -> None:
     """Measure produce and consume throughput and latency (like kafka-*-perf-test)."""
@@ -382,17 +383,7 @@ def perf() -> None:
 @click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=0), default=16_384, show_default=True)
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
-@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other producer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
-@click.option(
-    "--reporting-interval-ms",
-    type=click.IntRange(min=100),
-    default=REPORTING_INTERVAL_MS,
-    show_default=True,
-    help="A progress line this often.",
-)
-@client_options
+@_run_options("producer")
 def produce(
     topic: str,
     num_records: int,
@@ -438,17 +429,7 @@ def produce(
 @click.option("--topic", required=True)
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True)
-@click.option("--processes", type=click.IntRange(min=1, max=64), default=1, show_default=True)
-@click.option("--prop", "props", multiple=True, metavar="KEY=VALUE", help="Any other consumer setting (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (progress lines go to stderr).")
-@click.option(
-    "--reporting-interval-ms",
-    type=click.IntRange(min=100),
-    default=REPORTING_INTERVAL_MS,
-    show_default=True,
-    help="A progress line this often.",
-)
-@client_options
+@_run_options("consumer")
 def consume(
     topic: str,
     num_records: int,

@@ -1,16 +1,6 @@
 """Writes the group coordinator's `Append` actions to `__consumer_offsets`, in order per partition.
 
-Each Append becomes one v2 batch (keys and values as broker/groups/records.py encodes them) handed to
-the partition's replication core through the produce path (`ProduceHandler.begin_append`), acks=all,
-at the leader epoch the partition was loaded at: a batch for an epoch this broker no longer leads
-is refused before it reaches the log. `submit` is synchronous up to the append, so batches reach the
-log in the order the coordinator asked for them; outcomes are reported (`on_complete(append_id,
-error)`) in the same order per partition, as the coordinator's contract wants (actions.py).
-
-Errors are the produce path's, except that a fenced or unknown leader epoch is reported as
-NOT_LEADER_OR_FOLLOWER (the coordinator maps it to NOT_COORDINATOR). A write that times out has an
-unknown fate (it may still commit): it is reported REQUEST_TIMED_OUT and `on_unknown_fate(partition)`
-lets the shell reload the partition, so the coordinator's state again equals the log.
+Design notes: docs/groups.md, section "broker/groups/shell/appender.py".
 """
 
 from __future__ import annotations

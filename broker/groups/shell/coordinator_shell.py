@@ -1,23 +1,6 @@
 """The asyncio shell around the sans-I/O group coordinator: routes, answers, appends, loading, timers.
 
-One per broker, built by the replica manager (docs/groups.md, "How the code is built"):
-
-- routes: `/kafka/find_coordinator` (broker/api/find_coordinator.py) and `/kafka/<api>` for every group API
-  (join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,
-  describe_groups, delete_groups). Each request gets an id and a future, goes to
-  `coordinator.handle`, and waits until a `Respond` action names it (JoinGroup waits for the
-  rebalance, commits for their write). A malformed body raises INVALID_REQUEST from `handle`, before
-  anything changes, and the RPC layer answers it (HTTP 400). The member's host (`client_host`) is
-  the connection's peer address, never what the body says;
-- actions: `Respond` completes the waiting request; `Append` goes to the OffsetsAppender
-  (broker/groups/shell/appender.py), whose completions come back through `append_completed`;
-- loading: the OffsetsLoader (broker/groups/shell/partition_loader.py) follows this broker's leaderships of
-  `__consumer_offsets` after every metadata image (`on_metadata`);
-- timers: one task calls `tick(now)` at `next_deadline_ms()`, re-armed after every batch of actions
-  (and re-checks leaderships every second, in case a change reached the replica manager unannounced).
-
-The coordinator's clock is the wall clock (ms): commit timestamps and offset expiry are stored in
-the log and read by whichever broker loads the partition next, as in Kafka.
+Design notes: docs/groups.md, section "broker/groups/shell/coordinator_shell.py".
 """
 
 from __future__ import annotations

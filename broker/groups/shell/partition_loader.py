@@ -1,25 +1,6 @@
 """Loads and unloads `__consumer_offsets` partitions in the group coordinator as leadership moves.
 
-Kafka's GroupMetadataManager on elections, driven by the replica manager (`reconcile()` after every
-applied image and every change of an offsets partition, once at start, and every second as a safety
-net; it looks at `offsets_topic_num_partitions` partitions, so it is cheap):
-
-- this broker leads partition p at leader epoch e and has not loaded (p, e): `begin_loading(p)` (its
-  groups answer COORDINATOR_LOAD_IN_PROGRESS), wait until the high watermark reaches the log end offset
-  as of becoming leader (so nothing a previous leader committed is missed), read the log from its start
-  to the high watermark in a worker thread, decode, `complete_loading`;
-- the metadata says it leads p but the log is still opening: `begin_loading(p)` only (requests get
-  COORDINATOR_LOAD_IN_PROGRESS, as in Kafka, not NOT_COORDINATOR); the load starts once it is open;
-- it no longer leads p, leads it at another epoch (maybe after someone else led it), the partition is
-  deleted (or its topic created again), or the broker stops: `unload(p)`, then load again if it leads
-  in a new term.
-
-A load that fails on I/O is retried while the leadership lasts. A record the coordinator cannot use
-never blocks a load (it would keep every group of the partition answering
-COORDINATOR_LOAD_IN_PROGRESS for good): a batch whose records do not decode, a record without a key
-(read_records) and a key or value that does not parse (groups/loader.py) are logged and skipped, as
-Kafka's loader skips unknown record types. Produce refuses such records for clients (internal
-topics, keys on compacted topics); these are records that predate that, or a disk that lied.
+Design notes: docs/groups.md, section "broker/groups/shell/partition_loader.py".
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """StickyAssignor and the algorithm it shares with the cooperative one (Kafka's AbstractStickyAssignor, KIP-54).
 
-Goals, in order: (1) every subscribed partition goes to exactly one member
-subscribed to its topic; (2) the assignment is balanced; (3) as many
-partitions as possible stay where they were.
-
-Previous ownership comes from each member's claim (its partitions and the
-generation it held them in). A claim on a partition that no longer exists, or
-of a topic the member no longer subscribes to, is ignored. When several
-members claim a partition, the one with the highest generation owns it (the
-others are stale: they missed a rebalance); a tie at the highest generation
-is a conflict and nobody keeps it.
-
-Two paths, as in Kafka:
-
-* all members subscribe to the same topics ("constrained"): with P
-  partitions and C members, P % C members get ceil(P/C) and the rest
-  floor(P/C). The larger quotas go to the members that own the most, so the
-  number of partitions kept is the largest any balanced assignment allows;
-  then each member keeps its claims up to its quota and free partitions fill
-  the gaps. Balanced within one.
-
-* otherwise ("general"): every member keeps its valid claims, free
-  partitions go (fewest candidates first) to the least loaded candidate,
-  then partitions move one by one from a member to a candidate with at least
-  two fewer, preferring partitions that were not kept, until no such move
-  exists: no partition could move to balance further.
+Design notes: docs/client.md, section "client/group/assignors/sticky.py".
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def room_for(records: int, value_len: int) -> int:
 
 def test_a_batch_is_not_sendable_before_linger_ms_and_is_after() -> None:
     core = producer_core(LEADERS, linger_ms=20)
-    core.send(T0, b"v", now=100)
+    core.send(T0, b"v", now_ms=100)
     early = core.accumulator.ready(core.metadata.cluster, 110)
     assert early.ready_nodes == set()
     assert early.next_ready_check_delay_ms == 10
@@ -177,8 +177,8 @@ def test_a_reenqueued_batch_goes_back_in_sequence_order_and_waits_out_its_backof
 
 def test_batches_expire_after_delivery_timeout_and_leave_the_queue() -> None:
     core = producer_core(LEADERS, delivery_timeout_ms=1000)
-    core.send(T0, b"old", now=0)
-    core.send(T1, b"new", now=600)
+    core.send(T0, b"old", now_ms=0)
+    core.send(T1, b"new", now_ms=600)
     assert core.accumulator.expired_batches(999) == []
     assert core.accumulator.next_expiry_ms() == 1000
     (expired,) = core.accumulator.expired_batches(1000)
@@ -188,7 +188,7 @@ def test_batches_expire_after_delivery_timeout_and_leave_the_queue() -> None:
 
 def test_flush_makes_lingering_batches_sendable() -> None:
     core = producer_core(LEADERS, linger_ms=60_000)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     assert core.accumulator.ready(core.metadata.cluster, 1).ready_nodes == set()
     core.accumulator.begin_flush()
     assert core.accumulator.ready(core.metadata.cluster, 1).ready_nodes == {1}
@@ -208,6 +208,6 @@ def test_sticky_partitioning_aborts_before_opening_a_new_batch() -> None:
 
 def test_partitions_without_a_known_leader_are_reported() -> None:
     core = producer_core({("t", 0): (1, 0), ("t", 1): (-1, 0)})
-    core.send(T1, b"v", now=0)
+    core.send(T1, b"v", now_ms=0)
     result = core.accumulator.ready(core.metadata.cluster, 10)
     assert result.unknown_leader_topics == {"t"} and result.ready_nodes == set()

@@ -11,7 +11,7 @@ T0 = TopicPartition("t", 0)
 
 def test_a_retry_skips_its_backoff_once_the_partition_has_a_new_leader() -> None:
     core = producer_core({("t", 0): (1, 5)}, retry_backoff_ms=1_000, retry_backoff_max_ms=1_000)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (request,) = core.sender.poll(0).requests
     core.sender.handle_request_failure(request.request_id, KafkaError("refused", ErrorCode.NETWORK_EXCEPTION), 1)
     assert core.sender.poll(10).requests == []  # same leader: the retry waits out its backoff
@@ -22,7 +22,7 @@ def test_a_retry_skips_its_backoff_once_the_partition_has_a_new_leader() -> None
 
 def test_metadata_keeps_refreshing_while_a_leader_cannot_be_reached() -> None:
     core = producer_core({("t", 0): (1, 5)})
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (request,) = core.sender.poll(0).requests
     core.sender.handle_request_failure(request.request_id, KafkaError("refused", ErrorCode.NETWORK_EXCEPTION), 1)
     core.metadata.update(metadata_body({("t", 0): (1, 5)}), 2)  # the controller has not moved it yet

@@ -60,7 +60,7 @@ def request_for(requests, node):
 def test_one_fetch_per_leader_for_all_its_partitions() -> None:
     md, subs, fetcher = setup(fetch_min_bytes=10, fetch_max_wait_ms=250, fetch_max_bytes=1000)
     subs.seek_validated(T1, FetchPosition(42, 4, md.current_leader(T1)))
-    requests = fetcher.prepare_fetch_requests(0)
+    requests = fetcher.prepare_requests(0)
     assert sorted(r.node_id for r in requests) == [1, 2]
     req = request_for(requests, 1)
     assert req.address == ("b1", 9001)
@@ -76,13 +76,13 @@ def test_one_fetch_per_leader_for_all_its_partitions() -> None:
         "log_start_offset": -1,
         "partition_max_bytes": 1_048_576,
     }
-    assert fetcher.prepare_fetch_requests(1) == [], "no second fetch while one is in flight to each broker"
+    assert fetcher.prepare_requests(1) == [], "no second fetch while one is in flight to each broker"
 
 
 def test_records_advance_the_position_and_its_epoch() -> None:
     _md, subs, fetcher = setup()
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 3, epoch=5)}, T1: {}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 3, epoch=5)}, T1: {}}), 1)
     got = fetcher.collect_fetch()
     assert [(r.partition, r.offset, r.leader_epoch) for r in got] == [(0, 0, 5), (0, 1, 5), (0, 2, 5)]
     assert subs.position(T0) == FetchPosition(3, 5, LeaderAndEpoch(1, 5))
@@ -91,49 +91,49 @@ def test_records_advance_the_position_and_its_epoch() -> None:
 
 def test_the_next_fetch_is_pipelined_once_buffered_records_drop_below_max_poll_records() -> None:
     _md, _subs, fetcher = setup(max_poll_records=4)
-    requests = fetcher.prepare_fetch_requests(0)
-    fetcher.handle_fetch_response(request_for(requests, 2), answer({}), 1)
+    requests = fetcher.prepare_requests(0)
+    fetcher.handle_response(request_for(requests, 2), answer({}), 1)
     req = request_for(requests, 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 6)}, T1: {"records": records(0, 2)}}), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 6)}, T1: {"records": records(0, 2)}}), 1)
     assert fetcher.buffered_record_count() == 8
-    assert [r.node_id for r in fetcher.prepare_fetch_requests(2)] == [], "8 buffered >= 4: no prefetch"
+    assert [r.node_id for r in fetcher.prepare_requests(2)] == [], "8 buffered >= 4: no prefetch"
     assert len(fetcher.collect_fetch()) == 4
     assert fetcher.buffered_record_count() == 4
-    assert fetcher.prepare_fetch_requests(3) == []
+    assert fetcher.prepare_requests(3) == []
     assert len(fetcher.collect_fetch()) == 4  # 2 more of t-0, then the 2 of t-1
-    nxt = fetcher.prepare_fetch_requests(4)
+    nxt = fetcher.prepare_requests(4)
     assert {p["partition"] for r in nxt for t in r.body["topics"] for p in t["partitions"]} == {0, 1, 2}
 
 
 def test_partitions_with_buffered_records_are_not_fetched_again() -> None:
     _md, _subs, fetcher = setup(max_poll_records=100)
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 3)}}), 1)
-    nxt = request_for(fetcher.prepare_fetch_requests(2), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 3)}}), 1)
+    nxt = request_for(fetcher.prepare_requests(2), 1)
     assert [p["partition"] for p in nxt.body["topics"][0]["partitions"]] == [1], "t-0 still has 3 buffered"
 
 
 def test_answers_for_a_position_the_application_moved_are_discarded() -> None:
     _md, subs, fetcher = setup()
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
     subs.seek(T0, 50)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 3)}}), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 3)}}), 1)
     assert fetcher.collect_fetch() == []
     assert subs.position(T0).offset == 50
 
 
 def test_out_of_range_resets_with_a_policy_and_raises_without() -> None:
     _md, subs, fetcher = setup("earliest")
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"error_code": int(ErrorCode.OFFSET_OUT_OF_RANGE)}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"error_code": int(ErrorCode.OFFSET_OUT_OF_RANGE)}}), 1)
     assert fetcher.collect_fetch() == []
     assert subs.state(T0).fetch_state is FetchState.AWAIT_RESET
     assert subs.reset_strategy(T0) is OffsetResetStrategy.EARLIEST
 
     _md, subs, fetcher = setup("none")
     subs.seek(T0, 1_000)
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"error_code": int(ErrorCode.OFFSET_OUT_OF_RANGE)}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"error_code": int(ErrorCode.OFFSET_OUT_OF_RANGE)}}), 1)
     with pytest.raises(OffsetOutOfRangeError, match="fetch position 1000 is out of range for partition t-0") as info:
         fetcher.collect_fetch()
     assert info.value.offsets == {T0: 1_000}
@@ -146,28 +146,28 @@ def test_leadership_errors_refresh_metadata_and_keep_the_position(code: ErrorCod
     md, subs, fetcher = setup()
     md.update(metadata_body(LEADERS), 0)
     assert not md.update_requested
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"error_code": int(code)}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"error_code": int(code)}}), 1)
     assert fetcher.collect_fetch() == []
     assert md.update_requested and subs.position(T0).offset == 0 and subs.has_valid_position(T0)
 
 
 def test_a_failed_fetch_backs_off_that_broker_only() -> None:
     md, _subs, fetcher = setup()
-    reqs = fetcher.prepare_fetch_requests(0)
-    fetcher.handle_fetch_failure(request_for(reqs, 1), KafkaError("refused", ErrorCode.NETWORK_EXCEPTION), 10)
-    fetcher.handle_fetch_response(request_for(reqs, 2), answer({T2: {}}), 10)
+    reqs = fetcher.prepare_requests(0)
+    fetcher.handle_failure(request_for(reqs, 1), KafkaError("refused", ErrorCode.NETWORK_EXCEPTION), 10)
+    fetcher.handle_response(request_for(reqs, 2), answer({T2: {}}), 10)
     assert fetcher.collect_fetch() == []
     assert md.update_requested
-    assert [r.node_id for r in fetcher.prepare_fetch_requests(50)] == [2]
-    assert sorted(r.node_id for r in fetcher.prepare_fetch_requests(111)) == [1]
+    assert [r.node_id for r in fetcher.prepare_requests(50)] == [2]
+    assert sorted(r.node_id for r in fetcher.prepare_requests(111)) == [1]
 
 
 def test_diverging_epoch_without_policy_raises_log_truncation() -> None:
     md, subs, fetcher = setup("none")
     subs.seek_validated(T0, FetchPosition(30, 5, md.current_leader(T0)))
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"diverging_epoch": {"epoch": 5, "end_offset": 25}}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"diverging_epoch": {"epoch": 5, "end_offset": 25}}}), 1)
     with pytest.raises(LogTruncationError, match="t-0 at position 30 \\(diverges at offset 25\\)"):
         fetcher.collect_fetch()
     assert subs.state(T0).fetch_state is FetchState.AWAIT_VALIDATION
@@ -176,8 +176,8 @@ def test_diverging_epoch_without_policy_raises_log_truncation() -> None:
 def test_diverging_epoch_with_policy_resumes_at_the_divergence_point() -> None:
     md, subs, fetcher = setup("latest")
     subs.seek_validated(T0, FetchPosition(30, 5, md.current_leader(T0)))
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"diverging_epoch": {"epoch": 4, "end_offset": 25}}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"diverging_epoch": {"epoch": 4, "end_offset": 25}}}), 1)
     assert fetcher.collect_fetch() == []
     assert subs.position(T0) == FetchPosition(25, 4, md.current_leader(T0))
     assert subs.has_valid_position(T0)
@@ -185,12 +185,12 @@ def test_diverging_epoch_with_policy_resumes_at_the_divergence_point() -> None:
 
 def test_paused_partitions_keep_their_buffered_records() -> None:
     _md, subs, fetcher = setup()
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 2)}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 2)}}), 1)
     subs.pause(T0)
     assert fetcher.collect_fetch() == []
     assert T0 not in {
-        p["partition"] for r in fetcher.prepare_fetch_requests(2) for t in r.body["topics"] for p in t["partitions"]
+        p["partition"] for r in fetcher.prepare_requests(2) for t in r.body["topics"] for p in t["partitions"]
     }
     subs.resume(T0)
     assert [r.offset for r in fetcher.collect_fetch()] == [0, 1]
@@ -199,8 +199,8 @@ def test_paused_partitions_keep_their_buffered_records() -> None:
 def test_a_bad_record_is_reported_with_its_offset_and_skipped_after_a_seek() -> None:
     _md, subs, fetcher = setup(value_deserializer=deserializer_for("json"))
     data = build_batch([(None, b"1"), (None, b"{oops"), (None, b"3")], base_offset=0, partition_leader_epoch=5)
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": data}}), 1)
     assert [r.value for r in fetcher.collect_fetch()] == [1]
     with pytest.raises(RecordDeserializationError) as info:
         fetcher.collect_fetch()
@@ -210,8 +210,8 @@ def test_a_bad_record_is_reported_with_its_offset_and_skipped_after_a_seek() -> 
         fetcher.collect_fetch()
     subs.seek(T0, 2)
     fetcher.clear_buffered({T0})
-    req = request_for(fetcher.prepare_fetch_requests(2), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 3)
+    req = request_for(fetcher.prepare_requests(2), 1)
+    fetcher.handle_response(req, answer({T0: {"records": data}}), 3)
     assert [r.value for r in fetcher.collect_fetch()] == [3]
 
 
@@ -221,8 +221,8 @@ def test_valid_records_before_a_bad_batch_come_first_then_the_error_at_its_offse
     _md, subs, fetcher = setup()
     bad = forge(records(3, 2), section=GARBAGE[codec], attributes=codec)
     data = records(0, 3) + bad + records(5, 2)
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": data}}), 1)
     assert [r.offset for r in fetcher.collect_fetch()] == [0, 1, 2]
     assert subs.position(T0).offset == 3
     for _ in range(2):  # raised again on every poll until the application seeks
@@ -233,25 +233,25 @@ def test_valid_records_before_a_bad_batch_come_first_then_the_error_at_its_offse
         assert subs.position(T0).offset == 3
     subs.seek(T0, info.value.next_offset)
     fetcher.clear_buffered({T0})
-    req = request_for(fetcher.prepare_fetch_requests(2), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": data}}), 3)
+    req = request_for(fetcher.prepare_requests(2), 1)
+    fetcher.handle_response(req, answer({T0: {"records": data}}), 3)
     assert [r.offset for r in fetcher.collect_fetch()] == [5, 6]
 
 
 def test_a_newer_epoch_in_the_data_than_in_metadata_asks_for_fresh_metadata() -> None:
     md, _subs, fetcher = setup()
     md.update(metadata_body(LEADERS), 0)
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 1, epoch=9)}}), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 1, epoch=9)}}), 1)
     fetcher.collect_fetch()
     assert md.update_requested and md.last_seen_epoch(T0) == 9
 
 
 def test_unassigned_partitions_answers_are_dropped() -> None:
     _md, subs, fetcher = setup()
-    req = request_for(fetcher.prepare_fetch_requests(0), 1)
+    req = request_for(fetcher.prepare_requests(0), 1)
     subs.assign_from_user([T1, T2])
-    fetcher.handle_fetch_response(req, answer({T0: {"records": records(0, 2)}, T1: {"records": records(0, 1)}}), 1)
+    fetcher.handle_response(req, answer({T0: {"records": records(0, 2)}, T1: {"records": records(0, 1)}}), 1)
     assert [(r.partition, r.offset) for r in fetcher.collect_fetch()] == [(1, 0)]
 
 
@@ -259,10 +259,10 @@ def test_a_position_without_a_known_leader_is_not_fetched_and_asks_for_metadata(
     md, subs, fetcher = setup()
     md.update(metadata_body({**LEADERS, ("t", 2): (-1, 6)}), 0)
     subs.seek(T2, 0)  # no leader to check the position against yet
-    assert [r.node_id for r in fetcher.prepare_fetch_requests(1)] == [1]
+    assert [r.node_id for r in fetcher.prepare_requests(1)] == [1]
     assert md.update_requested
     md.update(metadata_body({**LEADERS, ("t", 2): (3, 7)}), 2)
-    (req,) = fetcher.prepare_fetch_requests(3)  # node 1 still has its fetch in flight
+    (req,) = fetcher.prepare_requests(3)  # node 1 still has its fetch in flight
     assert req.node_id == 3 and req.body["topics"][0]["partitions"][0]["current_leader_epoch"] == 7
 
 
@@ -270,7 +270,7 @@ def test_a_leader_change_moves_the_fetch_to_the_new_leader_or_validates_first() 
     md, subs, fetcher = setup()
     subs.seek_validated(T1, FetchPosition(10, 5, md.current_leader(T1)))
     md.update(metadata_body({**LEADERS, ("t", 0): (3, 6), ("t", 1): (3, 6)}), 1)
-    requests = fetcher.prepare_fetch_requests(2)
+    requests = fetcher.prepare_requests(2)
     by_node = {r.node_id: [p["partition"] for t in r.body["topics"] for p in t["partitions"]] for r in requests}
     assert by_node == {3: [0], 2: [2]}, "t-0 (no epoch) follows the leader; t-1 awaits validation"
     assert subs.state(T1).fetch_state is FetchState.AWAIT_VALIDATION

@@ -55,10 +55,10 @@ def metadata_body(
     }
 
 
-def fresh_metadata(leaders: dict[tuple[str, int], tuple[int, int]], now: int = 0, **kwargs: Any) -> Metadata:
+def fresh_metadata(leaders: dict[tuple[str, int], tuple[int, int]], now_ms: int = 0, **kwargs: Any) -> Metadata:
     md = Metadata([("boot", 9000)], **kwargs)
     md.set_topics({t for t, _ in leaders})
-    md.update(metadata_body(leaders), now)
+    md.update(metadata_body(leaders), now_ms)
     return md
 
 
@@ -89,8 +89,8 @@ class ProducerCore:
     sender: Sender
     delivery: Delivery
 
-    def send(self, tp: TopicPartition, value: bytes, now: int, key: bytes | None = None) -> None:
-        result = self.accumulator.append(tp, 1_000 + now, key, value, (), self.delivery.callback, now)
+    def send(self, tp: TopicPartition, value: bytes, now_ms: int, key: bytes | None = None) -> None:
+        result = self.accumulator.append(tp, 1_000 + now_ms, key, value, (), self.delivery.callback, now_ms)
         assert result.appended, result
 
 
@@ -163,5 +163,5 @@ def test_producer_core_wires_one_pool_and_one_idempotence_manager() -> None:
     core = producer_core({("t", 0): (1, 0)}, buffer_memory=50_000)
     assert core.accumulator.pool is core.pool
     assert core.sender.idempotence is core.accumulator.idempotence is core.idempotence
-    core.send(TopicPartition("t", 0), b"x", now=0)
+    core.send(TopicPartition("t", 0), b"x", now_ms=0)
     assert core.pool.used == 16_384

@@ -48,7 +48,7 @@ def test_nothing_known_means_refresh_now() -> None:
 
 def test_after_a_refresh_the_next_one_is_due_at_max_age() -> None:
     md = make(metadata_max_age_ms=300_000)
-    md.update(metadata_body({("t", 0): (1, 0)}), now=1_000)
+    md.update(metadata_body({("t", 0): (1, 0)}), now_ms=1_000)
     assert not md.update_requested
     assert md.time_to_next_update(2_000) == 299_000
     assert md.time_to_next_update(301_000) == 0
@@ -67,9 +67,9 @@ def test_after_a_refresh_the_next_one_is_due_at_max_age() -> None:
 def test_produce_errors_request_a_refresh_that_waits_out_the_backoff(code: ErrorCode) -> None:
     core = producer_core({("t", 0): (1, 0)})
     md = core.metadata
-    md.update(metadata_body({("t", 0): (1, 0)}), now=1_000)
+    md.update(metadata_body({("t", 0): (1, 0)}), now_ms=1_000)
     assert not md.update_requested
-    core.send(T0, b"v", now=1_000)
+    core.send(T0, b"v", now_ms=1_000)
     (req,) = core.sender.poll(1_000).requests
     if code == ErrorCode.NETWORK_EXCEPTION:
         core.sender.handle_request_failure(req.request_id, KafkaError("connection refused", code), 1_010)
@@ -79,13 +79,13 @@ def test_produce_errors_request_a_refresh_that_waits_out_the_backoff(code: Error
     assert md.time_to_next_update(1_050) == pytest.approx(50, abs=20), "refreshes are spaced by the backoff"
     assert md.time_to_next_update(1_200) == 0
     version = md.update_version
-    md.update(metadata_body({("t", 0): (2, 1)}), now=1_200)
+    md.update(metadata_body({("t", 0): (2, 1)}), now_ms=1_200)
     assert md.update_version > version and not md.update_requested
 
 
 def test_a_request_timeout_alone_does_not_refresh_metadata() -> None:
     core = producer_core({("t", 0): (1, 0)})
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 7}}), 1)
     assert not core.metadata.update_requested
@@ -94,10 +94,10 @@ def test_a_request_timeout_alone_does_not_refresh_metadata() -> None:
 def test_failed_refreshes_back_off_exponentially() -> None:
     md = make(refresh_backoff_ms=100, refresh_backoff_max_ms=1_000)
     waits = []
-    now = 0
+    now_ms = 0
     for _ in range(6):
-        md.failed_update(now)
-        waits.append(md.time_to_next_update(now))
+        md.failed_update(now_ms)
+        waits.append(md.time_to_next_update(now_ms))
     assert waits[0] == pytest.approx(100, rel=0.21)
     assert waits[3] == pytest.approx(800, rel=0.21)
     assert waits[5] == pytest.approx(1_000, rel=0.21), "capped at refresh_backoff_max_ms"
@@ -105,7 +105,7 @@ def test_failed_refreshes_back_off_exponentially() -> None:
 
 def test_a_leaderless_partition_keeps_asking() -> None:
     md = make()
-    md.update(metadata_body({("t", 0): (-1, 0)}), now=0)
+    md.update(metadata_body({("t", 0): (-1, 0)}), now_ms=0)
     assert md.update_requested
 
 
@@ -114,46 +114,46 @@ def test_a_topic_missing_from_the_answer_keeps_asking_after_the_backoff() -> Non
     # without it must see it soon, or the group sits on an empty assignment until metadata_max_age_ms.
     md = make()
     md.add_topic("u")
-    md.update(metadata_body({("t", 0): (1, 0)}), now=0)
+    md.update(metadata_body({("t", 0): (1, 0)}), now_ms=0)
     assert md.update_requested and md.time_to_next_update(0) == pytest.approx(100)
-    md.update(metadata_body({("t", 0): (1, 0), ("u", 0): (1, 0)}), now=100)
+    md.update(metadata_body({("t", 0): (1, 0), ("u", 0): (1, 0)}), now_ms=100)
     assert not md.update_requested
 
 
 def test_all_topics_mode_does_not_wait_for_topics_that_do_not_exist() -> None:
     md = make(all_topics=True)
-    md.update(metadata_body({("other", 0): (1, 0)}), now=0)
+    md.update(metadata_body({("other", 0): (1, 0)}), now_ms=0)
     assert not md.update_requested
 
 
 def test_leader_epochs_never_go_back() -> None:
     md = make()
-    md.update(metadata_body({("t", 0): (2, 5)}), now=0)
+    md.update(metadata_body({("t", 0): (2, 5)}), now_ms=0)
     # A lagging broker still believes in an older leader.
-    md.update(metadata_body({("t", 0): (1, 4)}), now=10)
+    md.update(metadata_body({("t", 0): (1, 4)}), now_ms=10)
     assert md.current_leader(T0).leader == 2 and md.current_leader(T0).epoch == 5
-    md.update(metadata_body({("t", 0): (3, 6)}), now=20)
+    md.update(metadata_body({("t", 0): (3, 6)}), now_ms=20)
     assert (md.current_leader(T0).leader, md.current_leader(T0).epoch) == (3, 6)
 
 
 def test_an_epoch_seen_in_data_newer_than_metadata_requests_a_refresh() -> None:
     md = make()
-    md.update(metadata_body({("t", 0): (2, 5)}), now=0)
+    md.update(metadata_body({("t", 0): (2, 5)}), now_ms=0)
     assert not md.update_last_seen_epoch_if_newer(T0, 5)
     assert not md.update_requested
     assert md.update_last_seen_epoch_if_newer(T0, 6)
     assert md.update_requested
     # An answer still at epoch 5 is older than what we saw; its leader is not trusted.
-    md.update(metadata_body({("t", 0): (1, 5)}), now=100)
+    md.update(metadata_body({("t", 0): (1, 5)}), now_ms=100)
     assert md.current_leader(T0).leader == 2
 
 
 def test_candidates_start_with_known_brokers_then_bootstrap_and_skip_recent_failures() -> None:
     md = make()
     assert md.candidates(0) == [("boot1", 1), ("boot2", 2)]
-    md.node_failed(("boot1", 1), now=5)
+    md.node_failed(("boot1", 1), now_ms=5)
     assert md.candidates(6) == [("boot2", 2), ("boot1", 1)], "any reachable server of the list will do"
-    md.update(metadata_body({("t", 0): (1, 0)}), now=10)
+    md.update(metadata_body({("t", 0): (1, 0)}), now_ms=10)
     assert md.candidates(11)[:3] == [("b1", 9001), ("b2", 9002), ("b3", 9003)]
     md.node_failed(("b1", 9001), 12)
     assert md.candidates(13)[-1] == ("b1", 9001)
@@ -164,13 +164,13 @@ def test_candidates_start_with_known_brokers_then_bootstrap_and_skip_recent_fail
 def test_topics_not_asked_for_are_dropped_and_expired_topics_forgotten() -> None:
     md = make()
     md.add_topic("u", expires_at_ms=500)
-    md.update(metadata_body({("t", 0): (1, 0), ("u", 0): (1, 0), ("other", 0): (1, 0)}), now=0)
+    md.update(metadata_body({("t", 0): (1, 0), ("u", 0): (1, 0), ("other", 0): (1, 0)}), now_ms=0)
     assert md.cluster.topics == {"t", "u"}
     assert md.expire_topics(500) == ["u"] and md.topics == ["t"]
 
 
 def test_a_new_topic_triggers_a_refresh() -> None:
     md = make()
-    md.update(metadata_body({("t", 0): (1, 0)}), now=0)
+    md.update(metadata_body({("t", 0): (1, 0)}), now_ms=0)
     md.add_topic("fresh")
     assert md.update_requested

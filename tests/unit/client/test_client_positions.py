@@ -46,15 +46,15 @@ def test_assigned_partitions_start_without_a_position_and_reset_by_policy() -> N
     _md, subs, offsets, _ = setup("earliest")
     assert subs.state(T0).fetch_state is FetchState.INITIALIZING and subs.position(T0) is None
     assert subs.reset_initializing_positions() == []
-    requests = offsets.prepare_reset_requests(0)
+    requests = offsets.prepare_requests(0)
     assert {r.node_id for r in requests} == {1, 2}
     by_node = {r.node_id: r for r in requests}
     assert by_node[1].body == {
         "replica_id": -1,
         "topics": [{"name": "t", "partitions": [{"partition": 0, "current_leader_epoch": 5, "timestamp": -2}]}],
     }
-    assert offsets.prepare_reset_requests(1) == [], "not again while the lookup runs"
-    offsets.handle_reset_response(by_node[1], list_offsets_answer({T0: {"offset": 40, "leader_epoch": 5}}), 2)
+    assert offsets.prepare_requests(1) == [], "not again while the lookup runs"
+    offsets.handle_response(by_node[1], list_offsets_answer({T0: {"offset": 40, "leader_epoch": 5}}), 2)
     assert subs.position(T0) == FetchPosition(40, None, LeaderAndEpoch(1, 5))
     assert subs.has_valid_position(T0)
 
@@ -70,32 +70,30 @@ def test_no_reset_policy_means_no_offset_for_partition() -> None:
 def test_seek_to_end_and_a_stale_reset_answer_after_a_seek() -> None:
     _md, subs, offsets, _ = setup()
     subs.request_offset_reset(T0, OffsetResetStrategy.LATEST)
-    (req,) = [r for r in offsets.prepare_reset_requests(0) if r.node_id == 1]
+    (req,) = [r for r in offsets.prepare_requests(0) if r.node_id == 1]
     assert req.body["topics"][0]["partitions"][0]["timestamp"] == -1
     subs.seek(T0, 7)  # the application decided meanwhile
-    offsets.handle_reset_response(req, list_offsets_answer({T0: {"offset": 99, "leader_epoch": 5}}), 1)
+    offsets.handle_response(req, list_offsets_answer({T0: {"offset": 99, "leader_epoch": 5}}), 1)
     assert subs.position(T0).offset == 7
 
 
 def test_failed_resets_retry_after_backoff_and_refresh_metadata() -> None:
     md, subs, offsets, _ = setup()
     subs.request_offset_reset(T0)
-    (req,) = [r for r in offsets.prepare_reset_requests(0) if r.node_id == 1]
+    (req,) = [r for r in offsets.prepare_requests(0) if r.node_id == 1]
     md.update(metadata_body(LEADERS), 0)
-    offsets.handle_reset_response(
-        req, list_offsets_answer({T0: {"error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)}}), 10
-    )
+    offsets.handle_response(req, list_offsets_answer({T0: {"error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)}}), 10)
     assert md.update_requested
-    assert [r for r in offsets.prepare_reset_requests(50) if r.node_id == 1] == []
-    assert [r for r in offsets.prepare_reset_requests(110) if r.node_id == 1] != []
+    assert [r for r in offsets.prepare_requests(50) if r.node_id == 1] == []
+    assert [r for r in offsets.prepare_requests(110) if r.node_id == 1] != []
 
 
 def test_an_unretriable_reset_error_reaches_the_application() -> None:
     _md, subs, offsets, _ = setup()
     subs.request_offset_reset(T0)
-    (req,) = [r for r in offsets.prepare_reset_requests(0) if r.node_id == 1]
+    (req,) = [r for r in offsets.prepare_requests(0) if r.node_id == 1]
     code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    offsets.handle_reset_response(req, list_offsets_answer({T0: {"error_code": code}}), 1)
+    offsets.handle_response(req, list_offsets_answer({T0: {"error_code": code}}), 1)
     err = offsets.take_error()
     assert err is not None and err.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and "t-0" in str(err)
 

@@ -52,10 +52,10 @@ def test_a_later_batch_that_overtakes_the_first_one_is_retried_not_renumbered() 
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=10, retry_backoff_max_ms=10)
     leader = Leader()
     for i in range(3):
-        core.send(TP, b"a%d" % i, now=0)
+        core.send(TP, b"a%d" % i, now_ms=0)
     (first,) = core.sender.poll(0).requests
     for i in range(3):
-        core.send(TP, b"b%d" % i, now=1)
+        core.send(TP, b"b%d" % i, now_ms=1)
     (second,) = core.sender.poll(1).requests
     assert decode_batch(second.batches[TP].records).header.base_sequence == 3
 
@@ -69,14 +69,14 @@ def test_a_later_batch_that_overtakes_the_first_one_is_retried_not_renumbered() 
     )
 
     # From here on the network is perfect: every request is delivered and answered in order.
-    now = 4
+    now_ms = 4
     for _ in range(200):
         if not core.sender.has_pending_work():
             break
-        now += 10
-        for request in core.sender.poll(now).requests:
+        now_ms += 10
+        for request in core.sender.poll(now_ms).requests:
             (records,) = [p["records"] for t in request.body["topics"] for p in t["partitions"]]
-            core.sender.handle_response(request.request_id, produce_answer({TP: leader.produce(records)}), now)
+            core.sender.handle_response(request.request_id, produce_answer({TP: leader.produce(records)}), now_ms)
     assert core.delivery.errors == []
     assert sorted(core.delivery.offsets) == [0, 1, 2, 3, 4, 5], "every record acknowledged once"
     assert leader.values == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2"], "written once each, in order"

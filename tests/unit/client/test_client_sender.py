@@ -56,7 +56,7 @@ def test_error_classification_follows_kafka(code, retriable, refresh, fatal) -> 
 def test_acknowledged_records_get_their_offsets_and_timestamps() -> None:
     core = producer_core(LEADERS)
     for i in range(3):
-        core.send(T0, b"v%d" % i, now=0, key=b"k")
+        core.send(T0, b"v%d" % i, now_ms=0, key=b"k")
     (req,) = core.sender.poll(0).requests
     assert req.body["acks"] == -1 and req.node_id == 1 and req.address == ("b1", 9001)
     assert [t["name"] for t in req.body["topics"]] == ["t"]
@@ -75,7 +75,7 @@ def test_acknowledged_records_get_their_offsets_and_timestamps() -> None:
 
 def test_log_append_time_replaces_the_create_time() -> None:
     core = producer_core(LEADERS)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.handle_response(req.request_id, produce_answer({T0: {"base_offset": 0, "log_append_time_ms": 77}}), 1)
     assert core.delivery.results[0][0].timestamp == 77
@@ -83,7 +83,7 @@ def test_log_append_time_replaces_the_create_time() -> None:
 
 def test_acks_zero_completes_once_written_with_unknown_offset() -> None:
     core = producer_core(LEADERS, idempotent=False, acks=0)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     out = core.sender.poll(0)
     assert out.requests[0].body["acks"] == 0 and not out.requests[0].expects_response
     # Issue 11 §3: done at drain time, close() found nothing pending and exited before the write.
@@ -96,7 +96,7 @@ def test_acks_zero_completes_once_written_with_unknown_offset() -> None:
 
 def test_retriable_error_requeues_the_same_bytes_and_refreshes_metadata() -> None:
     core = producer_core(LEADERS, retry_backoff_ms=100, retry_backoff_max_ms=100)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (first,) = core.sender.poll(0).requests
     sent_bytes = first.batches[T0].records
     core.metadata.update(metadata_body(LEADERS), 0)
@@ -113,7 +113,7 @@ def test_retriable_error_requeues_the_same_bytes_and_refreshes_metadata() -> Non
 
 def test_non_retriable_error_fails_the_records_with_that_error() -> None:
     core = producer_core(LEADERS)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 87, "message": "bad"}}), 1)
     (err,) = core.delivery.errors
@@ -123,17 +123,17 @@ def test_non_retriable_error_fails_the_records_with_that_error() -> None:
 
 def test_retries_exhausted_fail_with_the_last_error() -> None:
     core = producer_core(LEADERS, idempotent=False, retries=2, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"v", now=0)
-    for now in (0, 1, 2):
-        (req,) = core.sender.poll(now).requests
-        core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 19}}), now)
+    core.send(T0, b"v", now_ms=0)
+    for now_ms in (0, 1, 2):
+        (req,) = core.sender.poll(now_ms).requests
+        core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 19}}), now_ms)
     (err,) = core.delivery.errors
     assert err.code == E.NOT_ENOUGH_REPLICAS
 
 
 def test_queued_batch_expires_at_delivery_timeout_with_a_clear_error() -> None:
     core = producer_core({("t", 0): (-1, 0)}, delivery_timeout_ms=1000)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     out = core.sender.poll(500)
     assert out.requests == [] and out.poll_timeout_ms == 500
     core.sender.poll(1000)
@@ -144,13 +144,13 @@ def test_queued_batch_expires_at_delivery_timeout_with_a_clear_error() -> None:
 
 def test_in_flight_batch_expires_and_its_late_answer_only_settles_the_sequence() -> None:
     core = producer_core(LEADERS, delivery_timeout_ms=1000)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.poll(1000)
     (err,) = core.delivery.errors
     assert isinstance(err, KafkaTimeoutError)
     assert core.idempotence.has_unresolved_sequence(T0)
-    core.send(T0, b"w", now=1000)
+    core.send(T0, b"w", now_ms=1000)
     assert core.sender.poll(1001).requests == [], "no new batch while an earlier one's fate is unknown"
     # The broker did write it: the sequence resolves and the next batch continues at sequence 1.
     core.sender.handle_response(req.request_id, produce_answer({T0: {"base_offset": 0}}), 1002)
@@ -161,11 +161,11 @@ def test_in_flight_batch_expires_and_its_late_answer_only_settles_the_sequence()
 
 def test_unresolved_sequence_that_never_landed_bumps_the_epoch() -> None:
     core = producer_core(LEADERS, delivery_timeout_ms=1000)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.poll(1000)  # expires on the wire
     core.sender.handle_request_failure(req.request_id, KafkaError("gone", E.NETWORK_EXCEPTION), 1001)
-    core.send(T0, b"w", now=1001)
+    core.send(T0, b"w", now_ms=1001)
     (nxt,) = core.sender.poll(1002).requests
     h = header(nxt)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (1000, 1, 0)
@@ -173,7 +173,7 @@ def test_unresolved_sequence_that_never_landed_bumps_the_epoch() -> None:
 
 def test_a_duplicate_is_acknowledged_with_the_original_offset() -> None:
     core = producer_core(LEADERS, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     # The broker wrote it but the answer was lost; the retry is recognised as a duplicate.
     core.sender.handle_request_failure(req.request_id, KafkaError("timeout", E.REQUEST_TIMED_OUT), 1)
@@ -185,7 +185,7 @@ def test_a_duplicate_is_acknowledged_with_the_original_offset() -> None:
 
 def test_duplicate_sequence_without_offset_succeeds_with_offset_minus_one() -> None:
     core = producer_core(LEADERS)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 46}}), 1)
     assert core.delivery.results[0][1] is None and core.delivery.offsets == [-1]
@@ -195,7 +195,7 @@ def test_in_flight_requests_per_broker_are_capped() -> None:
     core = producer_core(LEADERS, idempotent=False, max_in_flight=2, batch_size=100)
     sent = []
     for i in range(3):
-        core.send(T0, b"x" * 60, now=0)
+        core.send(T0, b"x" * 60, now_ms=0)
         sent += core.sender.poll(i).requests
     assert len(sent) == 2 and core.sender.in_flight_count(1) == 2
     core.sender.handle_response(sent[0].request_id, produce_answer({T0: {"base_offset": 0}}), 5)
@@ -206,16 +206,16 @@ def test_idempotent_partition_has_at_most_five_batches_in_flight() -> None:
     core = producer_core(LEADERS, max_in_flight=5, batch_size=100)
     core.sender.max_in_flight = 100  # take the per-broker cap out of the picture
     for _ in range(7):
-        core.send(T0, b"x" * 60, now=0)
-    sent = [r for now in range(7) for r in core.sender.poll(now).requests]
+        core.send(T0, b"x" * 60, now_ms=0)
+    sent = [r for now_ms in range(7) for r in core.sender.poll(now_ms).requests]
     assert len(sent) == 5 and len(core.idempotence.in_flight(T0)) == 5
     assert [header(r).base_sequence for r in sent] == [0, 1, 2, 3, 4]
 
 
 def test_max_in_flight_one_without_idempotence_mutes_the_partition() -> None:
     core = producer_core(LEADERS, idempotent=False, max_in_flight=1, batch_size=100)
-    core.send(T0, b"x" * 60, now=0)
-    core.send(T0, b"x" * 60, now=0)
+    core.send(T0, b"x" * 60, now_ms=0)
+    core.send(T0, b"x" * 60, now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.max_in_flight = 5  # even with room on the connection, the partition waits
     assert core.sender.poll(1).requests == []
@@ -226,7 +226,7 @@ def test_max_in_flight_one_without_idempotence_mutes_the_partition() -> None:
 def test_retry_after_a_failed_earlier_batch_keeps_partition_order() -> None:
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
     for _ in range(3):
-        core.send(T0, b"x" * 60, now=0)
+        core.send(T0, b"x" * 60, now_ms=0)
     r0, r1, r2 = (core.sender.poll(n).requests[0] for n in range(3))
     # Batch 0 hit a leader change; 1 and 2 then arrived out of order at the broker.
     core.sender.handle_response(r1.request_id, produce_answer({T0: {"error_code": 45}}), 4)
@@ -248,7 +248,7 @@ def test_retry_after_a_failed_earlier_batch_keeps_partition_order() -> None:
 def test_out_of_order_on_the_next_expected_batch_bumps_the_epoch_and_renumbers() -> None:
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
     for _ in range(3):
-        core.send(T0, b"x" * 60, now=0)
+        core.send(T0, b"x" * 60, now_ms=0)
     (r0,) = core.sender.poll(0).requests
     core.sender.handle_response(r0.request_id, produce_answer({T0: {"base_offset": 0}}), 1)
     r1, r2 = (core.sender.poll(n).requests[0] for n in (2, 3))
@@ -267,7 +267,7 @@ def test_out_of_order_on_the_next_expected_batch_bumps_the_epoch_and_renumbers()
 
 def test_unknown_producer_id_bumps_the_epoch_and_retries() -> None:
     core = producer_core(LEADERS, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
     core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 59, "log_start_offset": 5}}), 1)
     (again,) = core.sender.poll(2).requests
@@ -277,9 +277,9 @@ def test_unknown_producer_id_bumps_the_epoch_and_retries() -> None:
 
 def test_producer_fenced_is_fatal_for_every_pending_record() -> None:
     core = producer_core(LEADERS)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     (req,) = core.sender.poll(0).requests
-    core.send(T1, b"w", now=0)  # still queued
+    core.send(T1, b"w", now_ms=0)  # still queued
     core.sender.handle_response(req.request_id, produce_answer({T0: {"error_code": 90}}), 1)
     core.sender.poll(2)
     assert len(core.delivery.errors) == 2
@@ -289,7 +289,7 @@ def test_producer_fenced_is_fatal_for_every_pending_record() -> None:
 
 def test_no_batch_leaves_before_the_producer_id_is_known() -> None:
     core = producer_core(LEADERS, with_producer_id=False)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     out = core.sender.poll(0)
     assert out.requests == [] and out.init_producer_id == {
         "transactional_id": None,
@@ -307,8 +307,8 @@ def test_no_batch_leaves_before_the_producer_id_is_known() -> None:
 
 def test_network_failure_retries_and_asks_for_fresh_metadata() -> None:
     core = producer_core(LEADERS, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"v", now=0)
-    core.send(T1, b"w", now=0)
+    core.send(T0, b"v", now_ms=0)
+    core.send(T1, b"w", now_ms=0)
     reqs = core.sender.poll(0).requests
     assert {r.node_id for r in reqs} == {1, 2}, "one produce request per leader"
     req = next(r for r in reqs if r.node_id == 1)
@@ -320,8 +320,8 @@ def test_network_failure_retries_and_asks_for_fresh_metadata() -> None:
 
 def test_a_whole_request_error_applies_to_every_batch() -> None:
     core = producer_core({("t", 0): (1, 0), ("t", 1): (1, 0)})
-    core.send(T0, b"v", now=0)
-    core.send(T1, b"w", now=0)
+    core.send(T0, b"v", now_ms=0)
+    core.send(T1, b"w", now_ms=0)
     (req,) = core.sender.poll(0).requests
     assert set(req.batches) == {T0, T1}
     core.sender.handle_response(req.request_id, {"error_code": 42, "message": "bad body"}, 1)
@@ -330,7 +330,7 @@ def test_a_whole_request_error_applies_to_every_batch() -> None:
 
 def test_poll_timeout_is_the_linger_left_when_nothing_is_ready() -> None:
     core = producer_core(LEADERS, linger_ms=30)
-    core.send(T0, b"v", now=0)
+    core.send(T0, b"v", now_ms=0)
     assert core.sender.poll(10).poll_timeout_ms == 20
 
 
@@ -339,7 +339,7 @@ def test_out_of_order_caused_by_requests_overtaking_each_other_is_retried_withou
     # Kafka's single ordered connection, so "next expected and out of order" is no proof of a gap.
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
     for _ in range(3):
-        core.send(T0, b"x" * 60, now=0)
+        core.send(T0, b"x" * 60, now_ms=0)
     r0, r1, r2 = (core.sender.poll(n).requests[0] for n in range(3))
     # r2 reached the broker before r1 (refused), then r1 and r0 landed and were acknowledged.
     core.sender.handle_response(r0.request_id, produce_answer({T0: {"base_offset": 0}}), 4)
@@ -355,7 +355,7 @@ def test_a_retry_refused_as_out_of_order_after_later_acks_counts_as_written() ->
     # retried, later batches were acknowledged and the broker's 5-batch memory moved past it.
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
     for _ in range(2):
-        core.send(T0, b"x" * 60, now=0)
+        core.send(T0, b"x" * 60, now_ms=0)
     r0, r1 = (core.sender.poll(n).requests[0] for n in range(2))
     core.sender.handle_request_failure(r0.request_id, KafkaError("no answer", E.REQUEST_TIMED_OUT), 2)
     core.sender.handle_response(r1.request_id, produce_answer({T0: {"base_offset": 1}}), 3)
@@ -371,9 +371,9 @@ def test_a_batch_that_may_be_written_never_causes_renumbering_of_the_ones_after_
     # batch then hit its delivery timeout. Renumbering the second under a new epoch (Kafka's
     # "retries left" rule) would write it twice.
     core = producer_core(LEADERS, batch_size=100, delivery_timeout_ms=1000, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"x" * 60, now=0)
+    core.send(T0, b"x" * 60, now_ms=0)
     (r0,) = core.sender.poll(0).requests
-    core.send(T0, b"y" * 60, now=500)
+    core.send(T0, b"y" * 60, now_ms=500)
     (r1,) = core.sender.poll(500).requests
     lost = KafkaError("no answer", E.REQUEST_TIMED_OUT)
     core.sender.handle_request_failure(r0.request_id, lost, 1000)  # first batch: out of time
@@ -389,8 +389,8 @@ def test_a_batch_that_may_be_written_never_causes_renumbering_of_the_ones_after_
 
 def test_a_refused_batch_bumps_the_epoch_so_later_ones_can_land() -> None:
     core = producer_core(LEADERS, batch_size=100, retry_backoff_ms=0, retry_backoff_max_ms=0)
-    core.send(T0, b"x" * 60, now=0)
-    core.send(T0, b"y" * 60, now=0)
+    core.send(T0, b"x" * 60, now_ms=0)
+    core.send(T0, b"y" * 60, now_ms=0)
     r0, r1 = (core.sender.poll(n).requests[0] for n in range(2))
     core.sender.handle_response(r0.request_id, produce_answer({T0: {"error_code": int(E.INVALID_RECORD)}}), 2)
     assert core.idempotence.epoch_bump_required
