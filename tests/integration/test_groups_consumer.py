@@ -303,10 +303,16 @@ async def test_commits_after_processing_lose_nothing_and_redeliver_only_the_unco
             seen = last_commit.get(p, 0)
             got = committed[TopicPartition(topic, p)]
             assert (got.offset if got else 0) >= seen
-        await poll_until(
-            [member], "the rest of the records", lambda: len({(r.partition, r.offset) for _, r in member.records}
-                                                             | handled_before) >= 2 * per_partition,
-        )  # fmt: skip
+        # Done when every record was handled and the member has resumed at each committed offset: the child may
+        # have handled a partition to its end before dying, so the union alone can be complete before redelivery.
+        resume_points = {(p, o.offset if (o := committed[TopicPartition(topic, p)]) else 0) for p in range(2)}
+        resume_points = {(p, o) for p, o in resume_points if o < per_partition}
+
+        def done() -> bool:
+            got = {(r.partition, r.offset) for _, r in member.records}
+            return len(got | handled_before) >= 2 * per_partition and resume_points <= got
+
+        await poll_until([member], "the rest of the records, from each committed offset", done)
     finally:
         await member.consumer.close()
     after = [(r.partition, r.offset) for _, r in member.records]
