@@ -171,7 +171,7 @@ def test_an_error_a_reset_left_reaches_the_application_before_anything_is_sent()
     (request, *_) = positions.update(0).resets
     tp = next(iter(request.timestamps))
     answer = list_offsets_answer({tp: {"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}})
-    positions.offsets.handle_reset_response(request, answer, 1)
+    positions.offsets.handle_response(request, answer, 1)
     work = positions.update(2)
     assert work.error.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and work.validations == [] and work.resets == []
     assert positions.update(3).error is None, "raised once"
