@@ -11,10 +11,11 @@ import pytest
 
 from kraftpy.broker.replication import AlterPartitionRequest, BrokerState
 from kraftpy.broker.shell.alter_partition_manager import _Item, decode_alter_partition_answer, encode_alter_partition
-from kraftpy.broker.shell.controller_channel import ControllerChannel, parse_address
+from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.metadata.controller import wire
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import parse_address
 
 
 class FakeRpc:
@@ -104,6 +105,15 @@ async def test_the_channel_follows_one_not_controller_hint() -> None:
         await unknown.call("/controller/x", {})
     assert raised.value.code == ErrorCode.NOT_CONTROLLER
     assert parse_address("h:9") == ("h", 9) and parse_address("h") is None and parse_address(None) is None
+
+
+async def test_the_channel_follows_a_bracketed_ipv6_hint() -> None:
+    stale, real = ("::1", 1), ("::1", 2)
+    hint = KafkaError("not me", ErrorCode.NOT_CONTROLLER, leader_id=2, leader_address="[::1]:2")
+    rpc = FakeRpc({stale: hint, real: {"ok": True}})
+    channel = ControllerChannel(rpc, lambda: stale, request_timeout_ms=100)  # type: ignore[arg-type]
+    assert await channel.call("/controller/x", {}) == {"ok": True}
+    assert [c[0] for c in rpc.calls] == [stale, real]
 
 
 async def test_producer_ids_come_from_blocks_prefetched_before_they_run_out() -> None:
