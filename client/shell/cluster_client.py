@@ -11,23 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.shell.rpc import RpcClient
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "/kafka/metadata"
-
-
-def monotonic_ms() -> int:
-    """The clock every core is driven with: monotonic milliseconds."""
-    return time.monotonic_ns() // 1_000_000
 
 
 async def wait_event(event: asyncio.Event, timeout_ms: float | None) -> bool:

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -47,6 +46,7 @@ from kraftpy.metadata.controller.quorum_view import describe_quorum
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import NoOpRecord, encode_entries, encode_record
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,6 @@ CLAIM_RETRY_MS = 100
 # Upper bound of one timer sleep, so a missed wake-up costs at most this long.
 MAX_TIMER_SLEEP_MS = 1000
 MIN_TICK_GAP_MS = 10
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def controller_config_from(node_config: Any, cluster_id: str) -> ControllerConfig:
