@@ -42,7 +42,7 @@ from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, Batc
 from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.validate import INT32_MAX
 
-_SEQUENCE_SPACE = 1 << 31
+_SEQUENCE_SPACE = INT32_MAX + 1  # sequences wrap from INT32_MAX to 0
 SNAPSHOT_VERSION = 1
 _DEFAULT_BATCHES_TO_RETAIN: int = default_of(ReplicationConfig, "producer_batches_to_retain")
 _DEFAULT_EXPIRATION_MS: int = default_of(ReplicationConfig, "producer_id_expiration_ms")
