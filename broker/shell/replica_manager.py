@@ -81,6 +81,7 @@ from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.shell.rpc import Handler
@@ -148,7 +149,7 @@ class ReplicaManager:
         self._handlers: dict[str, Handler] = {
             "/kafka/metadata": MetadataHandler(self),
             "/kafka/produce": produce,
-            "/kafka/fetch": self.fetch_handler,
+            FETCH_PATH: self.fetch_handler,
             "/kafka/list_offsets": ListOffsetsHandler(self),
             "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
             "/kafka/init_producer_id": InitProducerIdHandler(self),

@@ -35,7 +35,6 @@ from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-FETCH_PATH = "/kafka/fetch"
 CONSUMER_REPLICA_ID = -1
 
 # Errors after which the partition's leader must be looked up again.
