@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kraftpy.client.config import consumer_config, parse_bootstrap_servers
-from kraftpy.client.consumer.fetcher import FETCH_PATH, Fetcher, FetchRequest
+from kraftpy.client.consumer.fetcher import Fetcher, FetchRequest
 from kraftpy.client.consumer.offset_fetcher import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -70,6 +70,7 @@ from kraftpy.client.serde import Deserializer, deserializer_for
 from kraftpy.client.shell.cluster_client import ClusterClient, monotonic_ms, wait_event
 from kraftpy.client.shell.group_member import ConsumerGroupMetadata, GroupShell
 from kraftpy.client.types import ConsumerRecord, OffsetAndTimestamp
+from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition, as_topic_partition
 
