@@ -48,7 +48,7 @@ import crc32c
 
 from kraftpy.protocol.errors import RESOURCE_ERRNOS, ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
-from kraftpy.raft.actions import Action, AppendEntries, InstallSnapshot, TrimLog, TruncateTo, WriteSnapshotChunk
+from kraftpy.raft.actions import Action, apply_log_action
 from kraftpy.raft.entry_batches import decode_entries, encode_entries
 from kraftpy.raft.log import Entry, OffsetAndEpoch
 from kraftpy.raft.shell.snapshot_store import DIR_NAME as SNAPSHOT_DIR_NAME
@@ -234,19 +234,10 @@ class DurableLog:
 
     def apply(self, action: Action) -> bool:
         """Perform a log action of the core; False if `action` is not a log action."""
-        if isinstance(action, AppendEntries):
-            self.append(action.entries)
-        elif isinstance(action, TruncateTo):
-            self.truncate_to(action.offset)
-        elif isinstance(action, TrimLog):
-            self.trim(action.before_offset)
-        elif isinstance(action, WriteSnapshotChunk):
-            self._snapshots.write_chunk(action.snapshot_id, action.position, action.data)
-        elif isinstance(action, InstallSnapshot):
-            self.install_snapshot(action.snapshot_id)
-        else:
-            return False
-        return True
+        return apply_log_action(self, action)
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        self._snapshots.write_chunk(snapshot_id, position, data)
 
     def append(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
         if not entries:
