@@ -134,3 +134,17 @@ def test_backoff_grows_exponentially_and_caps() -> None:
         firsts.append(jittered.next_ms())
     assert all(80 <= x <= 120 for x in firsts)
     assert len(set(firsts)) > 1  # jitter actually varies
+
+
+async def test_http_and_stream_answer_a_call_the_same(server) -> None:
+    """One server pipeline: an answer, a typed error, a rejected body and a crash look alike on both transports."""
+    address, client = server
+
+    async def outcome(path: str, body: dict, stream: bool) -> object:
+        try:
+            return await client.call(address, path, body, stream=stream)
+        except KafkaError as err:
+            return (err.code, err.message, err.details)
+
+    for path, body in (("/echo", {"value": 3}), ("/fail", {}), ("/echo", {"value": -1}), ("/crash", {})):
+        assert await outcome(path, body, stream=False) == await outcome(path, body, stream=True), path
