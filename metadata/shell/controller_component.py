@@ -46,6 +46,7 @@ from kraftpy.metadata.controller.quorum_view import describe_quorum
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import NoOpRecord, encode_entries, encode_record
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
@@ -67,15 +68,8 @@ MIN_TICK_GAP_MS = 10
 
 
 def controller_config_from(node_config: Any, cluster_id: str) -> ControllerConfig:
-    return ControllerConfig(
-        cluster_id=cluster_id,
-        broker_session_timeout_ms=node_config.broker_session_timeout_ms,
-        broker_heartbeat_interval_ms=node_config.broker_heartbeat_interval_ms,
-        num_partitions=node_config.num_partitions,
-        default_replication_factor=node_config.default_replication_factor,
-        metadata_max_idle_interval_ms=node_config.metadata_max_idle_interval_ms,
-        preferred_leader_election_delay_ms=node_config.preferred_leader_election_delay_ms,
-    )
+    """The controller's settings that the node config names; the rest keep ControllerConfig's defaults."""
+    return ControllerConfig(cluster_id=cluster_id, **settings_from(node_config, ControllerConfig, skip=("cluster_id",)))
 
 
 def split_payloads(payloads: list[bytes], max_bytes: int) -> list[list[bytes]]:
