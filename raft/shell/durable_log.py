@@ -54,6 +54,7 @@ from kraftpy.raft.log import Entry, OffsetAndEpoch
 from kraftpy.raft.shell.snapshot_store import DIR_NAME as SNAPSHOT_DIR_NAME
 from kraftpy.raft.shell.snapshot_store import SnapshotStore
 from kraftpy.storage import LogConfig, PartitionLog
+from kraftpy.storage.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,6 @@ RAFT_LOG_CONFIG = LogConfig(
 
 class DurableLogError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DurableLog:
@@ -306,11 +299,11 @@ class DurableLog:
             f.write(crc32c.crc32c(body).to_bytes(4, "big") + body)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _remove_journal(self) -> None:
         (self.directory / TRUNCATION_JOURNAL).unlink(missing_ok=True)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _finish_truncation(self) -> None:
         """Complete a mid-batch truncation a crash interrupted (the journal is its intent)."""
