@@ -39,7 +39,7 @@ from kraftpy.protocol.auth import (
 )
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.protocol.records.batch import now_ms
+from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc import STREAM_AUTH_HEADERS, STREAM_PATH, error_response
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ _caller: contextvars.ContextVar[_HttpCaller | Principal | None] = contextvars.Co
 
 
 class ServerAuth:
-    def __init__(self, verifier: Verifier, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, verifier: Verifier, clock: Callable[[], int] = wall_ms) -> None:
         self.verifier = verifier
         self.clock = clock
         self.refused = 0  # calls refused (unauthenticated or unauthorized), for status
@@ -139,7 +139,7 @@ class ServerAuth:
 
 
 class ClientAuth:
-    def __init__(self, credential: Credential, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, credential: Credential, clock: Callable[[], int] = wall_ms) -> None:
         self.credential = credential
         self.clock = clock
 
