@@ -7,6 +7,13 @@ from typing import Any, NamedTuple
 Address = tuple[str, int]  # (host, port)
 
 
+def format_address(host: str, port: int) -> str:
+    """'host:port', an IPv6 host in brackets (as in a URL or a Host header); parse_address reads it back."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
 def parse_address(text: Any) -> Address | None:
     """'host:port' or '[v6host]:port' -> (host, port) without brackets; None for anything else."""
     if not isinstance(text, str):

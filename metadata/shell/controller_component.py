@@ -48,6 +48,7 @@ from kraftpy.metadata.records import NoOpRecord, encode_entries, encode_record
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms
+from kraftpy.protocol.types import format_address
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,7 @@ class ControllerComponent:
     def _address_of(self, node_id: int | None) -> str | None:
         if node_id is None or node_id not in self._voters:
             return None
-        host, port = self._voters[node_id]
-        return f"{host}:{port}"
+        return format_address(*self._voters[node_id])
 
     # --- Raft events ---------------------------------------------------------------------------------
     def _on_image(self, old: MetadataImage, new: MetadataImage) -> None:

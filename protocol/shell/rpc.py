@@ -37,7 +37,7 @@ from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits, StreamGate, check_body_items
-from kraftpy.protocol.types import Address
+from kraftpy.protocol.types import Address, format_address
 
 if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
     from kraftpy.protocol.credentials import Credential
@@ -468,7 +468,7 @@ class RpcClient:
                 if raise_errors and answer.get("error_code", 0) != 0:
                     raise KafkaError.from_dict(answer)
                 return answer
-        url = f"http://{host}:{port}{path}"
+        url = f"http://{format_address(host, port)}{path}"
         timeout = aiohttp.ClientTimeout(total=total_ms / 1000, sock_connect=self.connect_timeout_ms / 1000)
         data = encode(dict(body))
         headers = {"Content-Type": CONTENT_TYPE}
@@ -560,7 +560,7 @@ class RpcClient:
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 ws = await self._get_session().ws_connect(
-                    f"http://{host}:{port}{STREAM_PATH}",
+                    f"http://{format_address(host, port)}{STREAM_PATH}",
                     autoping=True,
                     max_msg_size=DEFAULT_MAX_BODY_BYTES,
                     headers=headers,

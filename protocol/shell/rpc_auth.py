@@ -41,6 +41,7 @@ from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc import STREAM_AUTH_HEADERS, STREAM_PATH, error_response
+from kraftpy.protocol.types import format_address
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class ClientAuth:
 
     def headers(self, method: str, host: str, port: int, path: str, body: bytes) -> dict[str, str]:
         """Host and Authorization headers for one request (the Host is signed, so it is set explicitly)."""
-        target = f"{host}:{port}"
+        target = format_address(host, port)
         return {"Host": target, HEADER: sign(self.credential, method, target, path, body, self.clock())}
 
     def check_stream_proof(self, sent: Mapping[str, str], answer_headers: Mapping[str, str], where: str) -> None:
