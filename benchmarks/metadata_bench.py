@@ -69,6 +69,7 @@ from kraftpy.node import meta_properties
 from kraftpy.node.config import build_config
 from kraftpy.protocol.credentials import NODE_FILE, Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.shell.credential_files import load_credential
 from kraftpy.protocol.shell.rpc import RpcClient
 from kraftpy.raft.shell.component import RaftComponent
@@ -620,15 +621,15 @@ async def run_sim_broker(
     rpc = RpcClient(request_timeout_ms=5000, credential=load_credential(credential))
     leader_guess = next(iter(voters))
     while lifecycle.state is not BrokerState.SHUTTING_DOWN:
-        now = time.monotonic_ns() // 1_000_000
+        now = monotonic_ms()
         out = lifecycle.next_request(now, 1 << 62, leader_guess)
         if out is None:
             await asyncio.sleep(max(1, (lifecycle.next_deadline_ms() or now + 100) - now) / 1000)
             continue
         try:
-            lifecycle.on_answer(out, await rpc.call(out.address, out.path, out.body), time.monotonic_ns() // 1_000_000)
+            lifecycle.on_answer(out, await rpc.call(out.address, out.path, out.body), monotonic_ms())
         except KafkaError as e:
-            lifecycle.on_error(out, e, time.monotonic_ns() // 1_000_000)
+            lifecycle.on_error(out, e, monotonic_ms())
             if lifecycle.hint is None:
                 leader_guess = random.choice(list(voters))
 

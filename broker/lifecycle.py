@@ -16,8 +16,8 @@ from kraftpy.metadata.controller.requests import BrokerHeartbeatRequest, BrokerR
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import Address, parse_address
 
-Address = tuple[str, int]
 REGISTRATION = "/controller/broker_registration"
 HEARTBEAT = "/controller/broker_heartbeat"
 INITIAL_BACKOFF_MS = 100
@@ -36,15 +36,6 @@ class Outgoing:
     address: Address
     path: str
     body: dict[str, Any]
-
-
-def parse_address(text: Any) -> Address | None:
-    if not isinstance(text, str):
-        return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        return None
-    return (host.strip("[]"), int(port))
 
 
 class BrokerLifecycle:

@@ -12,25 +12,26 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from kraftpy.protocol.settings import settings_from
+from kraftpy.broker.replication.config import ReplicationConfig
+from kraftpy.protocol.settings import default_of, settings_from
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaManagerSettings:
     # ISR: a follower not caught up for this long is shrunk out (replica.lag.time.max.ms).
-    replica_lag_time_max_ms: int = 30_000
+    replica_lag_time_max_ms: int = default_of(ReplicationConfig, "replica_lag_time_max_ms")
     # Follower fetches (replica.fetch.*): long-poll wait, min bytes, per-partition and response byte limits.
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_min_bytes: int = 1
+    replica_fetch_wait_max_ms: int = default_of(ReplicationConfig, "replica_fetch_wait_max_ms")
+    replica_fetch_min_bytes: int = default_of(ReplicationConfig, "replica_fetch_min_bytes")
     replica_fetch_max_bytes: int = 1024 * 1024
     replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
-    replica_fetch_backoff_ms: int = 1_000
+    replica_fetch_backoff_ms: int = default_of(ReplicationConfig, "replica_fetch_backoff_ms")
     # A follower fetch gets this long beyond its long-poll wait before it counts as failed (replica.socket.timeout.ms).
     replica_socket_timeout_ms: int = 30_000
     # Concurrent fetch requests one fetcher keeps to one source broker (each for partitions not in flight).
     replica_fetcher_max_inflight_requests: int = 3
     # Broker default for topics that do not set min_insync_replicas (min.insync.replicas).
-    min_insync_replicas: int = 1
+    min_insync_replicas: int = default_of(ReplicationConfig, "min_insync_replicas")
     # HW and recovery-point checkpoints (replica.high.watermark.checkpoint.interval.ms).
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     # How often flush_messages / flush_ms and rolled segments are fsynced in the background.
@@ -41,10 +42,10 @@ class ReplicaManagerSettings:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     # Idle producers are forgotten after producer_id_expiration_ms; checked this often.
-    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_ms: int = default_of(ReplicationConfig, "producer_id_expiration_ms")
     producer_id_expiration_check_interval_ms: int = 600_000
     # An unanswered AlterPartition is proposed again after this long.
-    alter_partition_retry_ms: int = 2_000
+    alter_partition_retry_ms: int = default_of(ReplicationConfig, "alter_partition_retry_ms")
     # Produce requests handled at once; more wait for a slot up to their timeout (queued.max.requests).
     queued_max_requests: int = 500
     # Fetches parked in the purgatory at once; beyond this a fetch is answered with what it has.

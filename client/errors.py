@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.errors import OffsetOutOfRangeError as OffsetOutOfRangeError  # shared with the storage engine
 from kraftpy.protocol.types import TopicPartition
 
 # Kafka's InvalidMetadataException subclasses (plus a lost connection, which
@@ -111,16 +112,6 @@ class ProducerFencedError(KafkaError):
     """The producer's id/epoch was taken over; the producer is unusable and must be closed."""
 
     code = ErrorCode.PRODUCER_FENCED
-
-
-class OffsetOutOfRangeError(KafkaError):
-    """A fetch position is outside the log and auto_offset_reset is "none"."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-
-    def __init__(self, message: str, offsets: Mapping[TopicPartition, int]) -> None:
-        super().__init__(message)
-        self.offsets = dict(offsets)
 
 
 class NoOffsetForPartitionError(KafkaError):

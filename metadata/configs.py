@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import INT32_MAX
+from kraftpy.protocol.validate import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
-
-INT_MIN = -(2**31)
+LONG_MAX = INT64_MAX  # Kafka's Long.MAX_VALUE, the default of several configs
 
 
 class ConfigResourceType(enum.IntEnum):
@@ -111,7 +108,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
 TOPIC_CONFIG_DEFAULTS: dict[str, Any] = {d.name: d.default for d in TOPIC_CONFIGS.values()}
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_TYPE_BOUNDS = {ConfigType.INT: (INT_MIN, INT32_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
+_TYPE_BOUNDS = {ConfigType.INT: (INT32_MIN, INT32_MAX), ConfigType.LONG: (INT64_MIN, INT64_MAX)}
 
 
 def invalid_config(name: str, value: Any, reason: str) -> KafkaError:

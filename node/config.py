@@ -21,8 +21,13 @@ from typing import Any
 from kraftpy.broker.groups import GroupCoordinatorConfig
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
+from kraftpy.protocol.auth import DEFAULT_MAX_CLOCK_SKEW_MS
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.raft.config import RaftConfig
 
 ROLES = ("broker", "controller")
 
@@ -77,45 +82,46 @@ class NodeConfig:
     rack: str | None = None
     log_level: str = "INFO"
     log_file: Path | None = None
-    # Raft (KRaft's names and defaults; `cluster start` passes faster local ones, see docs/operations.md)
-    controller_quorum_election_timeout_ms: int = 1000
-    controller_quorum_fetch_timeout_ms: int = 2000
-    controller_quorum_election_backoff_max_ms: int = 1000
-    controller_quorum_request_timeout_ms: int = 2000
-    controller_quorum_append_linger_ms: int = 0
-    metadata_max_idle_interval_ms: int = 500
-    preferred_leader_election_delay_ms: int = 10_000
-    metadata_snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
+    # Raft (KRaft's names; `cluster start` passes faster local ones, see docs/operations.md). Every
+    # default below is the owning component's own (default_of), declared there once.
+    controller_quorum_election_timeout_ms: int = default_of(RaftConfig, "election_timeout_ms")
+    controller_quorum_fetch_timeout_ms: int = default_of(RaftConfig, "fetch_timeout_ms")
+    controller_quorum_election_backoff_max_ms: int = default_of(RaftConfig, "election_backoff_max_ms")
+    controller_quorum_request_timeout_ms: int = default_of(RaftConfig, "request_timeout_ms")
+    controller_quorum_append_linger_ms: int = default_of(RaftConfig, "append_linger_ms")
+    metadata_max_idle_interval_ms: int = default_of(ControllerConfig, "metadata_max_idle_interval_ms")
+    preferred_leader_election_delay_ms: int = default_of(ControllerConfig, "preferred_leader_election_delay_ms")
+    metadata_snapshot_max_new_record_bytes: int = default_of(SnapshotPolicy, "max_new_record_bytes")
     # Brokers
-    broker_session_timeout_ms: int = 9000
-    broker_heartbeat_interval_ms: int = 2000
-    replica_lag_time_max_ms: int = 30000
-    replica_fetch_wait_max_ms: int = 500
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    min_insync_replicas: int = 1
+    broker_session_timeout_ms: int = default_of(ControllerConfig, "broker_session_timeout_ms")
+    broker_heartbeat_interval_ms: int = default_of(ControllerConfig, "broker_heartbeat_interval_ms")
+    replica_lag_time_max_ms: int = default_of(ReplicaManagerSettings, "replica_lag_time_max_ms")
+    replica_fetch_wait_max_ms: int = default_of(ReplicaManagerSettings, "replica_fetch_wait_max_ms")
+    num_partitions: int = default_of(ControllerConfig, "num_partitions")
+    default_replication_factor: int = default_of(ControllerConfig, "default_replication_factor")
+    min_insync_replicas: int = default_of(ReplicaManagerSettings, "min_insync_replicas")
     auto_create_topics_enable: bool = False
     # Consumer groups (Kafka's group.* and offsets.* broker settings; docs/operations.md)
-    offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 3
-    offsets_topic_segment_bytes: int = 104_857_600
-    offsets_commit_timeout_ms: int = 5000
-    offsets_retention_minutes: int = 10_080
-    offsets_retention_check_interval_ms: int = 600_000
-    offset_metadata_max_bytes: int = 4096
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_max_size: int = 2_147_483_647
+    offsets_topic_num_partitions: int = default_of(GroupCoordinatorConfig, "offsets_topic_num_partitions")
+    offsets_topic_replication_factor: int = default_of(GroupShellSettings, "offsets_topic_replication_factor")
+    offsets_topic_segment_bytes: int = default_of(GroupShellSettings, "offsets_topic_segment_bytes")
+    offsets_commit_timeout_ms: int = default_of(GroupShellSettings, "offsets_commit_timeout_ms")
+    offsets_retention_minutes: int = default_of(GroupCoordinatorConfig, "offsets_retention_minutes")
+    offsets_retention_check_interval_ms: int = default_of(GroupCoordinatorConfig, "offsets_retention_check_interval_ms")
+    offset_metadata_max_bytes: int = default_of(GroupCoordinatorConfig, "offset_metadata_max_bytes")
+    group_initial_rebalance_delay_ms: int = default_of(GroupCoordinatorConfig, "group_initial_rebalance_delay_ms")
+    group_min_session_timeout_ms: int = default_of(GroupCoordinatorConfig, "group_min_session_timeout_ms")
+    group_max_session_timeout_ms: int = default_of(GroupCoordinatorConfig, "group_max_session_timeout_ms")
+    group_max_size: int = default_of(GroupCoordinatorConfig, "group_max_size")
     # The listener's resource bounds (Kafka's max.connections, connections.max.idle.ms; docs/operations.md)
-    max_connections: int = 1000
-    connections_max_idle_ms: int = 600_000
-    rpc_stream_max_in_flight_calls: int = 64
-    rpc_stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
-    rpc_max_body_items: int = 200_000
+    max_connections: int = default_of(ListenerLimits, "max_connections")
+    connections_max_idle_ms: int = default_of(ListenerLimits, "connections_max_idle_ms")
+    rpc_stream_max_in_flight_calls: int = default_of(ListenerLimits, "stream_max_in_flight_calls")
+    rpc_stream_max_queued_answer_bytes: int = default_of(ListenerLimits, "stream_max_queued_answer_bytes")
+    rpc_max_body_items: int = default_of(ListenerLimits, "max_body_items")
     # Authentication (docs/security.md): the credentials this node accepts, its own `node.credential` among them
     secrets_dir: Path | None = None
-    auth_max_clock_skew_ms: int = 60_000
+    auth_max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.storage.files import fsync_dir
 
 FILE_NAME = "meta.properties"
 VERSION = 1
@@ -68,11 +69,7 @@ def write(data_dir: Path, meta: MetaProperties, *, ignore_formatted: bool = Fals
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(data_dir)
     return True
 
 

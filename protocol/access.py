@@ -40,7 +40,7 @@ ADMIN_GROUP = Requirement(
 )
 OPEN = None
 
-FETCH_PATH = "/kafka/fetch"
+FETCH_PATH = "/kafka/fetch"  # the one spelling: the broker routes it, followers and consumers call it
 
 # path -> requirement (None: open). docs/security.md has the same table.
 ROUTES: dict[str, Requirement | None] = {

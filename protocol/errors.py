@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import enum
 import errno
+from collections.abc import Mapping
 from typing import Any
+
+from kraftpy.protocol.types import TopicPartition
 
 
 class ErrorCode(enum.IntEnum):
@@ -190,6 +193,21 @@ class KafkaError(Exception):
         except ValueError:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         return cls(str(body.get("message", "")), code, **dict(body.get("details") or {}))
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A read, seek or fetch position outside [log_start_offset, log_end_offset].
+
+    The storage engine raises it for a read or a log-start move it cannot do (its
+    bounds in `details`); the consumer for a fetch position the broker refused when
+    auto_offset_reset is "none" (`offsets`: the position of each such partition).
+    """
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+    def __init__(self, message: str, offsets: Mapping[TopicPartition, int] | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.offsets = dict(offsets or {})
 
 
 class CorruptRecordError(KafkaError):

@@ -1,10 +1,27 @@
-"""Types every package shares: a partition's name, a network address."""
+"""Types every package shares: a partition's name, a network address and its one parser."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 Address = tuple[str, int]  # (host, port)
+
+
+def format_address(host: str, port: int) -> str:
+    """'host:port', an IPv6 host in brackets (as in a URL or a Host header); parse_address reads it back."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
+def parse_address(text: Any) -> Address | None:
+    """'host:port' or '[v6host]:port' -> (host, port) without brackets; None for anything else."""
+    if not isinstance(text, str):
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
 
 
 class TopicPartition(NamedTuple):

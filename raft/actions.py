@@ -5,7 +5,9 @@ Design notes: docs/raft.md, section "raft/actions.py".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.raft.log import Entry, OffsetAndEpoch
@@ -117,3 +119,34 @@ Action = (
     | ReadResolved
     | RoleChanged
 )
+
+
+class WritableLog(Protocol):
+    """The writes a Raft log performs for the core's log actions (MemoryLog, DurableLog)."""
+
+    def append(self, entries: Sequence[Entry]) -> None: ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def trim(self, before_offset: int) -> None: ...
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None: ...
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> None: ...
+
+
+def apply_log_action(log: WritableLog, action: Action) -> bool:
+    """Perform a log action of the core on `log`; False if `action` is not a log action."""
+    if isinstance(action, AppendEntries):
+        log.append(action.entries)
+    elif isinstance(action, TruncateTo):
+        log.truncate_to(action.offset)
+    elif isinstance(action, TrimLog):
+        log.trim(action.before_offset)
+    elif isinstance(action, WriteSnapshotChunk):
+        log.write_snapshot_chunk(action.snapshot_id, action.position, action.data)
+    elif isinstance(action, InstallSnapshot):
+        log.install_snapshot(action.snapshot_id)
+    else:
+        return False
+    return True

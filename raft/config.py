@@ -38,7 +38,7 @@ class RaftConfig:
     # quorum.retry.backoff.ms: the pause before retrying after an error answer.
     retry_backoff_ms: int = 20
     # quorum.append.linger.ms: how long proposals accumulate before they are appended.
-    append_linger_ms: int = 25
+    append_linger_ms: int = 0
     max_batch_bytes: int = 1024 * 1024
     # Backpressure: the leader refuses proposals (NOT_ENOUGH_REPLICAS, retriable) while this
     # many bytes of its proposals are appended but not committed (a quorum that is slow or gone).

@@ -12,14 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from kraftpy.raft.actions import (
-    Action,
-    AppendEntries,
-    InstallSnapshot,
-    TrimLog,
-    TruncateTo,
-    WriteSnapshotChunk,
-)
+from kraftpy.raft.actions import Action, apply_log_action
 from kraftpy.raft.log import Entry, OffsetAndEpoch
 
 
@@ -173,19 +166,7 @@ class MemoryLog:
 
     def apply(self, action: Action) -> bool:
         """Apply a log action from the core; False if the action is not a log action."""
-        if isinstance(action, AppendEntries):
-            self.append(action.entries)
-        elif isinstance(action, TruncateTo):
-            self.truncate_to(action.offset)
-        elif isinstance(action, TrimLog):
-            self.trim(action.before_offset)
-        elif isinstance(action, WriteSnapshotChunk):
-            self.write_snapshot_chunk(action.snapshot_id, action.position, action.data)
-        elif isinstance(action, InstallSnapshot):
-            self.install_snapshot(action.snapshot_id)
-        else:
-            return False
-        return True
+        return apply_log_action(self, action)
 
     def crash(self) -> None:
         """Lose everything that was not flushed (and any half-fetched snapshot)."""

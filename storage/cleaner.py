@@ -15,9 +15,9 @@ from pathlib import Path
 from kraftpy.protocol.errors import CorruptRecordError
 from kraftpy.protocol.records.batch import build_batch, decode_batch
 from kraftpy.protocol.records.header import crc_matches
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 from kraftpy.storage import layout
 from kraftpy.storage.checkpoints import OffsetCheckpoint
-from kraftpy.storage.config import INT32_MAX
 from kraftpy.storage.errors import CorruptCheckpointError, LogStorageError
 from kraftpy.storage.log import CleanableSegment, PartitionLog
 from kraftpy.storage.scan import CorruptSegmentError
@@ -79,8 +79,8 @@ class LogCleaner:
         dirty = [s for s in cleanable if s.next_base_offset > first_dirty]
         total = sum(s.size_bytes for s in cleanable)
         ratio = sum(s.size_bytes for s in dirty) / total if total else 0.0
-        # Kept tombstones expire later; a pass is due then even if nothing new is dirty.
-        tombstones_due = now_ms >= self._tombstone_due.get(plog.directory, 2**63)
+        # Kept tombstones expire later; a pass is due then even if nothing new is dirty (INT64_MAX: never).
+        tombstones_due = now_ms >= self._tombstone_due.get(plog.directory, INT64_MAX)
         if not (force or tombstones_due) and (not dirty or ratio < cfg.min_cleanable_dirty_ratio):
             return None
 
@@ -90,7 +90,7 @@ class LogCleaner:
         to_rewrite = [s for s in cleanable if s.base_offset < end_offset] if mapped else cleanable
         delete_horizon = now_ms - cfg.delete_retention_ms
 
-        stats = {"written": 0, "after": 0, "removed": 0, "tombstones": 0, "due": 2**63}
+        stats = {"written": 0, "after": 0, "removed": 0, "tombstones": 0, "due": INT64_MAX}
         scratch = plog.directory / layout.CLEANER_SCRATCH_DIR
         for group in _group_by_size(to_rewrite, cfg.segment_bytes):
             shutil.rmtree(scratch, ignore_errors=True)

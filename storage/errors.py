@@ -7,12 +7,7 @@ one that cares (the replica fetcher, the Raft log) catches the precise type.
 from __future__ import annotations
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-
-
-class OffsetOutOfRangeError(KafkaError):
-    """A read or seek outside [log_start_offset, log_end_offset]."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
+from kraftpy.protocol.errors import OffsetOutOfRangeError as OffsetOutOfRangeError  # the client raises it too
 
 
 class UnexpectedAppendOffsetError(KafkaError):

@@ -17,9 +17,10 @@ from typing import NamedTuple
 
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.header import LOG_OVERHEAD
+from kraftpy.protocol.validate import INT32_MAX
 from kraftpy.storage import layout
 from kraftpy.storage.checkpoints import OffsetCheckpoint
-from kraftpy.storage.config import INT32_MAX, LogConfig
+from kraftpy.storage.config import LogConfig
 from kraftpy.storage.errors import (
     LogStorageError,
     OffsetOutOfRangeError,

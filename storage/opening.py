@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kraftpy.protocol.validate import INT64_MAX
 from kraftpy.storage import layout
 from kraftpy.storage.checkpoints import OffsetCheckpoint
 from kraftpy.storage.config import LogConfig
@@ -98,7 +99,7 @@ def _open_locked(
     # compacted log, whose followers copy the leader's gaps); elsewhere a gap is a
     # damaged baseOffset.
     cleaned_below = _read_or_fallback(OffsetCheckpoint(directory / layout.CLEANER_OFFSET_CHECKPOINT)) or 0
-    allow_gaps_below = 2**63 - 1 if config.compact else cleaned_below
+    allow_gaps_below = INT64_MAX if config.compact else cleaned_below
 
     def epoch_at(offset: int) -> int:
         return epochs.epoch_for_offset(max(offset, log_start))

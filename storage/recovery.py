@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kraftpy.protocol.validate import INT64_MAX
 from kraftpy.storage.scan import ValidatingScan, span_of
 from kraftpy.storage.segment import LogSegment
 
@@ -42,7 +43,7 @@ def recover_segments(
     recovery_point: int,
     *,
     max_batch_bytes: int,
-    allow_gaps_below: int = 2**63 - 1,
+    allow_gaps_below: int = INT64_MAX,
     epoch_at: Callable[[int], int] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> RecoveryOutcome:

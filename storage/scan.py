@@ -20,6 +20,7 @@ from kraftpy.protocol.records.header import (
     parse_header,
     peek_size,
 )
+from kraftpy.protocol.validate import INT64_MAX
 
 # The fields of the v2 header up to maxTimestamp (header.py documents the layout):
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
@@ -142,7 +143,7 @@ class ValidatingScan:
         next_offset: int,
         leader_epoch: int = -1,
         max_batch_bytes: int,
-        allow_gaps_below: int = 2**63 - 1,
+        allow_gaps_below: int = INT64_MAX,
         epoch_at: Callable[[int], int] | None = None,
         chunk_bytes: int = SCAN_CHUNK_BYTES,
     ) -> None:

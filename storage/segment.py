@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kraftpy.protocol.records.header import BatchHeader
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 from kraftpy.storage.errors import LogStorageError
 from kraftpy.storage.files import FileHandle, pread_exact, pwrite_all, remove_if_exists
 from kraftpy.storage.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
@@ -146,7 +147,7 @@ class LogSegment:
         """Load both index files, checking them against the log; rebuild both if either fails."""
         try:
             offsets = OffsetIndex.load(self.index_path, self.base_offset, log_size=self.size)
-            times = TimeIndex.load(self.time_index_path, self.base_offset, max_offset=2**63 - 1)
+            times = TimeIndex.load(self.time_index_path, self.base_offset, max_offset=INT64_MAX)
             self._check_index_against_log(offsets, times)
         except IndexCorruptError as exc:
             log.warning("rebuilding the indexes of %s: %s", self.log_path, exc)
@@ -241,7 +242,7 @@ class LogSegment:
     def _check_offsets(self, span: BatchSpan, next_offset: int) -> None:
         """baseOffset lies outside the batch CRC: offsets that go back, or that no index
         entry of this segment can hold, mean a damaged header, never a batch to trust."""
-        if span.base_offset < next_offset or not 0 <= span.last_offset - self.base_offset < 2**31:
+        if span.base_offset < next_offset or not 0 <= span.last_offset - self.base_offset <= INT32_MAX:
             raise CorruptSegmentError(
                 f"batch offsets {span.base_offset}..{span.last_offset} do not follow {next_offset - 1} "
                 f"in a segment based at {self.base_offset}",
@@ -338,7 +339,7 @@ class LogSegment:
         """
         try:
             offsets = OffsetIndex.load(self.index_path, self.base_offset, log_size=self.size)
-            times = TimeIndex.load(self.time_index_path, self.base_offset, max_offset=2**63 - 1)
+            times = TimeIndex.load(self.time_index_path, self.base_offset, max_offset=INT64_MAX)
         except IndexCorruptError as exc:
             log.info("%s: index unusable (%s); validating the whole segment", self.log_path, exc)
             return self.reset_for_recovery()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.broker.groups.config import GroupCoordinatorConfig
-from kraftpy.protocol.validate import INT32_MAX, field, invalid
+from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field, invalid
 
 MAX_ITEMS = 100_000  # topics, partitions, members or groups in one request
 
@@ -245,7 +245,7 @@ class RequestParser:
                     CommitPartition(
                         topic=name,
                         partition=index,
-                        offset=field(part, "committed_offset", int, min_value=0, max_value=2**63 - 1),
+                        offset=field(part, "committed_offset", int, min_value=0, max_value=INT64_MAX),
                         leader_epoch=None if epoch < 0 else epoch,
                         metadata=metadata or "",
                     )

@@ -11,12 +11,16 @@ from dataclasses import dataclass, field
 
 import cbor2
 
+from kraftpy.broker.replication.config import ReplicationConfig
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
+from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.validate import INT32_MAX
 
-_SEQUENCE_SPACE = 1 << 31
+_SEQUENCE_SPACE = INT32_MAX + 1  # sequences wrap from INT32_MAX to 0
 SNAPSHOT_VERSION = 1
+_DEFAULT_BATCHES_TO_RETAIN: int = default_of(ReplicationConfig, "producer_batches_to_retain")
+_DEFAULT_EXPIRATION_MS: int = default_of(ReplicationConfig, "producer_id_expiration_ms")
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -79,7 +83,11 @@ APPEND = AppendCheck()
 
 
 class ProducerStateManager:
-    def __init__(self, batches_to_retain: int = 5, producer_id_expiration_ms: int = 86_400_000) -> None:
+    def __init__(
+        self,
+        batches_to_retain: int = _DEFAULT_BATCHES_TO_RETAIN,
+        producer_id_expiration_ms: int = _DEFAULT_EXPIRATION_MS,
+    ) -> None:
         if batches_to_retain < 1:
             raise ValueError("batches_to_retain must be at least 1")
         self.batches_to_retain = batches_to_retain
@@ -206,7 +214,10 @@ class ProducerStateManager:
 
     @classmethod
     def from_snapshot(
-        cls, data: bytes, batches_to_retain: int = 5, producer_id_expiration_ms: int = 86_400_000
+        cls,
+        data: bytes,
+        batches_to_retain: int = _DEFAULT_BATCHES_TO_RETAIN,
+        producer_id_expiration_ms: int = _DEFAULT_EXPIRATION_MS,
     ) -> ProducerStateManager:
         try:
             outer = cbor2.loads(data)
@@ -235,8 +246,8 @@ class ProducerStateManager:
         snapshot: bytes | None,
         headers: Iterable[BatchHeader],
         end_offset: int,
-        batches_to_retain: int = 5,
-        producer_id_expiration_ms: int = 86_400_000,
+        batches_to_retain: int = _DEFAULT_BATCHES_TO_RETAIN,
+        producer_id_expiration_ms: int = _DEFAULT_EXPIRATION_MS,
     ) -> ProducerStateManager:
         """Kafka's truncateAndReload: start from a snapshot (or empty), replay headers in [snapshot offset, end).
 

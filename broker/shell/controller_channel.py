@@ -16,17 +16,7 @@ from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc import RpcClient
-from kraftpy.protocol.types import Address
-
-
-def parse_address(text: Any) -> Address | None:
-    """'host:port' -> (host, port); None for anything else."""
-    if not isinstance(text, str):
-        return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        return None
-    return host, int(port)
+from kraftpy.protocol.types import Address, parse_address
 
 
 class ControllerChannel:

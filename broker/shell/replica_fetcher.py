@@ -14,6 +14,7 @@ from typing import Any
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.replication import EpochEndOffset, FetchPartition, FetchPartitionResponse
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
+from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.shell.rpc import RpcClient
@@ -21,7 +22,6 @@ from kraftpy.protocol.types import Address
 
 log = logging.getLogger(__name__)
 
-FETCH_PATH = "/kafka/fetch"
 # Sleep at most this long when nothing can be fetched (a partition's backoff ends sooner when it is known).
 IDLE_WAIT_MS = 1_000
 

@@ -46,7 +46,9 @@ from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.shell.rpc import Handler
 from kraftpy.protocol.topics import OFFSETS_TOPIC
@@ -113,7 +115,7 @@ class ReplicaManager:
         self._handlers: dict[str, Handler] = {
             "/kafka/metadata": MetadataHandler(self),
             "/kafka/produce": produce,
-            "/kafka/fetch": self.fetch_handler,
+            FETCH_PATH: self.fetch_handler,
             "/kafka/list_offsets": ListOffsetsHandler(self),
             "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
             "/kafka/init_producer_id": InitProducerIdHandler(self),
@@ -376,15 +378,8 @@ class ReplicaManager:
             "min_insync_replicas", image.topic_config_overrides(topic), image.broker_config_overrides("")
         )
         min_isr = s.min_insync_replicas if source == ConfigSource.DEFAULT else int(value)
-        return ReplicationConfig(
-            replica_lag_time_max_ms=s.replica_lag_time_max_ms,
-            min_insync_replicas=min_isr,
-            replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
-            replica_fetch_min_bytes=s.replica_fetch_min_bytes,
-            replica_fetch_backoff_ms=s.replica_fetch_backoff_ms,
-            alter_partition_retry_ms=s.alter_partition_retry_ms,
-            producer_id_expiration_ms=s.producer_id_expiration_ms,
-        )
+        # Every replication setting the broker's settings name; min.insync.replicas may be a topic's own.
+        return ReplicationConfig(**{**settings_from(s, ReplicationConfig), "min_insync_replicas": min_isr})
 
     # -- corrupt replicas --------------------------------------------------------------------------------------
     #

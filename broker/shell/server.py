@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import importlib
 import logging
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState, Outgoing
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +27,6 @@ MAX_SLEEP_MS = 1000
 # Controlled shutdown waits at most this long (and at most the session timeout): the node gives
 # each component 10 s to stop, and Raft still has to resign after us.
 MAX_CONTROLLED_SHUTDOWN_MS = 5000
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def load_replica_manager_class() -> Any:

@@ -32,7 +32,7 @@ from kraftpy.client.group.protocol import PATHS as GROUP_PATHS
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition, parse_address
 
 CONTROLLER = "/controller/"
 GROUP_ADMIN_PATHS = {
@@ -319,15 +319,6 @@ def parse_offset_commit_results(body: Mapping[str, Any]) -> dict[TopicPartition,
 
 
 # Finding the active controller ----------------------------------------------
-
-
-def parse_address(text: Any) -> Address | None:
-    if not isinstance(text, str):
-        return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        return None
-    return (host.strip("[]"), int(port))
 
 
 class ControllerLocator:

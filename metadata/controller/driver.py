@@ -17,6 +17,7 @@ from kraftpy.metadata.controller.requests import ControllerResult
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import MetadataRecord, NoOpRecord, encode_entries, encode_record
 from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.types import format_address
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,7 @@ class ControllerDriver:
     def address_of(self, node_id: int | None) -> str | None:
         if node_id is None or node_id not in self._voters:
             return None
-        host, port = self._voters[node_id]
-        return f"{host}:{port}"
+        return format_address(*self._voters[node_id])
 
     def not_controller_error(self) -> KafkaError:
         return self.controller.not_controller_error()

@@ -43,6 +43,20 @@ def place_replicas(
     return _rack_unaware([b.broker_id for b in ordered], num_partitions, replication_factor, rng, start_partition)
 
 
+def _leader_slots(n: int, num_partitions: int, rng: random.Random, start_partition: int) -> list[tuple[int, int]]:
+    """(index of the leader, replica shift) per partition, Kafka's: a random start, and a shift
+    that grows by one each time the partitions wrap around the n brokers. Draws from `rng` even
+    for no partitions, as the placement always has."""
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    slots = []
+    for pid in range(start_partition, start_partition + num_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        slots.append(((pid + start) % n, shift))
+    return slots
+
+
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
@@ -51,15 +65,10 @@ def _rack_unaware(
     ids: list[int], num_partitions: int, rf: int, rng: random.Random, start_partition: int
 ) -> list[tuple[int, ...]]:
     n = len(ids)
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
-    out = []
-    for pid in range(start_partition, start_partition + num_partitions):
-        if pid > 0 and pid % n == 0:
-            shift += 1
-        first = (pid + start) % n
-        out.append((ids[first], *(ids[_replica_index(first, shift, j, n)] for j in range(rf - 1))))
-    return out
+    return [
+        (ids[first], *(ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)))
+        for first, shift in _leader_slots(n, num_partitions, rng, start_partition)
+    ]
 
 
 def rack_alternated(brokers: Sequence[PlacementBroker]) -> list[PlacementBroker]:
@@ -84,13 +93,8 @@ def _rack_aware(
     arranged = rack_alternated(brokers)
     n = len(arranged)
     num_racks = len({b.rack for b in arranged})
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
     out = []
-    for pid in range(start_partition, start_partition + num_partitions):
-        if pid > 0 and pid % n == 0:
-            shift += 1
-        first = (pid + start) % n
+    for first, shift in _leader_slots(n, num_partitions, rng, start_partition):
         leader = arranged[first]
         replicas = [leader.broker_id]
         racks = {leader.rack}

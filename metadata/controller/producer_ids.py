@@ -8,7 +8,6 @@ were never answered.
 
 from __future__ import annotations
 
-from kraftpy.metadata.configs import LONG_MAX
 from kraftpy.metadata.controller.cluster_control import check_broker_epoch
 from kraftpy.metadata.controller.config import PRODUCER_ID_BLOCK_SIZE
 from kraftpy.metadata.controller.requests import (
@@ -19,6 +18,7 @@ from kraftpy.metadata.controller.requests import (
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import ProducerIdsRecord
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.validate import INT64_MAX
 
 
 def allocate_producer_ids(
@@ -26,7 +26,7 @@ def allocate_producer_ids(
 ) -> ControllerResult:
     check_broker_epoch(image, request.broker_id, request.broker_epoch)
     start = image.producer_ids.next_producer_id
-    if start > LONG_MAX - block_size:
+    if start > INT64_MAX - block_size:
         raise KafkaError("Exhausted all producer ids", ErrorCode.UNKNOWN_SERVER_ERROR)
     record = ProducerIdsRecord(request.broker_id, request.broker_epoch, start + block_size)
     return ControllerResult((record,), AllocateProducerIdsResponse(start, block_size))

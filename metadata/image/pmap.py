@@ -17,7 +17,23 @@ _MASK = SHARDS - 1
 _EMPTY_SHARD: dict[Any, Any] = {}
 
 
-class PMap(Mapping[K, V], Generic[K, V]):
+class _ShardedReads(Generic[K, V]):
+    """Key lookups over `_shards`, the same for a map and for its builder."""
+
+    __slots__ = ()
+    _shards: Sequence[dict[K, V]]
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+
+class PMap(_ShardedReads[K, V], Mapping[K, V]):
     """An immutable mapping; `set`, `delete` and `builder` return new versions."""
 
     __slots__ = ("_len", "_shards")
@@ -35,15 +51,6 @@ class PMap(Mapping[K, V], Generic[K, V]):
         for key, value in pairs:
             builder[key] = value
         return builder.build()
-
-    def __getitem__(self, key: K) -> V:
-        return self._shards[hash(key) & _MASK][key]
-
-    def get(self, key: K, default: Any = None) -> Any:
-        return self._shards[hash(key) & _MASK].get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._shards[hash(key) & _MASK]
 
     def __len__(self) -> int:
         return self._len
@@ -108,7 +115,7 @@ class PMap(Mapping[K, V], Generic[K, V]):
 _MISSING = object()
 
 
-class PMapBuilder(Generic[K, V]):
+class PMapBuilder(_ShardedReads[K, V]):
     """A mutable draft of a PMap; `build()` freezes it. Copies each touched shard once."""
 
     __slots__ = ("_base", "_dirty", "_len", "_owned", "_shards")
@@ -126,15 +133,6 @@ class PMapBuilder(Generic[K, V]):
             self._shards[index] = dict(self._shards[index])
             self._owned[index] = True
         return self._shards[index]
-
-    def __getitem__(self, key: K) -> V:
-        return self._shards[hash(key) & _MASK][key]
-
-    def get(self, key: K, default: Any = None) -> Any:
-        return self._shards[hash(key) & _MASK].get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._shards[hash(key) & _MASK]
 
     def __setitem__(self, key: K, value: V) -> None:
         shard = self._own(hash(key) & _MASK)

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -36,6 +35,8 @@ from kraftpy.metadata.controller.quorum_controller import QuorumController
 from kraftpy.metadata.controller.quorum_view import describe_quorum
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.settings import settings_from
+from kraftpy.protocol.shell.clock import monotonic_ms
 
 __all__ = ["PREFIX", "ControllerComponent", "controller_config_from", "create", "split_payloads"]
 
@@ -48,20 +49,9 @@ MAX_TIMER_SLEEP_MS = 1000
 MIN_TICK_GAP_MS = 10
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def controller_config_from(node_config: Any, cluster_id: str) -> ControllerConfig:
-    return ControllerConfig(
-        cluster_id=cluster_id,
-        broker_session_timeout_ms=node_config.broker_session_timeout_ms,
-        broker_heartbeat_interval_ms=node_config.broker_heartbeat_interval_ms,
-        num_partitions=node_config.num_partitions,
-        default_replication_factor=node_config.default_replication_factor,
-        metadata_max_idle_interval_ms=node_config.metadata_max_idle_interval_ms,
-        preferred_leader_election_delay_ms=node_config.preferred_leader_election_delay_ms,
-    )
+    """The controller's settings that the node config names; the rest keep ControllerConfig's defaults."""
+    return ControllerConfig(cluster_id=cluster_id, **settings_from(node_config, ControllerConfig, skip=("cluster_id",)))
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits, StreamGate, check_body_items
-from kraftpy.protocol.types import Address
+from kraftpy.protocol.types import Address, format_address
 
 if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
     from kraftpy.protocol.credentials import Credential
@@ -66,26 +66,56 @@ def _response(body: Mapping[str, Any], status: int = 200) -> web.Response:
     return web.Response(body=encode(dict(body)), status=status, content_type=CONTENT_TYPE)
 
 
+def error_status(err: KafkaError) -> int:
+    """The HTTP status of an error answer: 400 for a request that cannot be read, else 200."""
+    return 400 if err.code in (ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE) else 200
+
+
 def error_response(err: KafkaError) -> web.Response:
-    status = 400 if err.code in (ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE) else 200
-    return _response(err.to_dict(), status)
+    return _response(err.to_dict(), error_status(err))
+
+
+def internal_error(exc: Exception) -> KafkaError:
+    return KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+async def decode_body(data: bytes, max_body_items: int | None, what: str = "request") -> dict[str, Any]:
+    """Screen untrusted bytes (item count, off the loop when large) and decode them to a CBOR map."""
+    if max_body_items is not None:
+        await check_body_items(data, max_body_items, what)
+    return decode_map(data, what)
+
+
+async def serve_call(
+    decode: Callable[[], Awaitable[tuple[Handler, dict[str, Any]]]], where: str
+) -> tuple[dict[str, Any], int]:
+    """The one server pipeline of a call, for both transports: `decode` reads and screens the
+    request and picks its handler (auth is in the handler: rpc_auth's guard); the handler runs; its
+    answer, or its error as a typed body, comes back with the HTTP status it gets (a crash: 500)."""
+    try:
+        handler, body = await decode()
+        out = dict(await handler(body) or {})
+    except KafkaError as err:
+        return err.to_dict(), error_status(err)
+    except Exception as exc:
+        log.exception("unexpected error serving %s", where)
+        return internal_error(exc).to_dict(), 500
+    out.setdefault("error_code", 0)
+    return out, 200
 
 
 def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def route(request: web.Request) -> web.Response:
+        async def decode() -> tuple[Handler, dict[str, Any]]:
+            return handler, await decode_body(data, request.app[_LIMITS].max_body_items)
+
         token = _request_peer.set(request.remote)
         try:
-            data = await request.read()
-            await check_body_items(data, request.app[_LIMITS].max_body_items)
-            body = decode_map(data)
-            result = await handler(body)
-        except KafkaError as err:
-            return error_response(err)
+            data = await request.read()  # too large: aiohttp raises, error_middleware answers
+            out, status = await serve_call(decode, request.path)
         finally:
             _request_peer.reset(token)
-        out = dict(result or {})
-        out.setdefault("error_code", 0)
-        return _response(out)
+        return _response(out, status)
 
     route.__name__ = getattr(handler, "__name__", "route")
     return route
@@ -108,10 +138,7 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         raise
     except Exception as exc:
         log.exception("unexpected error serving %s", request.path)
-        return _response(
-            KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict(),
-            500,
-        )
+        return _response(internal_error(exc).to_dict(), 500)
 
 
 _STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
@@ -221,7 +248,6 @@ async def _answer_frame(
     ws: web.WebSocketResponse,
     routes: Mapping[str, Handler],
     data: Any,
-    refuse: KafkaError | None = None,
     gate: StreamGate | None = None,
     max_body_items: int | None = None,
     after: asyncio.Event | None = None,
@@ -231,37 +257,30 @@ async def _answer_frame(
     frame is checked off the loop, and a later frame must not overtake it (a producer's batches to a
     partition would reach the log out of sequence)."""
     call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
-    try:
+
+    async def decode() -> tuple[Handler, dict[str, Any]]:
+        nonlocal call_id
         try:
             if after is not None:
                 await after.wait()
             if not isinstance(data, bytes):
                 raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
-            if max_body_items is not None:
-                await check_body_items(data, max_body_items, "stream frame")
-            frame = decode_map(data, "stream frame")
-            if isinstance(frame.get("id"), int):
-                call_id = frame["id"]
-            else:
+            frame = await decode_body(data, max_body_items, "stream frame")
+            if not isinstance(frame.get("id"), int):
                 raise KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
-            if refuse is not None:
-                raise refuse
+            call_id = frame["id"]
             handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
             if handler is None:
                 raise KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
             body = frame.get("body")
             if not isinstance(body, dict):
                 raise KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+            return handler, body
         finally:
             if started is not None:
-                started.set()  # the handler below starts before the next frame's resumes
-        out = dict(await handler(body) or {})
-        out.setdefault("error_code", 0)
-    except KafkaError as err:
-        out = err.to_dict()
-    except Exception as exc:
-        log.exception("unexpected error serving a stream call")
-        out = KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR).to_dict()
+                started.set()  # the handler starts before the next frame's decode resumes
+
+    out, _status = await serve_call(decode, "a stream call")
     if not ws.closed:
         answer = encode({"id": call_id, "body": out})
         if gate is not None:
@@ -433,7 +452,7 @@ class RpcClient:
                 if raise_errors and answer.get("error_code", 0) != 0:
                     raise KafkaError.from_dict(answer)
                 return answer
-        url = f"http://{host}:{port}{path}"
+        url = f"http://{format_address(host, port)}{path}"
         timeout = aiohttp.ClientTimeout(total=total_ms / 1000, sock_connect=self.connect_timeout_ms / 1000)
         data = encode(dict(body))
         headers = {"Content-Type": CONTENT_TYPE}
@@ -525,7 +544,7 @@ class RpcClient:
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 ws = await self._get_session().ws_connect(
-                    f"http://{host}:{port}{STREAM_PATH}",
+                    f"http://{format_address(host, port)}{STREAM_PATH}",
                     autoping=True,
                     max_msg_size=DEFAULT_MAX_BODY_BYTES,
                     headers=headers,

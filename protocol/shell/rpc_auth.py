@@ -25,8 +25,9 @@ from kraftpy.protocol.auth import (
 )
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.protocol.records.batch import now_ms
+from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc import STREAM_AUTH_HEADERS, STREAM_PATH, error_response
+from kraftpy.protocol.types import format_address
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ _caller: contextvars.ContextVar[_HttpCaller | Principal | None] = contextvars.Co
 
 
 class ServerAuth:
-    def __init__(self, verifier: Verifier, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, verifier: Verifier, clock: Callable[[], int] = wall_ms) -> None:
         self.verifier = verifier
         self.clock = clock
         self.refused = 0  # calls refused (unauthenticated or unauthorized), for status
@@ -125,13 +126,13 @@ class ServerAuth:
 
 
 class ClientAuth:
-    def __init__(self, credential: Credential, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, credential: Credential, clock: Callable[[], int] = wall_ms) -> None:
         self.credential = credential
         self.clock = clock
 
     def headers(self, method: str, host: str, port: int, path: str, body: bytes) -> dict[str, str]:
         """Host and Authorization headers for one request (the Host is signed, so it is set explicitly)."""
-        target = f"{host}:{port}"
+        target = format_address(host, port)
         return {"Host": target, HEADER: sign(self.credential, method, target, path, body, self.clock())}
 
     def check_stream_proof(self, sent: Mapping[str, str], answer_headers: Mapping[str, str], where: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc import Handler, RpcClient
-from kraftpy.protocol.types import Address
+from kraftpy.protocol.types import Address, format_address
 from kraftpy.raft.actions import AppendResolved, ReadResolved, RoleChanged
 from kraftpy.raft.commit_delivery import CommitDelivery, CommittedBatch, LeaderChange
 from kraftpy.raft.config import RaftConfig
@@ -245,8 +245,7 @@ class RaftComponent:
         leader = self.leader_id
         if leader is None or leader not in self.voters:
             return None
-        host, port = self.voters[leader]
-        return f"{host}:{port}"
+        return format_address(*self.voters[leader])
 
     @property
     def epoch(self) -> int:

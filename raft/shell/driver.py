@@ -9,13 +9,13 @@ import asyncio
 import concurrent.futures
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError, resource_error
+from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.raft.actions import (
     Action,
     AppendEntries,
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 
 MAX_TIMER_S = 1.0  # a tick at least this often even when the core needs none (cheap, bounds any drift)
 STALL_BACKOFF_MS = (100, 5_000)  # first retry, cap (doubling)
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class ShellListener(Protocol):

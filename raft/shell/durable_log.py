@@ -17,12 +17,13 @@ import crc32c
 
 from kraftpy.protocol.errors import RESOURCE_ERRNOS, ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
-from kraftpy.raft.actions import Action, AppendEntries, InstallSnapshot, TrimLog, TruncateTo, WriteSnapshotChunk
+from kraftpy.raft.actions import Action, apply_log_action
 from kraftpy.raft.entry_batches import decode_entries, encode_entries
 from kraftpy.raft.log import Entry, OffsetAndEpoch
 from kraftpy.raft.shell.snapshot_store import DIR_NAME as SNAPSHOT_DIR_NAME
 from kraftpy.raft.shell.snapshot_store import SnapshotStore
 from kraftpy.storage import LogConfig, PartitionLog
+from kraftpy.storage.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +43,6 @@ RAFT_LOG_CONFIG = LogConfig(
 
 class DurableLogError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DurableLog:
@@ -203,19 +196,10 @@ class DurableLog:
 
     def apply(self, action: Action) -> bool:
         """Perform a log action of the core; False if `action` is not a log action."""
-        if isinstance(action, AppendEntries):
-            self.append(action.entries)
-        elif isinstance(action, TruncateTo):
-            self.truncate_to(action.offset)
-        elif isinstance(action, TrimLog):
-            self.trim(action.before_offset)
-        elif isinstance(action, WriteSnapshotChunk):
-            self._snapshots.write_chunk(action.snapshot_id, action.position, action.data)
-        elif isinstance(action, InstallSnapshot):
-            self.install_snapshot(action.snapshot_id)
-        else:
-            return False
-        return True
+        return apply_log_action(self, action)
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        self._snapshots.write_chunk(snapshot_id, position, data)
 
     def append(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
         if not entries:
@@ -284,11 +268,11 @@ class DurableLog:
             f.write(crc32c.crc32c(body).to_bytes(4, "big") + body)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _remove_journal(self) -> None:
         (self.directory / TRUNCATION_JOURNAL).unlink(missing_ok=True)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _finish_truncation(self) -> None:
         """Complete a mid-batch truncation a crash interrupted (the journal is its intent)."""

@@ -24,6 +24,7 @@ import crc32c
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX
 from kraftpy.raft.quorum_state import QuorumState
+from kraftpy.storage.files import fsync_dir, write_all
 
 FILE_NAME = "quorum-state"
 DATA_VERSION = 0
@@ -102,14 +103,6 @@ def read(directory: Path, cluster_id: str) -> QuorumState | None:
     return decode(data, path, cluster_id)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write(directory: Path, state: QuorumState, cluster_id: str) -> None:
     """Replace the file atomically and durably (temp, fsync, rename, fsync dir)."""
     directory = Path(directory)
@@ -118,9 +111,7 @@ def write(directory: Path, state: QuorumState, cluster_id: str) -> None:
     data = encode(state, cluster_id)  # refuses a value outside int32 before anything is touched
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -60,7 +60,8 @@ CLUSTER_ID = "sim-cluster"
 class SimConfig:
     voters: int = 3
     observers: int = 1
-    raft: RaftConfig = field(default_factory=RaftConfig)
+    # Kafka's 25 ms append linger (RaftConfig's default is the node's 0), as the seeds were run with.
+    raft: RaftConfig = field(default_factory=lambda: RaftConfig(append_linger_ms=25))
     # network
     min_delay_ms: int = 1
     max_delay_ms: int = 10

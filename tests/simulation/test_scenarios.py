@@ -210,7 +210,9 @@ def test_leader_loses_its_unsynced_tail_but_not_the_commit() -> None:
 
 
 def test_far_behind_node_caught_up_by_snapshot() -> None:
-    sim = make(voters=3, observers=1, snapshot_every_entries=25, raft=RaftConfig(snapshot_chunk_bytes=16))
+    sim = make(
+        voters=3, observers=1, snapshot_every_entries=25, raft=RaftConfig(snapshot_chunk_bytes=16, append_linger_ms=25)
+    )
     leader = ready_leader(sim, 3000)
     lagging = next(n for n in sorted(sim.voter_ids) if n != leader)
     sim.crash(lagging)

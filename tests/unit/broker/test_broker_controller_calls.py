@@ -11,10 +11,11 @@ import pytest
 
 from kraftpy.broker.replication import AlterPartitionRequest, BrokerState
 from kraftpy.broker.shell.alter_partition_manager import _Item, decode_alter_partition_answer, encode_alter_partition
-from kraftpy.broker.shell.controller_channel import ControllerChannel, parse_address
+from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.metadata.controller import wire
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import parse_address
 
 
 class FakeRpc:
@@ -87,13 +88,19 @@ def test_alter_partition_answers_decode_and_malformed_items_count_as_unanswered(
     assert decode_alter_partition_answer({"topics": "nope"}) == {}
 
 
-async def test_the_channel_follows_one_not_controller_hint() -> None:
-    stale, real = ("127.0.0.1", 1), ("127.0.0.1", 2)
-    hint = KafkaError("not me", ErrorCode.NOT_CONTROLLER, leader_id=2, leader_address="127.0.0.1:2")
+@pytest.mark.parametrize(("host", "hint_address"), [("127.0.0.1", "127.0.0.1:2"), ("::1", "[::1]:2")])
+async def test_the_channel_follows_one_not_controller_hint(host: str, hint_address: str) -> None:
+    """An IPv6 hint comes in brackets; the channel calls the host without them."""
+    stale, real = (host, 1), (host, 2)
+    hint = KafkaError("not me", ErrorCode.NOT_CONTROLLER, leader_id=2, leader_address=hint_address)
     rpc = FakeRpc({stale: hint, real: {"ok": True}})
     channel = ControllerChannel(rpc, lambda: stale, request_timeout_ms=100)  # type: ignore[arg-type]
     assert await channel.call("/controller/x", {}) == {"ok": True}
     assert [c[0] for c in rpc.calls] == [stale, real]
+
+
+async def test_the_channel_without_a_usable_hint_raises() -> None:
+    stale = ("127.0.0.1", 1)
     no_hint = ControllerChannel(
         FakeRpc({stale: KafkaError("not me", ErrorCode.NOT_CONTROLLER)}), lambda: stale, request_timeout_ms=100
     )  # type: ignore[arg-type]

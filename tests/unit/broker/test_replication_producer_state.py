@@ -8,10 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftpy.broker.replication import ProducerStateManager
-from kraftpy.broker.replication.producer_state import INT32_MAX, BatchMetadata, in_sequence
+from kraftpy.broker.replication.producer_state import BatchMetadata, in_sequence
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.header import BatchHeader, parse_header
+from kraftpy.protocol.validate import INT32_MAX
 
 PID = 42
 

@@ -8,15 +8,48 @@ import pytest
 
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.broker.replication.config import ReplicationConfig
+from kraftpy.broker.replication.producer_state import ProducerStateManager
+from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
+from kraftpy.metadata.shell.controller_component import controller_config_from
 from kraftpy.node import meta_properties
 from kraftpy.node.config import Voter, build_config, load_config, parse_voters
+from kraftpy.protocol.auth import DEFAULT_MAX_CLOCK_SKEW_MS
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.raft.config import RaftConfig
+from kraftpy.raft.shell.component import raft_config_from
 
 BASE = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9092,2@127.0.0.1:9093", "data_dir": "/tmp/x"}
 
 
 def test_parse_voters() -> None:
     assert parse_voters("1@h:1, 2@[::1]:2") == (Voter(1, "h", 1), Voter(2, "[::1]", 2))
+
+
+def test_a_node_without_settings_runs_every_component_on_its_own_defaults() -> None:
+    """A default declared twice (node config and component) cannot drift: both must agree."""
+    config = build_config(BASE)
+    assert raft_config_from(config) == RaftConfig()
+    assert controller_config_from(config, "c") == ControllerConfig(cluster_id="c")
+    assert ReplicaManagerSettings.from_node_config(config) == ReplicaManagerSettings()
+    assert GroupShellSettings.from_node_config(config) == GroupShellSettings()
+    assert config.listener_limits() == ListenerLimits()
+    assert config.metadata_snapshot_max_new_record_bytes == SnapshotPolicy().max_new_record_bytes
+    assert config.auth_max_clock_skew_ms == DEFAULT_MAX_CLOCK_SKEW_MS
+
+
+def test_the_broker_shell_settings_agree_with_the_replication_core() -> None:
+    replica, core = ReplicaManagerSettings(), ReplicationConfig()
+    for name in ("replica_lag_time_max_ms", "replica_fetch_wait_max_ms", "replica_fetch_min_bytes"):
+        assert getattr(replica, name) == getattr(core, name), name
+    for name in ("replica_fetch_backoff_ms", "min_insync_replicas", "producer_id_expiration_ms"):
+        assert getattr(replica, name) == getattr(core, name), name
+    assert replica.alter_partition_retry_ms == core.alter_partition_retry_ms
+    producers = ProducerStateManager()
+    assert producers.batches_to_retain == core.producer_batches_to_retain
+    assert producers.producer_id_expiration_ms == core.producer_id_expiration_ms
 
 
 def test_toml_round_trip(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from kraftpy.client.consumer.fetcher import FETCH_PATH
 from kraftpy.client.consumer.offset_fetcher import LIST_OFFSETS_PATH
 from kraftpy.client.consumer.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH
 from kraftpy.client.producer.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH
@@ -18,6 +17,7 @@ from kraftpy.client.shell.cluster_client import METADATA_PATH
 from kraftpy.metadata.controller import wire
 from kraftpy.node.process import STATUS_PATH
 from kraftpy.protocol import access
+from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.auth import ReplayWindow, Verifier, check_proof, server_proof, sign
 from kraftpy.protocol.credentials import ADMIN_FILE, NODE_FILE, Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError

@@ -134,3 +134,38 @@ def test_backoff_grows_exponentially_and_caps() -> None:
         firsts.append(jittered.next_ms())
     assert all(80 <= x <= 120 for x in firsts)
     assert len(set(firsts)) > 1  # jitter actually varies
+
+
+async def test_http_and_stream_answer_a_call_the_same(server) -> None:
+    """One server pipeline: an answer, a typed error, a rejected body and a crash look alike on both transports."""
+    address, client = server
+
+    async def outcome(path: str, body: dict, stream: bool) -> object:
+        try:
+            return await client.call(address, path, body, stream=stream)
+        except KafkaError as err:
+            return (err.code, err.message, err.details)
+
+    for path, body in (("/echo", {"value": 3}), ("/fail", {}), ("/echo", {"value": -1}), ("/crash", {})):
+        assert await outcome(path, body, stream=False) == await outcome(path, body, stream=True), path
+
+
+async def test_a_bare_ipv6_host_is_called_over_both_transports() -> None:
+    """A leader hint '[::1]:port' parses to host '::1'; the client must bracket it in the URL."""
+    app = make_app({"/echo": echo})
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "::1", 0)
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        pytest.skip("no IPv6 loopback on this machine")
+    port = site._server.sockets[0].getsockname()[1]
+    client = RpcClient(request_timeout_ms=2000)
+    try:
+        for stream in (False, True):
+            assert (await client.call(("::1", port), "/echo", {"value": 4}, stream=stream))["echo"] == 4
+    finally:
+        await client.close()
+        await runner.cleanup()

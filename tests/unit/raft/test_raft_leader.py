@@ -3,6 +3,8 @@ how a leader node answers Fetch: entries, DivergingEpoch, parking until somethin
 
 from __future__ import annotations
 
+import dataclasses
+
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.raft.actions import AppendResolved, CommitAdvanced
 from kraftpy.raft.leader import LeaderState, quorum_high_watermark
@@ -235,7 +237,7 @@ def test_proposals_are_batched_by_linger_and_size() -> None:
     assert [e.data for e in batch.entries] == [b"a", b"b", b"c"]
 
     small, small_log, _ = elected()
-    small.config = small.config.__class__(max_batch_bytes=100)
+    small.config = dataclasses.replace(small.config, max_batch_bytes=100)
     small.append([b"x" * 40], 5001)
     small.append([b"y" * 40], 5002)  # 2 x (40 + 16) > 100: the first batch goes out now
     (first,) = [a for a in drain(small, small_log, now_ms=5002) if isinstance(a, AppendEntries)]
@@ -244,7 +246,7 @@ def test_proposals_are_batched_by_linger_and_size() -> None:
 
 def test_proposal_times_out() -> None:
     node, log, _ = elected()
-    node.config = node.config.__class__(proposal_timeout_ms=1000)
+    node.config = dataclasses.replace(node.config, proposal_timeout_ms=1000)
     fetch(node, 2, 1, 1, 5001)  # one follower alive: keeps check-quorum happy
     drain(node, log, now_ms=5001)
     node.append([b"slow"], 5002)
@@ -261,7 +263,7 @@ def test_uncommitted_backlog_is_bounded() -> None:
     from kraftpy.protocol.errors import KafkaError
 
     node, log, _ = elected()
-    node.config = node.config.__class__(max_uncommitted_bytes=100)
+    node.config = dataclasses.replace(node.config, max_uncommitted_bytes=100)
     node.append([b"x" * 30], 5001)  # 46 bytes
     node.append([b"y" * 30], 5002)  # 92 bytes
     with pytest.raises(KafkaError) as info:

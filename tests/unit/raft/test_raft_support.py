@@ -31,6 +31,9 @@ def make_node(
     **config: int,
 ) -> tuple[RaftNode, MemoryLog]:
     log = log if log is not None else MemoryLog()
+    # These tests exercise the append linger at Kafka's 25 ms (quorum.append.linger.ms);
+    # RaftConfig's default is the node's, 0 (append at once).
+    config.setdefault("append_linger_ms", 25)
     node = RaftNode(
         node_id=node_id,
         voters=voters,
