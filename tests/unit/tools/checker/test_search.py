@@ -9,8 +9,8 @@ from kraftpy.tools.checker.linearizability import check_linearizability
 from kraftpy.tools.checker.models import make_model
 from kraftpy.tools.checker.partition import check_parts
 from kraftpy.tools.checker.search import Search, search
-from tests.unit.checker.generate import corrupt_read, random_history
-from tests.unit.checker.histories import history, op, seq
+from tests.unit.tools.checker.generate import corrupt_read, random_history
+from tests.unit.tools.checker.histories import history, op, seq
 
 
 def test_longest_prefix_and_unplaceable_ops() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from kraftpy.tools.checker.linearizability import check_linearizability
 from kraftpy.tools.checker.model import ModelError
-from tests.unit.checker.histories import history, op, seq
+from tests.unit.tools.checker.histories import history, op, seq
 
 
 def verdict(h, model: str, **kw):

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kraftpy.tools.commands.check import check
-from tests.unit.checker.generate import random_history
+from tests.unit.tools.checker.generate import random_history
 
 GOOD = [
     {"process": 0, "type": "invoke", "f": "write", "value": 1},

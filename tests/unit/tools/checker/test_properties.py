@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kraftpy.tools.checker.linearizability import check_linearizability
-from tests.unit.checker.generate import KINDS, corrupt_read, random_history
+from tests.unit.tools.checker.generate import KINDS, corrupt_read, random_history
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -12,8 +12,8 @@ from kraftpy.tools.checker.model_kv import KvModel
 from kraftpy.tools.checker.models import make_model
 from kraftpy.tools.checker.projection import check_projected, merge_orders, replay
 from kraftpy.tools.checker.search import search
-from tests.unit.checker.generate import corrupt_read, random_history
-from tests.unit.checker.histories import history, op, seq
+from tests.unit.tools.checker.generate import corrupt_read, random_history
+from tests.unit.tools.checker.histories import history, op, seq
 
 
 def _histories(seed: int, processes: int = 6, ops: int = 300) -> list[tuple[Any, bool]]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "cas-register.edn"
+SAMPLE = Path(__file__).resolve().parents[4] / "docs" / "examples" / "cas-register.edn"
 
 
 def check(path: Path) -> subprocess.CompletedProcess[str]:
