@@ -194,12 +194,22 @@ def test_produce_v0_to_v2_decode_and_answer_in_their_own_layout(version: int) ->
 
 
 def test_api_versions_responses_use_header_v0_even_when_flexible() -> None:
+    # KIP-511: a client reads the answer before it knows our versions, so no tagged-field byte follows
+    # the correlation id; the body's error code comes right after it.
     header = RequestHeader(18, 3, 5, "c")
     _, response_cls = message_classes(18)
-    response = response_cls(version=3, error_code=0, api_keys=[], throttle_time_ms=0)
+    response = response_cls(version=3, error_code=int(ErrorCode.UNSUPPORTED_VERSION), api_keys=[], throttle_time_ms=0)
     frame = encode_response(header, response)
     assert frame[4:8] == struct.pack(">i", 5)
-    assert frame[8:10] == b"\x00\x00"  # the error code follows the correlation id directly
+    assert frame[8:10] == struct.pack(">h", ErrorCode.UNSUPPORTED_VERSION)
+    assert decode_response(header, frame[4:])[1].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_other_flexible_responses_carry_header_v1() -> None:
+    header = RequestHeader(3, 12, 5, "c")
+    _, response_cls = message_classes(3)
+    frame = encode_response(header, response_cls(version=12, throttle_time_ms=7, brokers=[], topics=[]))
+    assert frame[4:13] == struct.pack(">i", 5) + b"\x00" + struct.pack(">i", 7)
 
 
 # --- hostile frames --------------------------------------------------------------------------------------
