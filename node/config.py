@@ -23,8 +23,10 @@ from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
+from kraftpy.metadata.records import Listener
 from kraftpy.protocol.auth import DEFAULT_MAX_CLOCK_SKEW_MS
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits
 from kraftpy.raft.config import RaftConfig
@@ -44,6 +46,35 @@ class Voter:
 
     def __str__(self) -> str:
         return f"{self.node_id}@{self.host}:{self.port}"
+
+
+# Security protocols a listener may name; SSL and SASL come with a later issue.
+LISTENER_PROTOCOLS = ("PLAINTEXT",)
+
+
+def parse_listeners(text: str, what: str = "listeners", default_host: str = "127.0.0.1") -> tuple[Listener, ...]:
+    """Kafka's listeners: 'PLAINTEXT://host:port,...' (an empty host is `default_host`; port 0 asks the kernel)."""
+    out: list[Listener] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not colon:
+            raise config_error(f"{what} entry {item!r} is not NAME://HOST:PORT")
+        if name not in LISTENER_PROTOCOLS:
+            raise config_error(f"{what} entry {item!r}: only PLAINTEXT listeners exist yet (SSL and SASL come later)")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise config_error(f"{what} entry {item!r} has a non-numeric port") from None
+        if not 0 <= port < 65536:
+            raise config_error(f"{what} entry {item!r}: port must be 0-65535")
+        out.append(Listener(name, host.strip("[]") or default_host, port))
+    names = [x.name for x in out]
+    if len(set(names)) != len(names):
+        raise config_error(f"{what} names a listener twice: {text!r}")
+    return tuple(out)
 
 
 def parse_voters(text: str) -> tuple[Voter, ...]:
@@ -77,8 +108,14 @@ class NodeConfig:
     controller_quorum_voters: tuple[Voter, ...]
     data_dir: Path
     process_roles: tuple[str, ...] = ("broker", "controller")
+    # The node's own RPC address (Raft, the controller, replication, the kraftpy client; docs/protocol.md).
     host: str = "127.0.0.1"
-    port: int = 9092
+    port: int = 19092
+    # Kafka's client listeners (docs/kafka-listener.md); empty: this broker serves no Kafka protocol.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    socket_request_max_bytes: int = default_of(KafkaListenerLimits, "socket_request_max_bytes")
+    queued_max_request_bytes: int = default_of(KafkaListenerLimits, "queued_max_request_bytes")
     rack: str | None = None
     log_level: str = "INFO"
     log_file: Path | None = None
@@ -100,7 +137,7 @@ class NodeConfig:
     num_partitions: int = default_of(ControllerConfig, "num_partitions")
     default_replication_factor: int = default_of(ControllerConfig, "default_replication_factor")
     min_insync_replicas: int = default_of(ReplicaManagerSettings, "min_insync_replicas")
-    auto_create_topics_enable: bool = False
+    auto_create_topics_enable: bool = True
     # Consumer groups (Kafka's group.* and offsets.* broker settings; docs/operations.md)
     offsets_topic_num_partitions: int = default_of(GroupCoordinatorConfig, "offsets_topic_num_partitions")
     offsets_topic_replication_factor: int = default_of(GroupShellSettings, "offsets_topic_replication_factor")
@@ -135,6 +172,25 @@ class NodeConfig:
     @property
     def address(self) -> tuple[str, int]:
         return (self.host, self.port)
+
+    def kafka_listeners(self) -> tuple[Listener, ...]:
+        """The Kafka listeners to bind (`listeners`)."""
+        return parse_listeners(self.listeners, "listeners", self.host)
+
+    def advertised_kafka_listeners(self, bound: dict[str, int] | None = None) -> tuple[Listener, ...]:
+        """What the broker registers: `advertised_listeners`, else `listeners` at their bound ports."""
+        if self.advertised_listeners:
+            return parse_listeners(self.advertised_listeners, "advertised_listeners", self.host)
+        bound = bound or {}
+        return tuple(Listener(x.name, x.host, bound.get(x.name, x.port)) for x in self.kafka_listeners())
+
+    def kafka_listener_limits(self) -> KafkaListenerLimits:
+        return KafkaListenerLimits(
+            socket_request_max_bytes=self.socket_request_max_bytes,
+            queued_max_request_bytes=self.queued_max_request_bytes,
+            max_connections=self.max_connections,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+        )
 
     def listener_limits(self) -> ListenerLimits:
         return ListenerLimits(
@@ -192,10 +248,6 @@ def build_config(values: dict[str, Any]) -> NodeConfig:
         key = raw_key.replace(".", "_").replace("-", "_")
         if key in ("log_dirs", "metadata_log_dir"):
             key = "data_dir"
-        if key == "listeners":  # accept Kafka's PLAINTEXT://host:port
-            address = str(value).split("://", 1)[-1]
-            host, _, port = address.rpartition(":")
-            clean["host"], value, key = host or "127.0.0.1", port, "port"
         if key in _FIELDS:
             clean[key] = _coerce(key, value)
         elif key in _COMPONENT_FIELDS:
@@ -243,6 +295,14 @@ def _check(c: NodeConfig) -> None:
         raise config_error(f"node_id must be >= 0, got {c.node_id}")
     if not 0 < c.port < 65536:
         raise config_error(f"port must be 1-65535, got {c.port}")
+    listeners = c.kafka_listeners()
+    advertised = c.advertised_kafka_listeners()
+    if c.advertised_listeners and {x.name for x in advertised} != {x.name for x in listeners}:
+        raise config_error("advertised_listeners must name the same listeners as listeners")
+    if any(x.port == 0 for x in advertised if c.advertised_listeners):
+        raise config_error("advertised_listeners need real ports (0 is for listeners only)")
+    if c.socket_request_max_bytes < 1024 or c.queued_max_request_bytes < c.socket_request_max_bytes:
+        raise config_error("socket_request_max_bytes must be >= 1024 and <= queued_max_request_bytes")
     voter_ids = {v.node_id for v in c.controller_quorum_voters}
     if c.is_controller and c.node_id not in voter_ids:
         raise config_error(f"node {c.node_id} has the controller role but is not in controller_quorum_voters")

@@ -24,6 +24,7 @@ class NodeEntry:
     host: str
     port: int
     roles: tuple[str, ...]
+    kafka_port: int = 0  # the Kafka listener's port; 0: none (a cluster made before issue 15)
 
     @property
     def folder(self) -> str:
@@ -31,7 +32,12 @@ class NodeEntry:
 
     @property
     def address(self) -> str:
+        """The node's RPC address (kraftpy's own protocol)."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        return f"{self.host}:{self.kafka_port}" if self.kafka_port else None
 
 
 @dataclass(frozen=True)
@@ -62,12 +68,19 @@ class ClusterLayout:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The brokers' RPC addresses (kraftpy's own client and CLI)."""
         return ",".join(n.address for n in self.nodes if "broker" in n.roles)
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """The brokers' Kafka listeners: what Kafka clients and tools are given."""
+        return ",".join(n.kafka_address for n in self.nodes if "broker" in n.roles and n.kafka_address)
 
     def save(self) -> None:
         body = {
             "cluster_id": self.cluster_id,
             "bootstrap_servers": self.bootstrap_servers,
+            "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
             "nodes": [{**asdict(n), "roles": list(n.roles)} for n in self.nodes],
         }
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -81,7 +94,10 @@ class ClusterLayout:
         try:
             body = json.loads(path.read_text())
             nodes = tuple(
-                NodeEntry(int(n["node_id"]), str(n["host"]), int(n["port"]), tuple(n["roles"])) for n in body["nodes"]
+                NodeEntry(
+                    int(n["node_id"]), str(n["host"]), int(n["port"]), tuple(n["roles"]), int(n.get("kafka_port", 0))
+                )
+                for n in body["nodes"]
             )
             # Absolute, as at creation: a node's pid is checked against the config path on its command line.
             return cls(directory.resolve(), str(body["cluster_id"]), nodes)

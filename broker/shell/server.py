@@ -13,15 +13,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState, Outgoing
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.shell.listener import KafkaListener
 from kraftpy.protocol.shell.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
 
-LISTENER_NAME = "PLAINTEXT"
+# The node's RPC endpoint, registered first: kraftpy's own client and the replica fetchers use it.
+LISTENER_NAME = "RPC"
 # Upper bound of one lifecycle sleep, so a missed wake-up costs at most this long.
 MAX_SLEEP_MS = 1000
 # Controlled shutdown waits at most this long (and at most the session timeout): the node gives
@@ -78,6 +81,8 @@ class BrokerComponent:
             self.replica_manager.offline_listener = self._wake.set  # a replica went offline: heartbeat now
         if self.replica_manager is None:
             log.warning("kraftpy.broker.shell.replica_manager is not installed: this broker serves no data routes")
+        self.kafka_listeners: list[KafkaListener] = []
+        self.kafka_apis: BrokerApis | None = None
         metadata.subscribe(self._on_image, self._on_leader_change)
 
     # --- providers -----------------------------------------------------------------------------------
@@ -167,6 +172,7 @@ class BrokerComponent:
             await self.replica_manager.start()
             self._replica_manager_started = True
             self._maybe_publish(self.metadata.image)
+            await self._start_kafka_listeners()
         self._task = asyncio.get_running_loop().create_task(self._lifecycle_loop(), name="broker-lifecycle")
 
     async def stop(self, graceful: bool) -> None:
@@ -177,9 +183,28 @@ class BrokerComponent:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for listener in self.kafka_listeners:
+            await listener.stop()
         if self.replica_manager is not None and self._replica_manager_started:
             self._replica_manager_started = False
             await self.replica_manager.stop(graceful)
+
+    async def _start_kafka_listeners(self) -> None:
+        """Bind the Kafka listeners before registering, so the registration carries their real ports."""
+        config = self.node.config
+        wanted = config.kafka_listeners()
+        if not wanted:
+            log.info("no Kafka listener configured (listeners is empty): kraftpy's RPC only")
+            return
+        self.kafka_apis = BrokerApis(self)
+        limits = config.kafka_listener_limits()
+        for x in wanted:
+            listener = KafkaListener(x.name, x.host, x.port, self.kafka_apis, limits)
+            await listener.start()
+            self.kafka_listeners.append(listener)
+        bound = {x.name: x.port for x in self.kafka_listeners}
+        rpc = self.lifecycle.listeners[0]
+        self.lifecycle.listeners = (rpc, *config.advertised_kafka_listeners(bound))
 
     async def _controlled_shutdown(self) -> None:
         self.lifecycle.begin_controlled_shutdown(monotonic_ms())
@@ -202,6 +227,13 @@ class BrokerComponent:
         if self.replica_manager is not None:
             with contextlib.suppress(Exception):
                 out["replicas"] = self.replica_manager.status()
+        if self.kafka_apis is not None:
+            out["kafka"] = {
+                "listeners": [f"{x.name}://{x.host}:{x.port}" for x in self.kafka_listeners],
+                "connections": sum(x.connection_count for x in self.kafka_listeners),
+                "frames_refused": sum(x.frames_refused for x in self.kafka_listeners),
+                **self.kafka_apis.status(),
+            }
         return out
 
 

@@ -176,7 +176,10 @@ def check_health(layout: ClusterLayout) -> ClusterHealth:
     return evaluate_health(layout, pids, asyncio.run(fetch_statuses(layout)))
 
 
-def new_layout(directory: Path, nodes: int, host: str, base_port: int) -> ClusterLayout:
+ROLES = ("broker", "controller")
+
+
+def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_base_port: int = 0) -> ClusterLayout:
     """`host` is one address for every node, or a comma-separated list with one per node (127.0.0.2,127.0.0.3,...)."""
     hosts = [h.strip() for h in host.split(",")]
     if len(hosts) == 1:
@@ -184,7 +187,14 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int) -> Cluste
     if len(hosts) != nodes or not all(hosts):
         raise click.BadParameter(f"give one address, or one per node ({nodes}); got {host!r}", param_hint="--host")
     entries = tuple(
-        NodeEntry(i, hosts[i - 1], base_port + i - 1, ("broker", "controller")) for i in range(1, nodes + 1)
+        NodeEntry(
+            i,
+            hosts[i - 1],
+            base_port + i - 1,
+            ("broker", "controller"),
+            kafka_base_port + i - 1 if kafka_base_port else 0,
+        )
+        for i in range(1, nodes + 1)
     )
     return ClusterLayout(directory.resolve(), meta_properties.random_cluster_id(), entries)
 
@@ -199,6 +209,7 @@ def write_node_files(layout: ClusterLayout) -> None:
                 "process_roles": ",".join(entry.roles),
                 "host": entry.host,
                 "port": entry.port,
+                **({"listeners": f"PLAINTEXT://{entry.kafka_address}"} if entry.kafka_port else {}),
                 "controller_quorum_voters": voters,
                 "data_dir": str(layout.data_dir(entry)),
                 "default_replication_factor": min(3, len(layout.nodes)),
@@ -294,11 +305,31 @@ def cluster() -> None:
     show_default=True,
     help="Address the nodes listen on; a comma list gives one per node.",
 )
-@click.option("--base-port", type=click.IntRange(1, 65535 - 9), default=9092, show_default=True)
+@click.option(
+    "--kafka-base-port",
+    type=click.IntRange(1, 65535 - 9),
+    default=9092,
+    show_default=True,
+    envvar="KRAFTPY_KAFKA_BASE_PORT",
+    help="First node's Kafka listener (PLAINTEXT); the next nodes take the next ports.",
+)
+@click.option(
+    "--base-port",
+    type=click.IntRange(1, 65535 - 9),
+    default=19092,
+    show_default=True,
+    help="First node's RPC port (Raft, replication, kraftpy's own client).",
+)
 @click.option("--timeout-ms", type=click.IntRange(1_000, 600_000), default=60_000, show_default=True)
 @click.option("--timeout-s", type=click.FloatRange(1, 600), hidden=True, help="Deprecated: --timeout-ms.")
 def start(
-    node_count: int, cluster_dir: Path, host: str, base_port: int, timeout_ms: int, timeout_s: float | None
+    node_count: int,
+    cluster_dir: Path,
+    host: str,
+    kafka_base_port: int,
+    base_port: int,
+    timeout_ms: int,
+    timeout_s: float | None,
 ) -> None:
     """Format and start N combined nodes, wait until healthy, print the bootstrap servers."""
     timeout_s = timeout_ms / 1000 if timeout_s is None else timeout_s
@@ -308,15 +339,18 @@ def start(
     except KafkaError:
         if (cluster_dir / "cluster.json").exists():
             raise
-        layout = new_layout(cluster_dir, node_count, host, base_port)
+        layout = new_layout(cluster_dir, node_count, host, base_port, kafka_base_port)
         created = True
     if not created and len(layout.nodes) != node_count and node_count != 3:
         err_console.print(f"[yellow]{cluster_dir} holds a {len(layout.nodes)}-node cluster; --nodes ignored[/]")
     started: dict[int, int] = {}
     to_start = [n for n in layout.nodes if layout.read_pid(n) is None]
     busy = [n.address for n in to_start if port_in_use(n.host, n.port)]
+    busy += [n.kafka_address for n in to_start if n.kafka_port and port_in_use(n.host, n.kafka_port)]
     if busy:
-        raise click.ClickException(f"address(es) in use: {', '.join(busy)}; choose another --base-port or --host")
+        raise click.ClickException(
+            f"address(es) in use: {', '.join(busy)}; choose another --kafka-base-port, --base-port or --host"
+        )
     if created:
         write_node_files(layout)
         layout.save()
@@ -331,7 +365,9 @@ def start(
     )
     wait_until_healthy(layout, timeout_s, started)
     click.echo(f"Cluster {layout.cluster_id} is healthy.")
-    click.echo(f"Bootstrap servers: {layout.bootstrap_servers}")
+    if layout.kafka_bootstrap_servers:
+        click.echo(f"Bootstrap servers: {layout.kafka_bootstrap_servers}")
+    click.echo(f"kraftpy RPC: {layout.bootstrap_servers}")
     dir_flag = "" if cluster_dir == default_cluster_dir() else f" --dir {cluster_dir}"
     click.echo("Try next:")
     click.echo(f"  kraftpy topics create demo --partitions 6 --replication-factor 3{dir_flag}")

@@ -12,6 +12,7 @@ from kraftpy.broker.replication.config import ReplicationConfig
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
+from kraftpy.metadata.records import Listener
 from kraftpy.metadata.shell.controller_component import controller_config_from
 from kraftpy.node import meta_properties
 from kraftpy.node.config import Voter, build_config, load_config, parse_voters
@@ -81,10 +82,12 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
     path = tmp_path / "node.toml"
     path.write_text(
         'node.id = 2\ncontroller.quorum.voters = "2@127.0.0.2:9000"\nlog.dirs = "/d"\n'
-        'listeners = "PLAINTEXT://127.0.0.2:9000"\nprocess.roles = "controller,broker"\n'
+        'host = "127.0.0.2"\nport = 9000\nlisteners = "PLAINTEXT://127.0.0.2:9092"\n'
+        'process.roles = "controller,broker"\n'
     )
     config = load_config(path, {"log_level": "DEBUG", "rack": None})
     assert (config.node_id, config.host, config.port, config.data_dir) == (2, "127.0.0.2", 9000, Path("/d"))
+    assert config.kafka_listeners() == (Listener("PLAINTEXT", "127.0.0.2", 9092),)
     assert config.is_broker and config.is_controller and config.log_level == "DEBUG"
 
 
@@ -102,6 +105,13 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
         ({"broker_session_timeout_ms": -5}, "broker_session_timeout_ms must be >= 0"),
         ({"broker_heartbeat_interval_ms": 10000}, "must be below broker_session_timeout_ms"),
         ({"auto_create_topics_enable": "yes"}, "must be true or false"),
+        ({"listeners": "127.0.0.1:9092"}, "is not NAME://HOST:PORT"),
+        ({"listeners": "SSL://127.0.0.1:9092"}, "only PLAINTEXT listeners"),
+        ({"listeners": "PLAINTEXT://:x"}, "non-numeric port"),
+        ({"listeners": "PLAINTEXT://:70000"}, "port must be 0-65535"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "names a listener twice"),
+        ({"listeners": "PLAINTEXT://:0", "advertised_listeners": "PLAINTEXT://h:0"}, "need real ports"),
+        ({"socket_request_max_bytes": 10}, "socket_request_max_bytes must be >= 1024"),
         ({"no_such_thing": 1}, "unknown setting 'no_such_thing'"),
         ({"log_level": "LOUD"}, "log_level must be"),
         ({"log_retention_check_interval_ms": "soon"}, "log_retention_check_interval_ms must be an integer"),

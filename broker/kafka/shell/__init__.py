@@ -1,0 +1,1 @@
+"""The broker's Kafka APIs: the dispatcher and the handlers that call the broker and the controller."""

@@ -1,0 +1,35 @@
+"""The bounds of a Kafka listener (Kafka's socket.request.max.bytes, queued.max.request.bytes, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaListenerLimits:
+    """Kafka's names and defaults, except the two Kafka leaves unbounded (noted)."""
+
+    socket_request_max_bytes: int = 104_857_600
+    # Kafka's default -1 is unbounded; 256 MiB keeps a burst of large frames from taking the memory.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    max_connections: int = 1000
+    connections_max_idle_ms: int = 600_000
+    # Kafka reads one request of a connection at a time; clients pipeline up to 5 (idempotent producers).
+    max_in_flight_requests: int = 16
+
+    def __post_init__(self) -> None:
+        if self.queued_max_request_bytes < self.socket_request_max_bytes:
+            raise ValueError("queued_max_request_bytes must be at least socket_request_max_bytes")
+
+
+def check_frame_size(size: int, max_bytes: int) -> None:
+    """A request frame's size prefix, refused when negative, empty or above `max_bytes`."""
+    if size <= 0:
+        raise KafkaError(f"a request frame of {size} bytes is not a request", ErrorCode.CORRUPT_MESSAGE)
+    if size > max_bytes:
+        raise KafkaError(
+            f"a request frame of {size} bytes is larger than socket.request.max.bytes ({max_bytes})",
+            ErrorCode.CORRUPT_MESSAGE,
+        )

@@ -1,0 +1,1 @@
+"""The Kafka protocol's I/O: the listener that reads request frames and writes answers."""

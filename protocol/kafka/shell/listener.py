@@ -1,0 +1,263 @@
+"""A Kafka listener: size-prefixed request frames in, answers out in request order (plain asyncio streams).
+
+One connection's requests are decoded as they arrive and handled side by
+side, up to `max_in_flight_requests`; their answers are written in the order
+the requests came. Frames are bounded (`socket_request_max_bytes`), so is the
+memory all connections' unanswered frames hold (`queued_max_request_bytes`),
+the number of connections and their idle time. A frame that does not decode
+closes its connection (as Kafka does) and nothing else. Notes: docs/kafka-listener.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# A handler's answer that closes the connection instead (Kafka's answer to a request it cannot serve).
+CLOSE_CONNECTION: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler knows of a request besides its body: its header, the listener and the client."""
+
+    header: RequestHeader
+    listener_name: str
+    client_host: str
+    client_port: int
+
+
+class KafkaApis(Protocol):
+    """The listener's one collaborator: answers decoded requests and the ones that did not decode."""
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any | None:
+        """The response to `request`: None when none is sent (Produce with acks=0), CLOSE_CONNECTION."""
+        ...
+
+    def answer_undecodable(self, error: KafkaError) -> tuple[RequestHeader, Any] | None:
+        """A request that did not decode: the answer to write before closing, or None to just close."""
+        ...
+
+
+class _ByteBudget:
+    """The bytes of request frames held, over all connections (Kafka's queued.max.request.bytes).
+
+    First come, first served: a large frame waiting is not overtaken by small ones.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.held_bytes = 0
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    def _fits(self, size: int) -> bool:
+        return self.held_bytes == 0 or self.held_bytes + size <= self.limit_bytes
+
+    async def acquire(self, size: int) -> None:
+        if not self._waiters and self._fits(size):
+            self.held_bytes += size
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, future)
+        self._waiters.append(entry)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release(size)  # granted just as we were cancelled: give it back
+            else:
+                self._waiters.remove(entry)
+            raise
+
+    def release(self, size: int) -> None:
+        self.held_bytes -= size
+        while self._waiters and self._fits(self._waiters[0][0]):
+            granted, future = self._waiters.popleft()
+            self.held_bytes += granted
+            future.set_result(None)
+
+
+class KafkaListener:
+    """One listener (`PLAINTEXT://host:port`) serving `apis` until stopped."""
+
+    def __init__(self, name: str, host: str, port: int, apis: KafkaApis, limits: KafkaListenerLimits) -> None:
+        self.name = name
+        self.host = host
+        self.port = port  # the bound port once started (0 asks the kernel for one)
+        self.apis = apis
+        self.limits = limits
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._budget = _ByteBudget(limits.queued_max_request_bytes)
+        self.connections_refused = 0
+        self.frames_refused = 0
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, reuse_address=True, limit=64 * 1024
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("Kafka listener %s://%s:%d started", self.name, self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= self.limits.max_connections:
+            self.connections_refused += 1
+            log.warning("Kafka listener %s: refusing a connection, %d open", self.name, len(self._connections))
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await _Connection(self, reader, writer).serve()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class _Connection:
+    def __init__(self, listener: KafkaListener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.listener = listener
+        self.limits = listener.limits
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("", 0)
+        self.client_host, self.client_port = str(peer[0]), int(peer[1])
+        self.answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any], int] | None] = asyncio.Queue(
+            maxsize=self.limits.max_in_flight_requests
+        )
+
+    async def serve(self) -> None:
+        reading = asyncio.create_task(self._read_loop())
+        writing = asyncio.create_task(self._write_loop())
+        try:
+            done, _ = await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
+            if reading in done and not writing.done():
+                # Requests read before the client left, or before a bad frame, are still answered in
+                # order (an acks=0 produce has nobody waiting, but its records count), within a bound.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.limits.connections_max_idle_ms / 1000):
+                        await self.answers.put(None)
+                        await asyncio.wait({writing})
+        finally:
+            for task in (reading, writing):
+                task.cancel()
+            await asyncio.gather(reading, writing, return_exceptions=True)
+            while not self.answers.empty():
+                item = self.answers.get_nowait()
+                if item is not None:
+                    _header, pending, size = item
+                    if isinstance(pending, asyncio.Future):
+                        pending.cancel()
+                    if size:
+                        self.listener._budget.release(size)
+
+    async def _read_loop(self) -> None:
+        idle_s = self.limits.connections_max_idle_ms / 1000
+        while True:
+            try:
+                head = await asyncio.wait_for(self.reader.readexactly(_SIZE.size), idle_s)
+            except TimeoutError:
+                if not self.answers.empty():
+                    continue  # a long poll or a join is in flight: the connection is not idle
+                log.debug("closing idle Kafka connection from %s:%d", self.client_host, self.client_port)
+                return
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            (size,) = _SIZE.unpack(head)
+            try:
+                check_frame_size(size, self.limits.socket_request_max_bytes)
+            except KafkaError as exc:
+                self._refuse(exc)
+                return
+            await self.listener._budget.acquire(size)
+            try:
+                frame = await asyncio.wait_for(self.reader.readexactly(size), idle_s)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                self.listener._budget.release(size)
+                return
+            try:
+                header, request = decode_request(frame)
+            except KafkaError as exc:
+                self.listener._budget.release(size)
+                self._refuse(exc)
+                answer = self.listener.apis.answer_undecodable(exc)
+                if answer is not None:
+                    await self.answers.put((answer[0], _ready(answer[1]), 0))
+                return
+            del frame
+            ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
+            # Created in arrival order, the handlers start in arrival order: a producer's batches reach
+            # the log in the order it sent them.
+            task = asyncio.ensure_future(self.listener.apis.handle(ctx, request))
+            await self.answers.put((header, task, size))
+
+    def _refuse(self, error: KafkaError) -> None:
+        self.listener.frames_refused += 1
+        log.info(
+            "Kafka listener %s: closing the connection from %s:%d: %s (%s)",
+            self.listener.name,
+            self.client_host,
+            self.client_port,
+            error.message,
+            error.code.name,
+        )
+
+    async def _write_loop(self) -> None:
+        while True:
+            item = await self.answers.get()
+            if item is None:
+                return
+            header, pending, size = item
+            try:
+                response = await pending
+            finally:
+                if size:
+                    self.listener._budget.release(size)
+            if response is None:
+                continue  # Produce with acks=0: Kafka sends nothing
+            if response is CLOSE_CONNECTION:
+                return
+            self.writer.write(encode_response(header, response))
+            await self.writer.drain()
+
+
+def _ready(value: Any) -> asyncio.Future[Any]:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
+
+
+Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
