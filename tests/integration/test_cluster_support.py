@@ -91,6 +91,7 @@ class LocalCluster:
         self.dir = directory
         self.nodes = nodes
         self.base_port = free_base_port(nodes)
+        self.kafka_base_port = free_base_port(nodes)
         self.env = {**os.environ, "KRAFTPY_DIR": str(directory), "COLUMNS": "200"}
 
     # --- the CLI ---------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class LocalCluster:
     def start(self, *extra: str) -> CliResult:
         return self.ok(
             "cluster", "start", "--nodes", str(self.nodes), "--dir", str(self.dir),
-            "--base-port", str(self.base_port), *extra,
+            "--base-port", str(self.base_port), "--kafka-base-port", str(self.kafka_base_port), *extra,
         )  # fmt: skip
 
     def __enter__(self) -> LocalCluster:
@@ -141,6 +142,11 @@ class LocalCluster:
 
     def layout(self) -> ClusterLayout:
         return ClusterLayout.load(self.dir)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The brokers' Kafka listeners, as Kafka clients take them ("127.0.0.1:p1,127.0.0.1:p2,...")."""
+        return self.layout().kafka_bootstrap_servers
 
     def credential(self, name: str = "admin") -> Credential:
         """A credential `cluster start` made: "admin" (role admin) or "node" (role cluster)."""
