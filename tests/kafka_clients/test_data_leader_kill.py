@@ -58,8 +58,11 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
             return
         p, seq = parse(msg.key())  # type: ignore[attr-defined]
         acked[p].append((seq, msg.offset()))  # type: ignore[attr-defined]
+        if killed is not None and p == KILLED_PARTITION:
+            after_kill.append(seq)
 
     killed: int | None = None
+    after_kill: list[int] = []  # the killed partition's acknowledgements that came after the kill
     deadline = time.monotonic() + DEADLINE_S
     try:
         for i in range(RECORDS):
@@ -86,6 +89,8 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
     assert killed is not None
     assert failed == [], failed[:5]
     assert sum(len(v) for v in acked.values()) == RECORDS
+    # The partition lost its leader mid-run: it was acknowledged on, by a new leader, after the kill.
+    assert len(after_kill) > (RECORDS - KILL_AFTER) // PARTITIONS // 2
 
     # Read everything back, from a fresh consumer, up to each partition's high watermark.
     consumer = Consumer(
