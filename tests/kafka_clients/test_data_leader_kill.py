@@ -21,7 +21,7 @@ from tests.integration.test_cluster_support import LocalCluster
 TOPIC = "leader-kill"
 PARTITIONS = 6
 RECORDS = 100_000
-KILL_AFTER = 30_000  # records handed to the producer before the kill
+KILL_AFTER = 30_000  # records acknowledged before the kill
 KILLED_PARTITION = 0
 DEADLINE_S = 600
 
@@ -47,6 +47,7 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
             "acks": "all",
             "linger.ms": 10,
             "message.timeout.ms": 300_000,
+            "queue.buffering.max.messages": 5_000,
         }
     )
     acked: dict[int, list[tuple[int, int]]] = defaultdict(list)  # partition -> [(seq, offset)]
@@ -64,6 +65,17 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
     killed: int | None = None
     after_kill: list[int] = []  # the killed partition's acknowledgements that came after the kill
     deadline = time.monotonic() + DEADLINE_S
+
+    def kill_once_far_enough() -> None:
+        # Killed while acknowledgements stream in (a small local queue paces the producer by them), so
+        # batches are in flight to the dying leader: some reached its followers, unacknowledged.
+        nonlocal killed
+        if killed is None and sum(len(v) for v in acked.values()) >= KILL_AFTER:
+            leader = producer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[KILLED_PARTITION].leader
+            assert leader > 0
+            kafka_cluster.kill(leader)
+            killed = leader
+
     try:
         for i in range(RECORDS):
             p = i % PARTITIONS
@@ -75,13 +87,10 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     producer.poll(0.1)
+                    kill_once_far_enough()
                     assert time.monotonic() < deadline, "the producer made no progress"
             producer.poll(0)
-            if i == KILL_AFTER:
-                leader = producer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[KILLED_PARTITION].leader
-                assert leader > 0
-                kafka_cluster.kill(leader)
-                killed = leader
+            kill_once_far_enough()
         assert producer.flush(max(1.0, deadline - time.monotonic())) == 0, "records left undelivered"
     finally:
         if killed is not None:

@@ -266,3 +266,19 @@ def test_describe_producers_lists_an_idempotent_producer(kafka_cluster: LocalClu
     finally:
         other.close()
     assert answer.error_code == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_a_retried_idempotent_batch_is_written_once(leader: Raw, topic: str) -> None:
+    pid = leader.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000))
+    records = build_batch(
+        [(b"k", b"once-1", (), 1_700_000_000_000), (b"k", b"once-2", (), 1_700_000_000_000)],
+        producer_id=pid.producer_id,
+        producer_epoch=pid.producer_epoch,
+        base_sequence=0,
+    )
+    first = leader.call(0, 9, produce(topic, records)).responses[0].partition_responses[0]
+    again = leader.call(0, 9, produce(topic, records)).responses[0].partition_responses[0]  # the retry
+    assert (first.error_code, again.error_code) == (0, 0)
+    assert again.base_offset == first.base_offset
+    got = leader.call(1, 12, fetch(topic, first.base_offset))
+    assert values_in(got.responses[0].partitions[0].records) == [b"once-1", b"once-2"]
