@@ -19,7 +19,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderE
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from kraftpy.broker.kafka import fetch, offsets, produce, producers
+from kraftpy.broker.kafka import fetch, metadata, offsets, produce, producers
 from kraftpy.metadata.image.metadata_delta import apply_records
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import (
@@ -395,3 +395,16 @@ def test_describe_producers_round_trips() -> None:
     )
     err = sent(61, 0, producers.describe_producers_error(decoded, 0, KafkaError("x", ErrorCode.BROKER_NOT_AVAILABLE)))
     assert [p.error_code for p in err.topics[0].partitions] == [int(ErrorCode.BROKER_NOT_AVAILABLE)] * 2
+
+
+# --- Metadata: what every data client asks first ------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", versions(3))
+def test_metadata_with_topics_encodes_in_every_version(version: int) -> None:
+    """authorized_operations is a bitfield in the codec: Kafka's 'not asked for' must still encode (v8+)."""
+    ask = metadata.MetadataAsk(("t",), (), True)
+    response = metadata.metadata_response(image(), ask, listener_name="PLAINTEXT", cluster_id="c", controller_id=1)
+    out = sent(3, version, response)
+    assert [(p.partition_index, p.leader_id) for p in out.topics[0].partitions] == [(0, 1), (1, 1), (2, 1)]
+    assert [(b.node_id, b.port) for b in out.brokers] == [(1, 9092), (2, 9093), (3, 9094)]
