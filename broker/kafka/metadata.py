@@ -25,8 +25,9 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 ZERO_UUID = uuid.UUID(int=0)
-# Kafka's "authorized operations not asked for" (no authorizer yet).
-NO_AUTHORIZED_OPERATIONS = -(2**31)
+# Kafka's "authorized operations not asked for" (no authorizer yet): the codec takes a bitfield as the
+# set of its bits, and None for this value (bit 31); an int does not encode (Metadata v8+ failed).
+NO_AUTHORIZED_OPERATIONS = None
 
 
 @dataclass(frozen=True, slots=True)
