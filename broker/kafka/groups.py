@@ -425,11 +425,17 @@ def _fetch_topics(version: int, answer: Mapping[str, Any], group: FetchGroup, cl
     if code and group.asked and version < 2:
         # v0-v1 have no group-level error: it goes on every partition asked for (Kafka's v1 answer).
         rows = [(name, [{"partition_index": i, "error_code": code} for i in ps]) for name, ps in group.asked]
+    # Only the v8+ topic struct has a topic id field (used from v10).
+    ids = "topic_id" in cls._struct.fields
+
+    def topic(name: str, topic_id: uuid.UUID, partitions: list[Any]) -> Any:
+        return cls(name=name, partitions=partitions, **({"topic_id": topic_id} if ids else {}))
+
     topics = [
-        cls(
-            name=name,
-            topic_id=group.refs.ids_by_name.get(name, ZERO_UUID),
-            partitions=[
+        topic(
+            name,
+            group.refs.ids_by_name.get(name, ZERO_UUID),
+            [
                 Part(
                     partition_index=p["partition_index"],
                     committed_offset=p.get("committed_offset", -1),
@@ -453,7 +459,7 @@ def _fetch_topics(version: int, answer: Mapping[str, Any], group: FetchGroup, cl
             )
             for i in indexes
         ]
-        topics.append(cls(name="", topic_id=topic_id, partitions=parts))
+        topics.append(topic("", topic_id, parts))
     return topics
 
 
