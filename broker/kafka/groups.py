@@ -605,20 +605,34 @@ def delete_groups_error(request: Any, version: int, error: KafkaError) -> Delete
     return delete_groups_response(version, {"results": results})
 
 
-def offset_delete_error(request: Any, version: int, error: KafkaError) -> OffsetDeleteResponse:
-    """OffsetDelete's answer with `error` as the group's (Kafka puts group-level errors at the top)."""
+def offset_delete_body(request: Any, version: int) -> dict[str, Any]:
+    return {
+        "group_id": request.group_id,
+        "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index} for p in t.partitions or []]}
+            for t in request.topics or []
+        ],
+    }
+
+
+def offset_delete_response(version: int, answer: Mapping[str, Any]) -> OffsetDeleteResponse:
     Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
     return OffsetDeleteResponse(
-        error_code=int(error.code),
+        error_code=_code(answer),
         throttle_time_ms=0,
         topics=[
             Topic(
-                name=t.name,
+                name=t["name"],
                 partitions=[
-                    Topic.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=0)
-                    for p in t.partitions or []
+                    Topic.OffsetDeleteResponsePartition(partition_index=p["partition_index"], error_code=_code(p))
+                    for p in t["partitions"]
                 ],
             )
-            for t in request.topics or []
+            for t in answer.get("topics", [])
         ],
     )
+
+
+def offset_delete_error(request: Any, version: int, error: KafkaError) -> OffsetDeleteResponse:
+    """A group-level error: Kafka puts it at the top and lists no partitions."""
+    return offset_delete_response(version, {"error_code": int(error.code)})

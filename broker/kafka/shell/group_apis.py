@@ -28,6 +28,7 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 
 
 async def handle_find_coordinator(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
@@ -118,6 +119,12 @@ async def handle_delete_groups(apis: BrokerApis, ctx: RequestContext, request: A
     return g.delete_groups_response(version, answer)
 
 
+async def handle_offset_delete(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
+    answer = await apis.route("/kafka/offset_delete")(g.offset_delete_body(request, version))
+    return g.offset_delete_response(version, answer)
+
+
 HANDLERS = {
     FIND_COORDINATOR: ApiHandler(handle_find_coordinator, g.find_coordinator_error),
     JOIN_GROUP: ApiHandler(handle_join_group, g.join_group_error),
@@ -129,4 +136,5 @@ HANDLERS = {
     DESCRIBE_GROUPS: ApiHandler(handle_describe_groups, g.describe_groups_error),
     LIST_GROUPS: ApiHandler(handle_list_groups, g.list_groups_error),
     DELETE_GROUPS: ApiHandler(handle_delete_groups, g.delete_groups_error),
+    OFFSET_DELETE: ApiHandler(handle_offset_delete, g.offset_delete_error),
 }

@@ -11,6 +11,7 @@ from kafka.protocol.consumer.group import (
     JoinGroupRequest,
     LeaveGroupRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
@@ -507,6 +508,31 @@ def test_delete_groups_every_version(version: int) -> None:
     assert [(r.group_id, r.error_code) for r in response.results] == [("a", 0), ("b", E.NON_EMPTY_GROUP)]
 
 
+def test_offset_delete_v0() -> None:
+    T = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    P = T.OffsetDeleteRequestPartition
+    request = OffsetDeleteRequest(
+        group_id="grp", topics=[T(name="t", partitions=[P(partition_index=0), P(partition_index=4)])]
+    )
+    body = g.offset_delete_body(wire_request(47, 0, request), 0)
+    assert body == {
+        "group_id": "grp",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 4}]}],
+    }
+    answer = {
+        "error_code": 0,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [{"partition_index": 0, "error_code": 0}, {"partition_index": 4, "error_code": 67}],
+            }
+        ],
+    }
+    response = wire_response(47, 0, g.offset_delete_response(0, answer))
+    assert response.error_code == 0
+    assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [(0, 0), (4, 67)]
+
+
 # --- error responses: every API, every version, the error on every item ------------------------------
 
 REQUESTS = {
@@ -522,6 +548,7 @@ REQUESTS = {
     15: lambda v: DescribeGroupsRequest(groups=["a", "b"], version=v),
     16: lambda v: ListGroupsRequest(version=v),
     42: lambda v: DeleteGroupsRequest(groups_names=["a", "b"], version=v),
+    47: lambda v: OffsetDeleteRequest(group_id="g", topics=[], version=v),
 }
 
 
