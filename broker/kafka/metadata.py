@@ -25,8 +25,8 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 ZERO_UUID = uuid.UUID(int=0)
-# Kafka's "authorized operations not asked for" (no authorizer yet): the codec takes a bitfield as the
-# set of its bits, and None for this value (bit 31); an int does not encode (Metadata v8+ failed).
+# Kafka's "authorized operations not asked for" (no authorizer yet): the codec's bitfield takes a set of
+# bits, and None for Kafka's -2^31 (an int fails to encode, and Metadata v8+ with it).
 NO_AUTHORIZED_OPERATIONS = None
 
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # The modules that each export HANDLERS: dict[api_key, ApiHandler].
 FAMILIES = (
     "kraftpy.broker.kafka.shell.cluster_apis",
+    "kraftpy.broker.kafka.shell.data_apis",
     "kraftpy.broker.kafka.shell.group_apis",
 )
 

@@ -1,0 +1,144 @@
+"""Produce on the Kafka listener: Kafka's ProduceRequest to the `/kafka/produce` body, its answer back.
+
+v3-v13 are served (v13 names topics by id, looked up in the metadata image:
+an unknown id is UNKNOWN_TOPIC_ID on each of its partitions). v0-v2 are
+advertised only so old librdkafka keeps compression on, and answered
+UNSUPPORTED_VERSION on every partition. The route does every check and the
+append; this module only translates. The record batches pass through as the
+client's bytes. Docs: docs/kafka-listener.md, "Data APIs".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+from kraftpy.broker.kafka.data_common import (
+    TopicRef,
+    answers_by_partition,
+    error_code,
+    error_message,
+    leader_endpoints,
+    leader_hint,
+    resolve_topic,
+)
+from kraftpy.metadata.image.metadata_image import MetadataImage
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.apis import PRODUCE, is_refused_version
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+# The first version naming topics by id, and the first with current_leader / node_endpoints (KIP-951).
+TOPIC_IDS_VERSION = 13
+LEADER_HINT_VERSION = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceAsk:
+    """A decoded Produce: the route's body, and the partitions answered without it (unknown topic ids)."""
+
+    acks: int
+    body: dict[str, Any]
+    # Per request item, in order: the topic and its partitions.
+    items: list[tuple[TopicRef, list[int]]]
+    refused: dict[tuple[TopicRef, int], KafkaError] = field(default_factory=dict)
+
+
+def read_request(request: ProduceRequest, version: int, image: MetadataImage) -> ProduceAsk:
+    by_id = version >= TOPIC_IDS_VERSION
+    topics: list[dict[str, Any]] = []
+    items: list[tuple[TopicRef, list[int]]] = []
+    refused: dict[tuple[TopicRef, int], KafkaError] = {}
+    for t in request.topic_data or []:
+        ref = resolve_topic(image, getattr(t, "name", None), getattr(t, "topic_id", None), by_id)
+        indexes = [p.index for p in t.partition_data or []]
+        items.append((ref, indexes))
+        if is_refused_version(PRODUCE, version):
+            error = KafkaError(f"Produce v{version} is not supported; use v3 or later", ErrorCode.UNSUPPORTED_VERSION)
+            refused.update({(ref, i): error for i in indexes})
+            continue
+        if ref.name is None:
+            error = KafkaError(f"unknown topic id {ref.topic_id}", ErrorCode.UNKNOWN_TOPIC_ID)
+            refused.update({(ref, i): error for i in indexes})
+            continue
+        # Null records are no batch at all: the route refuses them as Kafka's LogValidator does.
+        parts = [{"partition": p.index, "records": p.records or b""} for p in t.partition_data or []]
+        topics.append({"name": ref.name, "partitions": parts})
+    body = {"acks": request.acks, "timeout_ms": request.timeout_ms, "topics": topics}
+    return ProduceAsk(request.acks, body, items, refused)
+
+
+def needs_route(ask: ProduceAsk) -> bool:
+    return any(t["partitions"] for t in ask.body["topics"])
+
+
+def _partition(index: int, answer: Mapping[str, Any], version: int) -> PartitionResponse:
+    code = error_code(answer)
+    out = PartitionResponse(
+        index=index,
+        error_code=code,
+        base_offset=int(answer.get("base_offset", -1)),
+        log_append_time_ms=int(answer.get("log_append_time_ms", -1)),
+        log_start_offset=int(answer.get("log_start_offset", -1)),
+        record_errors=[],
+        error_message=error_message(answer),
+    )
+    hint = leader_hint(answer) if version >= LEADER_HINT_VERSION else None
+    if hint is not None:
+        out.current_leader = PartitionResponse.LeaderIdAndEpoch(leader_id=hint[0], leader_epoch=hint[1])
+    return out
+
+
+def _error_answer(error: KafkaError) -> dict[str, Any]:
+    return {"error_code": int(error.code), "message": error.message}
+
+
+def produce_response(
+    ask: ProduceAsk,
+    answer: Mapping[str, Any] | None,
+    version: int,
+    image: MetadataImage,
+    listener_name: str,
+) -> ProduceResponse:
+    """The Kafka answer: each partition as the request listed it, from the route's answer or its refusal."""
+    by_partition = answers_by_partition(answer)
+    missing = _error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
+    responses = []
+    leaders: list[int] = []
+    for ref, indexes in ask.items:
+        partitions = []
+        for index in indexes:
+            refusal = ask.refused.get((ref, index))
+            one = _error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
+            partition = _partition(index, one, version)
+            if partition.current_leader is not None:
+                leaders.append(partition.current_leader.leader_id)
+            partitions.append(partition)
+        responses.append(TopicResponse(name=ref.name, topic_id=ref.topic_id, partition_responses=partitions))
+    endpoints = [
+        ProduceResponse.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
+        for n, h, p, r in leader_endpoints(image, leaders, listener_name)
+    ]
+    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+
+
+def has_error(response: ProduceResponse) -> bool:
+    """True when some partition failed (an acks=0 producer then loses its connection, as with Kafka)."""
+    return any(p.error_code != 0 for t in response.responses for p in t.partition_responses)
+
+
+def produce_error(request: ProduceRequest, version: int, error: KafkaError) -> ProduceResponse:
+    """`error` on every partition (Kafka's getErrorResponse)."""
+    answer = _error_answer(error)
+    responses = [
+        TopicResponse(
+            name=getattr(t, "name", None),
+            topic_id=getattr(t, "topic_id", None),
+            partition_responses=[_partition(p.index, answer, version) for p in t.partition_data or []],
+        )
+        for t in request.topic_data or []
+    ]
+    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])

@@ -1,0 +1,93 @@
+"""InitProducerId and DescribeProducers on the Kafka listener: idempotent producers' ids and state.
+
+InitProducerId v0-v6 maps to `/kafka/init_producer_id` (any broker hands out
+ids from its block; KIP-360 epoch bumps). Transactions are not built yet: a
+non-null transactional_id is refused by the route with UNSUPPORTED_VERSION,
+which clients treat as fatal for the transactional producer, while idempotent
+producers (transactional_id null) work. DescribeProducers v0 lists the
+partition leader's producer state (id, epoch, last sequence, last timestamp);
+coordinator_epoch and current_txn_start_offset are -1, as for a
+non-transactional producer in Kafka. Docs: docs/kafka-listener.md, "Data APIs".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+from kraftpy.protocol.errors import KafkaError
+
+ProducersTopic = DescribeProducersResponse.TopicResponse
+ProducersPartition = ProducersTopic.PartitionResponse
+ProducerState = ProducersPartition.ProducerState
+
+
+def read_init_producer_id(request: InitProducerIdRequest, version: int) -> dict[str, Any]:
+    return {
+        "transactional_id": request.transactional_id,
+        "producer_id": getattr(request, "producer_id", -1),
+        "producer_epoch": getattr(request, "producer_epoch", -1),
+    }
+
+
+def init_producer_id_response(answer: Mapping[str, Any]) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        producer_id=int(answer["producer_id"]),
+        producer_epoch=int(answer["producer_epoch"]),
+        ongoing_txn_producer_id=-1,
+        ongoing_txn_producer_epoch=-1,
+    )
+
+
+def init_producer_id_error(request: InitProducerIdRequest, version: int, error: KafkaError) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=int(error.code),
+        producer_id=-1,
+        producer_epoch=-1,
+        ongoing_txn_producer_id=-1,
+        ongoing_txn_producer_epoch=-1,
+    )
+
+
+# One producer's state as the shell reads it from the partition core:
+# (producer_id, producer_epoch, last_sequence, last_timestamp).
+Producer = tuple[int, int, int, int]
+
+
+def producers_partition(index: int, error: KafkaError | None, producers: Iterable[Producer] = ()) -> ProducersPartition:
+    if error is not None:
+        return ProducersPartition(
+            partition_index=index, error_code=int(error.code), error_message=error.message, active_producers=[]
+        )
+    active = [
+        ProducerState(
+            producer_id=pid,
+            producer_epoch=epoch,
+            last_sequence=last_seq,
+            last_timestamp=last_ts,
+            coordinator_epoch=-1,
+            current_txn_start_offset=-1,
+        )
+        for pid, epoch, last_seq, last_ts in sorted(producers)
+    ]
+    return ProducersPartition(partition_index=index, error_code=0, error_message=None, active_producers=active)
+
+
+def describe_producers_response(topics: list[tuple[str, list[ProducersPartition]]]) -> DescribeProducersResponse:
+    return DescribeProducersResponse(
+        throttle_time_ms=0, topics=[ProducersTopic(name=name, partitions=parts) for name, parts in topics]
+    )
+
+
+def describe_producers_error(
+    request: DescribeProducersRequest, version: int, error: KafkaError
+) -> DescribeProducersResponse:
+    return describe_producers_response(
+        [(t.name, [producers_partition(i, error) for i in t.partition_indexes or []]) for t in request.topics or []]
+    )
