@@ -17,7 +17,13 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from kraftpy.protocol.errors import ErrorCode
@@ -274,3 +280,29 @@ def test_kafkajs_produces_and_consumes_in_a_group(kafka_cluster: LocalCluster, k
     assert {p["partition"]: p["committed_offset"] for p in described["partitions"]} == {
         int(p): o for p, o in result["committed"].items()
     }
+
+
+def test_a_malformed_group_request_gets_invalid_request_and_the_connection_goes_on(kafka_cluster: LocalCluster) -> None:
+    wire = Wire(find_coordinator(kafka_cluster, "fine"))
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    try:
+        too_long = "g" * 5_000  # beyond the coordinator's max_id_length
+        join = JoinGroupRequest(
+            group_id=too_long,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[P(name="range", metadata=b"")],
+            version=5,
+        )
+        assert wire.call(11, 5, join).error_code == ErrorCode.INVALID_REQUEST
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+        groups = [G(group_id=too_long, topics=None), G(group_id="fine", topics=None)]
+        answer = wire.call(9, 8, OffsetFetchRequest(groups=groups, require_stable=False, version=8))
+        codes = {g.group_id: g.error_code for g in answer.groups}
+        # One group's bad id costs that group only.
+        assert codes[too_long] == ErrorCode.INVALID_REQUEST
+        assert codes["fine"] in (0, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    finally:
+        wire.close()
