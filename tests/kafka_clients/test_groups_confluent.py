@@ -38,10 +38,13 @@ def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 class Member:
     """One consumer of the group, with what it was assigned and consumed."""
 
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str, owners: dict[int, str]) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, group: str, topic: str, owners: dict[int, str], **extra: object
+    ) -> None:
         self.name = name
         self.owners = owners
         self.owned: set[int] = set()
+        self.revocations = 0
         self.consumed: list[tuple[int, int, bytes]] = []
         self.errors: list[str] = []
         self.consumer = Consumer(
@@ -54,6 +57,7 @@ class Member:
                 "session.timeout.ms": 10_000,
                 "heartbeat.interval.ms": 500,
                 "partition.assignment.strategy": "range",
+                **extra,
             }
         )
         self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
@@ -67,6 +71,7 @@ class Member:
             self.owned.add(tp.partition)
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.revocations += 1
         self.commit()
         for tp in partitions:
             if self.owners.get(tp.partition) == self.name:
@@ -189,3 +194,35 @@ def test_admin_lists_describes_alters_and_deletes_groups(kafka_cluster: LocalClu
     admin.delete_consumer_groups(["cg-admin"], request_timeout=30)["cg-admin"].result(timeout=30)
     listed = admin.list_consumer_groups(request_timeout=30).result(timeout=30)
     assert "cg-admin" not in {g.group_id for g in listed.valid}
+
+
+def test_a_static_member_restarts_without_a_rebalance(kafka_cluster: LocalCluster) -> None:
+    """KIP-345 through JoinGroup v5+: the restarted instance gets its partitions back, the other keeps its own."""
+    bootstrap, topic, group = kafka_cluster.bootstrap_servers, "grp-static", "cg-static"
+    kafka_cluster.ok("topics", "create", topic, "--partitions", "4", "--replication-factor", "3")
+    owners: dict[int, str] = {}
+    static = {"session.timeout.ms": 30_000}
+    a = Member("a", bootstrap, group, topic, owners, **{"group.instance.id": "inst-a"}, **static)
+    b = Member("b", bootstrap, group, topic, owners, **{"group.instance.id": "inst-b"}, **static)
+    restarted: Member | None = None
+    try:
+        poll_until([a, b], "a and b to share the partitions", lambda: len(owners) == 4 and a.owned and b.owned)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+        assert {m.group_instance_id for m in described.members} == {"inst-a", "inst-b"}
+        kept, before = set(b.owned), b.revocations
+        a_had = set(a.owned)
+        a.consumer.close()  # a static member sends no LeaveGroup: its place is kept for its session
+        owners.clear()
+        owners.update(dict.fromkeys(kept, "b"))
+        restarted = Member("a2", bootstrap, group, topic, owners, **{"group.instance.id": "inst-a"}, **static)
+        poll_until([restarted, b], "the restarted instance's partitions", lambda: restarted.owned == a_had)
+        for _ in range(40):  # a while longer: a rebalance would revoke b's partitions now
+            b.poll()
+            restarted.poll()
+        assert (b.revocations, b.owned) == (before, kept)
+        assert [e for m in (a, b, restarted) for e in m.errors] == []
+    finally:
+        b.consumer.close()
+        if restarted is not None:
+            restarted.consumer.close()
