@@ -14,6 +14,7 @@ does not exist. Design notes: docs/kafka-listener.md, "Group APIs".
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -296,6 +297,8 @@ class TopicRefs:
     by_id: bool
     ids_by_name: dict[str, uuid.UUID]
     unknown: dict[uuid.UUID, list[int]]
+    # Topics named that the image lacks (OffsetCommit answers them UNKNOWN_TOPIC_OR_PARTITION, as Kafka).
+    missing: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
 def resolve_topics(image: MetadataImage, topics: Iterable[Any], by_id: bool, partitions_field: str) -> TopicRefs:
@@ -324,12 +327,15 @@ def _name_of(topic: Any, refs: TopicRefs, image: MetadataImage) -> str | None:
 
 
 def offset_commit_body(request: Any, version: int, image: MetadataImage) -> tuple[dict[str, Any], TopicRefs]:
-    """The route's body and the request's topic references; partitions of unknown topic ids are left out."""
+    """The route's body and the request's topic references; topics the image lacks are left out."""
     refs = resolve_topics(image, request.topics or [], version >= 10, "partitions")
     topics = []
     for topic in request.topics or []:
         name = _name_of(topic, refs, image)
         if name is None:
+            continue
+        if image.topic(name) is None:
+            refs.missing.setdefault(name, []).extend(p.partition_index for p in topic.partitions or [])
             continue
         partitions = []
         for p in topic.partitions or []:
@@ -366,6 +372,9 @@ def offset_commit_response(version: int, answer: Mapping[str, Any], refs: TopicR
     for topic_id, indexes in refs.unknown.items():
         parts = [Part(partition_index=i, error_code=int(ErrorCode.UNKNOWN_TOPIC_ID)) for i in indexes]
         topics.append(Topic(name="", topic_id=topic_id, partitions=parts))
+    for name, indexes in refs.missing.items():
+        parts = [Part(partition_index=i, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for i in indexes]
+        topics.append(Topic(name=name, topic_id=ZERO_UUID, partitions=parts))
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
