@@ -1,16 +1,14 @@
 """ListOffsets and OffsetForLeaderEpoch on the Kafka listener: to the broker's routes and back.
 
-ListOffsets v1-v11: latest (-1) and earliest (-2) and timestamp lookups go to
-`/kafka/list_offsets` (the leader answers, after the KIP-320 epoch check;
-"latest" is the high watermark, which is also the last stable offset until
-transactions exist, so both isolation levels get the same answer). Without
-tiered storage, earliest-local (-4) is earliest, and latest-tiered (-5) and
-earliest-pending-upload (-6) find nothing (offset -1), as a Kafka broker
-without remote storage answers. Max-timestamp (-3) is not served by the
-broker core yet: UNSUPPORTED_VERSION on that partition. Any other negative
-timestamp is INVALID_REQUEST on its partition.
-OffsetForLeaderEpoch v2-v4 maps to `/kafka/offsets_for_leader_epoch`.
-Docs: docs/kafka-listener.md, "Data APIs".
+ListOffsets v1-v11: latest (-1; the high watermark, also the LSO until
+transactions exist, so both isolation levels agree), earliest (-2) and
+timestamp lookups go to `/kafka/list_offsets` (leader only, KIP-320 epoch
+check). Without tiered storage earliest-local (-4) is earliest, and
+latest-tiered (-5) and earliest-pending-upload (-6) find nothing (offset -1),
+as Kafka answers without remote storage. Max-timestamp (-3) is not in the
+broker core yet: UNSUPPORTED_VERSION on its partition; any other negative
+timestamp is INVALID_REQUEST there. OffsetForLeaderEpoch v2-v4 maps to
+`/kafka/offsets_for_leader_epoch`. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
 from __future__ import annotations
