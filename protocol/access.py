@@ -80,6 +80,7 @@ ROUTES: dict[str, Requirement | None] = {
     "/kafka/list_groups": OPEN,
     "/kafka/describe_groups": OPEN,
     "/kafka/delete_groups": ADMIN_GROUP,
+    "/kafka/offset_delete": ADMIN_GROUP,
     # the node
     "/admin/status": OPEN,
 }

@@ -25,6 +25,7 @@ from kraftpy.broker.groups.requests import (
     LeaveGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     RequestParser,
     SyncGroupRequest,
@@ -128,6 +129,8 @@ class GroupCoordinator:
                 self._admin.describe_groups(request_id, request)
             case DeleteGroupsRequest():
                 self._admin.delete_groups(request_id, request, now_ms)
+            case OffsetDeleteRequest():
+                self._offsets.delete(request_id, request)
         return self._rt.drain()
 
     def append_completed(self, append_id: int, error: ErrorCode | int, now_ms: int) -> list[Action]:

@@ -17,8 +17,14 @@ from kraftpy.broker.groups.records import (
     offset_commit_record,
     tombstone,
 )
-from kraftpy.broker.groups.requests import OffsetCommitRequest, OffsetFetchRequest
-from kraftpy.broker.groups.responses import commit_storage_error, offset_commit_response, offset_fetch_response
+from kraftpy.broker.groups.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from kraftpy.broker.groups.responses import (
+    commit_storage_error,
+    offset_commit_response,
+    offset_delete_response,
+    offset_fetch_response,
+    storage_error,
+)
 from kraftpy.broker.groups.runtime import CoordinatorRuntime
 from kraftpy.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from kraftpy.protocol.errors import ErrorCode
@@ -138,6 +144,54 @@ class OffsetManager:
                 epoch = -1 if om.leader_epoch is None else om.leader_epoch
                 rows.append((tp.topic, tp.partition, om.offset, epoch, om.metadata, E.NONE))
         rt.respond(rid, offset_fetch_response(E.NONE, rows))
+
+    # --- OffsetDelete -------------------------------------------------------------------------
+
+    def delete(self, rid: Hashable, req: OffsetDeleteRequest) -> None:
+        """Kafka's OffsetDelete: offsets of an Empty group, or of topics no member of a consumer group reads.
+
+        Answered once the tombstones are written; the offsets leave memory then too, so a commit
+        appended before them (and completing before them, appends complete in order) stays deleted.
+        """
+        rt = self.rt
+        if (err := rt.coordinator_error(req.group_id)) is not None:
+            return rt.respond(rid, offset_delete_response(*err))
+        group = rt.groups.get(req.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return rt.respond(rid, offset_delete_response(E.GROUP_ID_NOT_FOUND, message=f"no group {req.group_id!r}"))
+        results: dict[tuple[str, int], ErrorCode] = {}
+        if group.state is GroupState.EMPTY:
+            doomed = [TopicPartition(t, p) for t, p in req.partitions]
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            # Unknown subscriptions count as subscribed to everything, as Kafka's isSubscribedToTopic.
+            subscribed = group.subscribed_topics
+            doomed = []
+            for topic, partition in req.partitions:
+                if subscribed is None or topic in subscribed:
+                    results[(topic, partition)] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    doomed.append(TopicPartition(topic, partition))
+        else:
+            return rt.respond(rid, offset_delete_response(E.NON_EMPTY_GROUP, message="the group has active members"))
+        present = [tp for tp in doomed if tp in group.offsets or tp in group.pending_offset_commits]
+        for tp in doomed:
+            results[(tp.topic, tp.partition)] = E.NONE
+        if not present:
+            return rt.respond(rid, offset_delete_response(E.NONE, results))
+        records = [tombstone(OffsetCommitKey(group.group_id, tp.topic, tp.partition)) for tp in present]
+        partition, group_id = group.partition, group.group_id
+        epoch = rt.load_epochs.get(partition, 0)
+
+        def written(error: ErrorCode, now_ms: int) -> None:
+            if error is E.NONE and rt.is_active(partition, epoch) and rt.groups.get(group_id) is group:
+                for tp in present:
+                    group.offsets.pop(tp, None)
+            code = E.NONE if error is E.NONE else storage_error(error)
+            for tp in present:
+                results[(tp.topic, tp.partition)] = code
+            rt.respond(rid, offset_delete_response(E.NONE, results))
+
+        rt.append(partition, records, "cleanup", written)
 
     # --- expiry -------------------------------------------------------------------------------
 

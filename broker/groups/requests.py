@@ -104,6 +104,12 @@ class DeleteGroupsRequest:
     groups_names: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
 GroupRequest = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -114,6 +120,7 @@ GroupRequest = (
     | ListGroupsRequest
     | DescribeGroupsRequest
     | DeleteGroupsRequest
+    | OffsetDeleteRequest
 )
 
 
@@ -282,6 +289,16 @@ class RequestParser:
     def delete_groups(self, body: Mapping[str, Any]) -> DeleteGroupsRequest:
         return DeleteGroupsRequest(_strings(body, "groups_names", self.config.max_id_length))
 
+    def offset_delete(self, body: Mapping[str, Any]) -> OffsetDeleteRequest:
+        partitions: list[tuple[str, int]] = []
+        for topic in _items(body, "topics") or []:
+            topic = _map(topic, "topics")
+            name = self._id(topic, "name")
+            for part in _items(topic, "partitions") or []:
+                part = _map(part, "partitions")
+                partitions.append((name, field(part, "partition_index", int, min_value=0, max_value=INT32_MAX)))
+        return OffsetDeleteRequest(self._id(body, "group_id"), tuple(dict.fromkeys(partitions)))
+
     def parse(self, api: str, body: Mapping[str, Any]) -> GroupRequest:
         parser = getattr(self, api, None) if api in GROUP_APIS else None
         if parser is None:
@@ -301,4 +318,5 @@ GROUP_APIS = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "offset_delete",
 )

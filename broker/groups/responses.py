@@ -118,6 +118,15 @@ def delete_groups_response(results: Iterable[tuple[str, ErrorCode]]) -> dict[str
     return {"error_code": 0, "results": [{"group_id": g, **error_fields(c)} for g, c in results]}
 
 
+def offset_delete_response(
+    code: ErrorCode, results: Mapping[tuple[str, int], ErrorCode] | None = None, message: str = ""
+) -> dict[str, Any]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), part_code in (results or {}).items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, **error_fields(part_code)})
+    return {**error_fields(code, message), "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
 def storage_error(code: ErrorCode) -> ErrorCode:
     """What a failed write of group metadata tells the member (Kafka's storeGroup mapping)."""
     if code in (

@@ -150,6 +150,7 @@ BROKER: dict[str, dict[str, Any]] = {
     "/kafka/list_groups": {"states_filter": []},
     "/kafka/describe_groups": {"groups": ["g"]},
     "/kafka/delete_groups": {"groups_names": ["g"]},
+    "/kafka/offset_delete": {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
     "/admin/status": {},
 }
 

@@ -136,7 +136,9 @@ class GroupCoordinatorShell:
         if self._stopped:
             raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if api == "join_group":
-            body = {**body, "client_host": request_peer() or ""}
+            # The RPC's peer; the Kafka listener, which has no RPC peer, passes its client's address.
+            peer = request_peer()
+            body = {**body, "client_host": peer if peer is not None else body.get("client_host", "")}
         request_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future

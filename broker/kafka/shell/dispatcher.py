@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 FAMILIES = (
     "kraftpy.broker.kafka.shell.cluster_apis",
     "kraftpy.broker.kafka.shell.data_apis",
+    "kraftpy.broker.kafka.shell.group_apis",
 )
 
 

@@ -137,3 +137,50 @@ def test_loading_a_partition_twice_is_a_shell_bug() -> None:
         c.begin_loading(0)
     with pytest.raises(ValueError, match="partition 7 is not one of the 2 offsets partitions"):
         c.begin_loading(7)
+
+
+def _delete_offsets(h: Harness, group: str, partitions: list[tuple[str, int]]) -> dict:
+    topics: dict[str, list[dict]] = {}
+    for t, p in partitions:
+        topics.setdefault(t, []).append({"partition_index": p})
+    return h.call(
+        "offset_delete", {"group_id": group, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    )
+
+
+def _codes(answer: dict) -> dict[tuple[str, int], int]:
+    return {(t["name"], p["partition_index"]): p["error_code"] for t in answer["topics"] for p in t["partitions"]}
+
+
+def test_offset_delete_of_an_empty_group_writes_tombstones() -> None:
+    h = Harness()
+    h.commit({("t", 0): 1, ("t", 1): 2, ("u", 0): 3}, group="idle")
+    answer = _delete_offsets(h, "idle", [("t", 0), ("u", 0), ("v", 9)])
+    assert answer["error_code"] == 0
+    assert _codes(answer) == {("t", 0): 0, ("u", 0): 0, ("v", 9): 0}  # nothing committed: nothing to do, as Kafka
+    assert h.fetch("idle") == {("t", 1): 2}
+    replayed = replay(h.log[h.c.partition_for("idle")])
+    assert {(tp.topic, tp.partition) for tp in replayed["idle"].offsets} == {("t", 1)}  # a replay agrees
+
+
+def test_offset_delete_refuses_topics_a_consumer_group_reads() -> None:
+    h = Harness()
+    (member,), generation = h.form_group(1, group="busy")  # subscribed to topic "t"
+    h.commit({("t", 0): 1, ("gone", 0): 5}, group="busy", member_id=member, generation=generation)
+    answer = _delete_offsets(h, "busy", [("t", 0), ("gone", 0)])
+    assert (answer["error_code"], _codes(answer)) == (0, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("gone", 0): 0})
+    assert h.fetch("busy") == {("t", 0): 1}
+    assert _delete_offsets(h, "missing", [("t", 0)])["error_code"] == E.GROUP_ID_NOT_FOUND
+
+
+def test_offset_delete_answers_after_the_tombstones_are_written() -> None:
+    h = Harness(auto_complete=False)
+    h.commit({("t", 0): 1}, group="idle")
+    h.complete_appends()
+    rid = h.send(
+        "offset_delete", {"group_id": "idle", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
+    )
+    assert h.answer(rid) is None
+    h.complete_appends(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert _codes(h.answers[rid]) == {("t", 0): E.NOT_COORDINATOR}
+    assert h.c.group("idle").offsets  # a failed write deletes nothing
