@@ -27,7 +27,10 @@ log = logging.getLogger(__name__)
 
 
 # The modules that each export HANDLERS: dict[api_key, ApiHandler].
-FAMILIES = ("kraftpy.broker.kafka.shell.cluster_apis",)
+FAMILIES = (
+    "kraftpy.broker.kafka.shell.cluster_apis",
+    "kraftpy.broker.kafka.shell.admin_apis",
+)
 
 
 def load_handlers(families: tuple[str, ...] = FAMILIES) -> dict[int, ApiHandler]:
