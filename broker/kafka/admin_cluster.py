@@ -25,6 +25,7 @@ from kafka.protocol.admin.cluster import (
 from kafka.protocol.admin.topics import ElectLeadersRequest, ElectLeadersResponse
 
 from kraftpy.broker.kafka.admin_configs import error_of
+from kraftpy.broker.kafka.metadata import NO_AUTHORIZED_OPERATIONS
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
@@ -38,8 +39,6 @@ LogDirPartition = LogDirTopic.DescribeLogDirsPartition
 # Kafka's EndpointType (KIP-919) and the error a broker gives a request meant for a controller.
 ENDPOINT_BROKER = 1
 MISMATCHED_ENDPOINT_TYPE = 114
-# "Authorized operations not asked for" (no authorizer yet).
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 ELECTION_TYPES = {0: "preferred", 1: "unclean"}
 
 
@@ -85,7 +84,7 @@ def describe_cluster_response(
         cluster_id=cluster_id,
         controller_id=controller_id,
         brokers=brokers,
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
 
 
@@ -100,7 +99,7 @@ def describe_cluster_error(
         cluster_id="",
         controller_id=-1,
         brokers=[],
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
 
 

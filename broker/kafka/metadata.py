@@ -25,8 +25,9 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 ZERO_UUID = uuid.UUID(int=0)
-# Kafka's "authorized operations not asked for" (no authorizer yet).
-NO_AUTHORIZED_OPERATIONS = -(2**31)
+# Kafka's "authorized operations not asked for" (no authorizer yet): the codec's bitfield takes None for
+# it and writes -2^31 (an int here fails to encode, and the client's connection closes).
+NO_AUTHORIZED_OPERATIONS = None
 
 
 @dataclass(frozen=True, slots=True)
