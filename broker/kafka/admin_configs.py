@@ -1,16 +1,11 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: Kafka's names, sources and operations <-> kraftpy's.
 
-Pure translation. Topic configs travel under Kafka's dotted topic names
-(`retention.ms`); broker resources under Kafka's broker synonyms
-(`log.retention.ms`, `message.max.bytes`), as a Kafka broker names them.
-Values are Kafka's strings ("true", "604800000", "compact,delete"). Sources
-are Kafka's numbers: a topic override is DYNAMIC_TOPIC_CONFIG, a value set on
-this broker's own resource DYNAMIC_BROKER_CONFIG, one on the cluster-wide
-broker resource "" DYNAMIC_DEFAULT_BROKER_CONFIG, anything else Kafka's
-DEFAULT_CONFIG. Decisions (validation, records) stay with the controller's
-`/controller/describe_configs` and `/controller/incremental_alter_configs`;
-legacy AlterConfigs (a full replace) and APPEND / SUBTRACT become the
-controller's SET / DELETE here. Notes: docs/kafka-listener.md, "Admin APIs".
+Pure translation. Topic configs travel under Kafka's dotted names
+(`retention.ms`), broker resources under Kafka's broker synonyms
+(`log.retention.ms`); values as Kafka's strings; sources as Kafka's numbers.
+The controller's routes decide; legacy AlterConfigs (a full replace) and
+APPEND / SUBTRACT become its SET / DELETE here. Notes: docs/kafka-listener.md,
+"Admin APIs".
 """
 
 from __future__ import annotations
