@@ -182,6 +182,7 @@ def test_incremental_alter_errors_are_kafkas(admin: AdminClient) -> None:
     assert _error_code(admin.incremental_alter_configs([missing]), missing) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_legacy_alter_configs_replaces_the_whole_set(admin: AdminClient) -> None:
     created = NewTopic("cfk-legacy", 1, 1, config={"retention.ms": "3600000", "segment.ms": "600000"})
     assert _result(admin.create_topics([created]), "cfk-legacy") is None
@@ -244,3 +245,30 @@ def test_elect_preferred_leaders(admin: AdminClient, kafka_cluster: LocalCluster
         0: KafkaError.ELECTION_NOT_NEEDED,
         1: KafkaError.ELECTION_NOT_NEEDED,
     }
+
+
+def test_alter_this_brokers_config(admin: AdminClient) -> None:
+    def set_or_delete(op: AlterConfigOpType, value: str | None) -> None:
+        entry = ConfigEntry("log.retention.ms", value, incremental_operation=op)
+        resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[entry])
+        assert _result(admin.incremental_alter_configs([resource]), resource) is None
+
+    broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+    set_or_delete(AlterConfigOpType.SET, "7200000")
+    try:
+        entry = _result(admin.describe_configs([broker]), broker)["log.retention.ms"]
+        assert (entry.value, entry.source) == ("7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        # kraftpy's topics take only the cluster-wide broker default, so a topic still reports Kafka's default.
+        assert _result(admin.create_topics([NewTopic("cfk-broker-cfg", 1, 1)]), "cfk-broker-cfg") is None
+        retention = _describe_topic_configs(admin, "cfk-broker-cfg")["retention.ms"]
+        assert (retention.value, retention.source) == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
+        assert [(s.name, s.source) for s in retention.synonyms.values()] == [
+            ("log.retention.ms", ConfigSource.DEFAULT_CONFIG.value)
+        ]
+    finally:
+        set_or_delete(AlterConfigOpType.DELETE, None)
+    entry = _result(admin.describe_configs([broker]), broker)["log.retention.ms"]
+    assert entry.source == ConfigSource.DEFAULT_CONFIG.value
+    # A broker describes only itself (librdkafka routes a broker resource to that broker).
+    other = ConfigResource(ConfigResource.Type.BROKER, "2")
+    assert _result(admin.describe_configs([other]), other)["log.retention.ms"].value == "604800000"
