@@ -92,6 +92,8 @@ async def handle_delete_records(apis: BrokerApis, ctx: RequestContext, request: 
 
 
 def _delete_records(rm: Any, topic: str, partition: int, offset: int) -> int:
+    if partition < 0:
+        raise KafkaError(f"unknown topic or partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     hosted = rm.lookup(topic, partition)
     if not hosted.is_leader:
         raise KafkaError(f"broker {rm.broker_id} does not lead {topic}-{partition}", ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -8,6 +8,7 @@ them; the controller's answers come from its real decisions
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from typing import Any
@@ -45,6 +46,7 @@ from kraftpy.metadata.records import (
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, decode_response, encode_request, encode_response
+from kraftpy.protocol.kafka.shell.listener import RequestContext
 
 TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
 
@@ -588,3 +590,26 @@ def test_every_error_response_encodes_at_every_version(api_key: int) -> None:
             request, version, KafkaError("no", ErrorCode.NOT_CONTROLLER)
         )
         response_through_codec(api_key, version, response)
+
+
+class _SlowController:
+    """What a handler uses of BrokerApis when the controller never answers (a partitioned controller)."""
+
+    broker_id = 1
+
+    def image(self) -> MetadataImage:
+        return image()
+
+    async def call_controller(self, path: str, body: Any) -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+def test_the_requests_timeout_bounds_the_wait_for_the_controller() -> None:
+    request = through_codec(admin_apis.CREATE_TOPICS, 7, create_request())
+    request.timeout_ms = 50
+    ctx = RequestContext(RequestHeader(admin_apis.CREATE_TOPICS, 7, 1, "t"), "PLAINTEXT", "127.0.0.1", 1)
+    with pytest.raises(KafkaError) as info:
+        # Bounded here too: without the handler's own bound this fails instead of hanging.
+        asyncio.run(asyncio.wait_for(admin_apis.handle_create_topics(_SlowController(), ctx, request), 10))  # type: ignore[arg-type]
+    assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
