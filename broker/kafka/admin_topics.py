@@ -8,7 +8,7 @@ every config with its source from CreateTopics v5, topic ids from v7
 (CreateTopics) / v6 (DeleteTopics, which may name topics by id). Topic config
 names are Kafka's dotted ones; an unknown one is that topic's INVALID_CONFIG.
 DeleteRecords is answered by the partition leader itself: `delete_records_target`
-is its decision. Notes: docs/kafka-listener.md, "Admin APIs".
+and `low_watermark` are its decisions. Notes: docs/kafka-listener.md, "Admin APIs".
 """
 
 from __future__ import annotations
@@ -303,6 +303,15 @@ def delete_records_target(offset: int, log_start_offset: int, high_watermark: in
             ErrorCode.OFFSET_OUT_OF_RANGE,
         )
     return max(target, log_start_offset)
+
+
+def low_watermark(leader_log_start_offset: int, replica_log_start_offsets: Mapping[int, int], alive: set[int]) -> int:
+    """Kafka's lowWatermarkIfLeader: the least log start offset over the leader and its followers on live brokers.
+
+    A follower that has not fetched yet (-1) holds it at -1: a DeleteRecords waits for every live replica.
+    """
+    starts = [offset for broker_id, offset in replica_log_start_offsets.items() if broker_id in alive]
+    return min([leader_log_start_offset, *starts])
 
 
 def delete_records_response(results: Sequence[tuple[str, Sequence[tuple[int, int, int]]]]) -> DeleteRecordsResponse:

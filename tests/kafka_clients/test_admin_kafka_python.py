@@ -18,6 +18,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from kraftpy.storage.checkpoints import OffsetCheckpoint
 from tests.integration.test_cluster_support import LocalCluster
 
 TIMEOUT_S = 30
@@ -132,6 +133,10 @@ def test_delete_records_and_log_dirs(admin: KafkaAdminClient, kafka_cluster: Loc
     tp = TopicPartition("kp-records", 0)
     answer = admin.delete_records({tp: 4}, timeout_ms=20_000)
     assert answer[tp]["low_watermark"] == 4
+    # The answer waited for the followers: every replica's log start checkpoint says 4 already.
+    checkpoints = sorted(kafka_cluster.dir.glob("node-*/**/kp-records-0*/log-start-offset-checkpoint"))
+    assert len(checkpoints) == 3, checkpoints
+    assert [OffsetCheckpoint(path).read() for path in checkpoints] == [4, 4, 4]
     # Beyond the high watermark: Kafka's OFFSET_OUT_OF_RANGE.
     with pytest.raises(OffsetOutOfRangeError):
         admin.delete_records({tp: 1_000}, timeout_ms=20_000)

@@ -4,7 +4,7 @@ As a KRaft broker, this one forwards what changes metadata (CreateTopics,
 DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 ElectLeaders) to the active controller's existing routes, and answers the rest
 itself: DescribeCluster from its image, DescribeLogDirs from its own logs,
-DeleteRecords on the partitions it leads. DescribeConfigs reads the
+DeleteRecords on the partitions it leads (waiting for live followers). DescribeConfigs reads the
 controller's values (so a describe after an alter sees it) and labels their
 sources from the image. A request's `timeout_ms` bounds the wait for the
 controller: past it every item is REQUEST_TIMED_OUT (the change may still
@@ -77,21 +77,27 @@ async def handle_create_partitions(apis: BrokerApis, ctx: RequestContext, reques
 
 
 async def handle_delete_records(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    """Move each partition's log start offset on this broker, its leader; followers follow on their next fetch."""
+    """Move each partition's log start offset on this broker, its leader, then wait (within the request's
+    timeout_ms) until every live follower has moved its own: the low watermark, as Kafka's DelayedDeleteRecords."""
     rm = apis.replica_manager
-    results: list[tuple[str, list[tuple[int, int, int]]]] = []
+    deadline_s = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+
+    async def one(topic: str, partition: int, offset: int) -> tuple[int, int, int]:
+        try:
+            hosted, target = _delete_records(rm, topic, partition, offset)
+            return partition, await _wait_for_low_watermark(apis, hosted, target, deadline_s), 0
+        except KafkaError as exc:
+            return partition, -1, int(exc.code)
+
+    results = []
     for t in request.topics or []:
-        parts = []
-        for p in t.partitions or []:
-            try:
-                parts.append((p.partition_index, _delete_records(rm, t.name, p.partition_index, p.offset), 0))
-            except KafkaError as exc:
-                parts.append((p.partition_index, -1, int(exc.code)))
-        results.append((t.name, parts))
+        parts = await asyncio.gather(*(one(t.name, p.partition_index, p.offset) for p in t.partitions or []))
+        results.append((t.name, list(parts)))
     return admin_topics.delete_records_response(results)
 
 
-def _delete_records(rm: Any, topic: str, partition: int, offset: int) -> int:
+def _delete_records(rm: Any, topic: str, partition: int, offset: int) -> tuple[Any, int]:
+    """Move the leader's log start offset; the hosted partition and the offset the replicas must reach."""
     if partition < 0:
         raise KafkaError(f"unknown topic or partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     hosted = rm.lookup(topic, partition)
@@ -101,7 +107,32 @@ def _delete_records(rm: Any, topic: str, partition: int, offset: int) -> int:
     target = admin_topics.delete_records_target(offset, plog.log_start_offset, plog.high_watermark)
     if plog.increment_log_start_offset(target):
         hosted.after_retention()
-    return int(plog.log_start_offset)
+    return hosted, target
+
+
+async def _wait_for_low_watermark(apis: BrokerApis, hosted: Any, target: int, deadline_s: float) -> int:
+    """The low watermark once it reaches `target`; REQUEST_TIMED_OUT past the deadline (Kafka's expiry)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        leader = hosted.core.leader
+        if leader is None:
+            raise KafkaError(f"{hosted.name} lost its leadership", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        alive = {broker_id for broker_id, b in apis.image().brokers.items() if not b.fenced}
+        followers = {broker_id: r.log_start_offset for broker_id, r in leader.remote.items()}
+        low = admin_topics.low_watermark(hosted.log.log_start_offset, followers, alive)
+        if low >= target:
+            return low
+        if loop.time() >= deadline_s:
+            raise KafkaError(
+                f"{hosted.name}: followers did not reach log start offset {target} in time (low watermark {low})",
+                ErrorCode.REQUEST_TIMED_OUT,
+            )
+        # Followers learn the new log start from their next fetch answer and report theirs in the fetch after.
+        await asyncio.sleep(_LOW_WATERMARK_POLL_S)
+
+
+# How often a DeleteRecords looks at its followers' log start offsets while it waits.
+_LOW_WATERMARK_POLL_S = 0.05
 
 
 # --- configs ------------------------------------------------------------------------------------------

@@ -262,6 +262,13 @@ def test_delete_records_target_is_kafkas_decision() -> None:
         assert info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_low_watermark_waits_for_every_live_replica() -> None:
+    assert admin_topics.low_watermark(10, {2: 10, 3: 4}, alive={2, 3}) == 4
+    assert admin_topics.low_watermark(10, {2: 10, 3: 4}, alive={2}) == 10  # broker 3 is fenced: not waited for
+    assert admin_topics.low_watermark(10, {2: -1}, alive={2}) == -1  # not fetched yet
+    assert admin_topics.low_watermark(7, {}, alive=set()) == 7
+
+
 @pytest.mark.parametrize("version", versions(admin_apis.DELETE_RECORDS))
 def test_delete_records_every_version(version: int) -> None:
     T = DeleteRecordsRequest.DeleteRecordsTopic
