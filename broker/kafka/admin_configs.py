@@ -182,9 +182,37 @@ def describe_configs_plan(request: DescribeConfigsRequest, broker_id: int) -> De
             errors[i] = exc
             continue
         resources.append({"resource_type": _WIRE_TYPES[r.resource_type], "resource_name": r.resource_name})
-    # Every config is asked for; each resource's own keys are picked from the answer.
+    if resources:
+        # The cluster-wide broker resource too: its answer says exactly which defaults are set (for sources
+        # and synonyms), fresher than this broker's image. Every config is asked for; each resource's own
+        # keys are picked from the answer.
+        resources.append({"resource_type": "broker", "resource_name": ""})
     body = {"resources": resources, "configuration_keys": None} if resources else None
     return DescribePlan(body, errors)
+
+
+def _set_on(item: Mapping[str, Any] | None, wire_source: str) -> dict[str, Any]:
+    """The values a describe answer item says are set on the resource itself (source `wire_source`)."""
+    if item is None or item.get("error_code"):
+        return {}
+    return {c["name"]: c.get("value") for c in item.get("configs", []) or [] if c.get("source") == wire_source}
+
+
+def _own_overrides(
+    r: Any, item: Mapping[str, Any], cluster_defaults: Mapping[str, Any], image_own: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What is set on the resource itself, from the controller's answer (the image only where it cannot tell)."""
+    if r.resource_type == TOPIC:
+        return _set_on(item, "topic")
+    if r.resource_name == "":
+        return dict(cluster_defaults)
+    # A broker's "broker"-sourced value is its own or the cluster-wide one; a value other than the
+    # cluster-wide one is its own; an equal one is its own when the image says so.
+    return {
+        name: value
+        for name, value in _set_on(item, "broker").items()
+        if name not in cluster_defaults or cluster_defaults[name] != value or name in image_own
+    }
 
 
 def _wanted(resource_type: int, keys: Sequence[str] | None) -> set[str] | None:
@@ -273,11 +301,11 @@ def describe_configs_response(
     version: int,
     plan: DescribePlan,
     answer: Mapping[str, Any] | None,
-    overrides: Mapping[tuple[int, str], Mapping[str, Any]],
+    image_overrides: Mapping[tuple[int, str], Mapping[str, Any]],
 ) -> DescribeConfigsResponse:
-    """The response, in request order; `overrides` are the image's raw overrides by (type, name), for sources."""
+    """The response, in request order; `image_overrides` (by (type, name)) only settle an equal broker value."""
     answered = {(a.get("resource_type"), a.get("resource_name")): a for a in (answer or {}).get("resources", []) or []}
-    cluster_defaults = overrides.get((BROKER, ""), {})
+    cluster_defaults = _set_on(answered.get(("broker", "")), "broker")
     results = []
     for i, r in enumerate(request.resources or []):
         error = plan.errors.get(i)
@@ -290,7 +318,8 @@ def describe_configs_response(
             results.append(_describe_error(r, error))
             continue
         wanted = _wanted(r.resource_type, r.configuration_keys)
-        own = overrides.get((r.resource_type, r.resource_name), {})
+        image_own = image_overrides.get((r.resource_type, r.resource_name), {})
+        own = _own_overrides(r, item, cluster_defaults, image_own)
         entries = []
         for config in item.get("configs", []) or []:
             if wanted is not None and config.get("name") not in wanted:

@@ -145,9 +145,8 @@ async def handle_describe_configs(apis: BrokerApis, ctx: RequestContext, request
     overrides = {
         (r.resource_type, r.resource_name): image.configs.get(r.resource_type, r.resource_name)
         for r in request.resources or []
-        if r.resource_type in (admin_configs.TOPIC, admin_configs.BROKER)
+        if r.resource_type == admin_configs.BROKER
     }
-    overrides[(admin_configs.BROKER, "")] = image.broker_config_overrides("")
     return admin_configs.describe_configs_response(request, ctx.header.api_version, plan, answer, overrides)
 
 

@@ -299,27 +299,30 @@ def describe_request(*resources: tuple[int, str, list[str] | None], synonyms: bo
     )
 
 
-def describe(version: int, img: MetadataImage, raw: Any, broker_id: int = 1) -> list[Any]:
+def describe(version: int, img: MetadataImage, raw: Any, broker_id: int = 1, stale: bool = False) -> list[Any]:
+    """DescribeConfigs answered from `img` (the controller's); `stale`: this broker's image has none of it yet."""
     request = through_codec(admin_apis.DESCRIBE_CONFIGS, version, raw)
     plan = admin_configs.describe_configs_plan(request, broker_id)
     answer = controller("describe_configs", plan.body, img)
+    local = image() if stale else img
     overrides = {
-        (r.resource_type, r.resource_name): img.configs.get(r.resource_type, r.resource_name) for r in request.resources
+        (r.resource_type, r.resource_name): local.configs.get(r.resource_type, r.resource_name)
+        for r in request.resources
     }
-    overrides[(BROKER, "")] = img.broker_config_overrides("")
     response = admin_configs.describe_configs_response(request, version, plan, answer, overrides)
     return response_through_codec(admin_apis.DESCRIBE_CONFIGS, version, response).results
 
 
+@pytest.mark.parametrize("stale", [False, True])
 @pytest.mark.parametrize("version", versions(admin_apis.DESCRIBE_CONFIGS))
-def test_describe_topic_configs_every_version(version: int) -> None:
+def test_describe_topic_configs_every_version(version: int, stale: bool) -> None:
     img = image(
         ConfigRecord(TOPIC, "orders", "retention_ms", 3_600_000),
         ConfigRecord(TOPIC, "orders", "cleanup_policy", "compact,delete"),
         ConfigRecord(BROKER, "", "segment_ms", 1000),
         ConfigRecord(TOPIC, "orders", "segment_ms", 2000),
     )
-    (result,) = describe(version, img, describe_request((TOPIC, "orders", None)))
+    (result,) = describe(version, img, describe_request((TOPIC, "orders", None)), stale=stale)
     assert (result.error_code, result.resource_type, result.resource_name) == (0, TOPIC, "orders")
     configs = {c.name: c for c in result.configs}
     assert len(configs) == 23 and all("_" not in name for name in configs)
@@ -342,8 +345,9 @@ def test_describe_topic_configs_every_version(version: int) -> None:
         assert configs["retention.ms"].documentation
 
 
+@pytest.mark.parametrize("stale", [False, True])
 @pytest.mark.parametrize("version", versions(admin_apis.DESCRIBE_CONFIGS))
-def test_describe_configs_keys_synonyms_and_errors(version: int) -> None:
+def test_describe_configs_keys_synonyms_and_errors(version: int, stale: bool) -> None:
     img = image(ConfigRecord(BROKER, "1", "retention_ms", 5), ConfigRecord(BROKER, "", "segment_ms", 9))
     results = describe(
         version,
@@ -358,6 +362,7 @@ def test_describe_configs_keys_synonyms_and_errors(version: int) -> None:
             synonyms=False,
             docs=False,
         ),
+        stale=stale,
     )
     orders, nope, me, default, other, logger = results
     assert [c.name for c in orders.configs] == ["retention.ms"] and orders.configs[0].synonyms == []
