@@ -51,8 +51,8 @@ def _wait_for(what: str, probe, timeout_s: float = TIMEOUT_S):
 def _partitions(cluster: LocalCluster, topic: str) -> list[dict] | None:
     """The topic's partitions as the cluster's metadata has them (kraftpy's CLI), None when it does not exist.
 
-    Not librdkafka's list_topics(): librdkafka 2.16's all-topics Metadata v13 request does not decode
-    on the listener yet (docs/kafka-listener.md, "Admin APIs").
+    Not librdkafka's list_topics(): its all-topics Metadata request carries 3 trailing bytes that the
+    codec refuses (docs/kafka-listener.md, "Admin APIs").
     """
     result = cluster.cli("topics", "describe", topic, "--json")
     return result.json()["partitions"] if result.code == 0 else None
