@@ -191,6 +191,15 @@ def describe_configs_plan(request: DescribeConfigsRequest, broker_id: int) -> De
     return DescribePlan(body, errors)
 
 
+CLUSTER_DEFAULTS_BODY = {"resources": [{"resource_type": "broker", "resource_name": ""}], "configuration_keys": None}
+
+
+def cluster_defaults(answer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The values set on the cluster-wide broker resource, from the controller's answer to CLUSTER_DEFAULTS_BODY."""
+    items = (answer or {}).get("resources", []) or []
+    return _set_on(items[0] if items else None, "broker")
+
+
 def _set_on(item: Mapping[str, Any] | None, wire_source: str) -> dict[str, Any]:
     """The values a describe answer item says are set on the resource itself (source `wire_source`)."""
     if item is None or item.get("error_code"):

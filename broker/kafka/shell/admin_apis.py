@@ -57,10 +57,16 @@ async def _controller(apis: BrokerApis, route: str, body: Mapping[str, Any] | No
 
 
 async def handle_create_topics(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
+    version = ctx.header.api_version
     plan = admin_topics.create_topics_plan(request)
     answer = await _controller(apis, "create_topics", plan.body, request.timeout_ms)
-    defaults = apis.image().broker_config_overrides("")
-    return admin_topics.create_topics_response(request, ctx.header.api_version, plan, answer, defaults)
+    defaults: Mapping[str, Any] = {}
+    if version >= 5 and any(not t.get("error_code") for t in (answer or {}).get("topics", []) or []):
+        # v5+ lists each new topic's configs with their sources: the cluster-wide defaults as the controller
+        # has them (this broker's image may not have replayed a change just made).
+        described = await _controller(apis, "describe_configs", admin_configs.CLUSTER_DEFAULTS_BODY, request.timeout_ms)
+        defaults = admin_configs.cluster_defaults(described)
+    return admin_topics.create_topics_response(request, version, plan, answer, defaults)
 
 
 async def handle_delete_topics(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:

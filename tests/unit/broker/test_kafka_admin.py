@@ -146,7 +146,9 @@ def test_create_topics_every_version(version: int) -> None:
     assert "typo" not in sent and plan.errors[2].code == ErrorCode.INVALID_CONFIG  # Kafka's names only
 
     answer = controller("create_topics", plan.body, img)
-    response = admin_topics.create_topics_response(request, version, plan, answer, img.broker_config_overrides(""))
+    defaults = admin_configs.cluster_defaults(controller("describe_configs", admin_configs.CLUSTER_DEFAULTS_BODY, img))
+    assert defaults == {"segment_ms": 1000}
+    response = admin_topics.create_topics_response(request, version, plan, answer, defaults)
     got = {t.name: t for t in response_through_codec(admin_apis.CREATE_TOPICS, version, response).topics}
     assert [t.name for t in response.topics] == ["payments", "orders", "typo", "too-many", "placed"]
     assert got["payments"].error_code == 0
