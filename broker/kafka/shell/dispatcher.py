@@ -31,6 +31,7 @@ FAMILIES = (
     "kraftpy.broker.kafka.shell.cluster_apis",
     "kraftpy.broker.kafka.shell.data_apis",
     "kraftpy.broker.kafka.shell.group_apis",
+    "kraftpy.broker.kafka.shell.admin_apis",
 )
 
 
