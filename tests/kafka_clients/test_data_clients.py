@@ -134,7 +134,7 @@ def test_kafka_python_produces_and_consumes_each_codec(kafka_cluster: LocalClust
     assert_same(recs, kp_consume(kafka_cluster, topic, len(recs)))
 
 
-def test_kafka_python_read_committed_reads_up_to_the_high_watermark(kafka_cluster: LocalCluster) -> None:
+def test_kafka_python_read_committed_consumer_reads_everything(kafka_cluster: LocalCluster) -> None:
     topic = new_topic(kafka_cluster, "kp-rc")
     recs = records(60)
     kp_produce(kafka_cluster, topic, recs, None)
