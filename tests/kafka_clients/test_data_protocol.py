@@ -310,3 +310,22 @@ def test_a_request_listing_a_partition_twice_is_refused_and_the_connection_serve
     answer = leader.call(0, 9, request)
     assert [p.error_code for p in answer.responses[0].partition_responses] == [int(ErrorCode.INVALID_REQUEST)] * 2
     assert leader.call(0, 9, produce(topic, batch(b"after"))).responses[0].partition_responses[0].error_code == 0
+
+
+def test_fetch_checks_the_leader_epoch_and_a_follower_points_at_the_leader(
+    kafka_cluster: LocalCluster, leader: Raw, topic: str
+) -> None:
+    address, topic_id, epoch = leader_of(kafka_cluster, topic, 0)
+    ahead = fetch(topic, 0)
+    ahead.topics[0].partitions[0].current_leader_epoch = epoch + 1
+    assert leader.call(1, 12, ahead).responses[0].partitions[0].error_code == int(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    follower = Raw(next(a for a in kafka_cluster.bootstrap_servers.split(",") if a != address))
+    try:
+        answer = follower.call(1, 16, fetch(topic, 0, version=16, topic_id=topic_id))
+    finally:
+        follower.close()
+    p = answer.responses[0].partitions[0]
+    assert p.error_code == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert p.current_leader.leader_epoch == epoch
+    [endpoint] = answer.node_endpoints
+    assert (endpoint.node_id, f"{endpoint.host}:{endpoint.port}") == (p.current_leader.leader_id, address)
