@@ -269,7 +269,7 @@ async def aio_round_trip(
     return out
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", CODECS)
 def test_aiokafka_produces_and_consumes(kafka_cluster: LocalCluster, codec: str) -> None:
     topic = new_topic(kafka_cluster, f"aio-{codec}")
     recs = records(tag=codec)
@@ -279,7 +279,7 @@ def test_aiokafka_produces_and_consumes(kafka_cluster: LocalCluster, codec: str)
 # --- kcat -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", CODECS)
 def test_kcat_produces_and_consumes_keys_headers_and_each_codec(
     kafka_cluster: LocalCluster, kcat: str, codec: str
 ) -> None:
