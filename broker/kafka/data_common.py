@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kraftpy.broker.kafka.metadata import ZERO_UUID
 from kraftpy.metadata.image.metadata_image import MetadataImage
-from kraftpy.protocol.errors import ErrorCode
-
-ZERO_UUID = uuid.UUID(int=0)
+from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +35,13 @@ def resolve_topic(image: MetadataImage, name: str | None, topic_id: uuid.UUID | 
         return TopicRef(found.name if found is not None else None, topic_id or ZERO_UUID)
     found = image.topic(name) if name is not None else None
     return TopicRef(name, found.topic_id if found is not None else ZERO_UUID)
+
+
+def unresolved(ref: TopicRef, by_id: bool) -> KafkaError:
+    """The error for a topic the image cannot name: an unknown id, or (by name) a null name."""
+    if by_id:
+        return KafkaError(f"unknown topic id {ref.topic_id}", ErrorCode.UNKNOWN_TOPIC_ID)
+    return KafkaError("a topic name is null", ErrorCode.INVALID_TOPIC_EXCEPTION)
 
 
 def answers_by_partition(answer: Mapping[str, Any] | None) -> dict[tuple[str, int], Mapping[str, Any]]:

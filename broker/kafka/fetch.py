@@ -27,6 +27,7 @@ from kraftpy.broker.kafka.data_common import (
     leader_endpoints,
     leader_hint,
     resolve_topic,
+    unresolved,
 )
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -88,7 +89,7 @@ def read_request(request: FetchRequest, version: int, image: MetadataImage) -> F
         ref = resolve_topic(image, getattr(t, "topic", None), getattr(t, "topic_id", None), by_id)
         items.append((ref, [p.partition for p in t.partitions or []]))
         if ref.name is None:
-            error = KafkaError(f"unknown topic id {ref.topic_id}", ErrorCode.UNKNOWN_TOPIC_ID)
+            error = unresolved(ref, by_id)
             refused.update({(ref, p.partition): error for p in t.partitions or []})
             continue
         parts = []

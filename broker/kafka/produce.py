@@ -24,6 +24,7 @@ from kraftpy.broker.kafka.data_common import (
     leader_endpoints,
     leader_hint,
     resolve_topic,
+    unresolved,
 )
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -61,7 +62,7 @@ def read_request(request: ProduceRequest, version: int, image: MetadataImage) ->
             refused.update({(ref, i): error for i in indexes})
             continue
         if ref.name is None:
-            error = KafkaError(f"unknown topic id {ref.topic_id}", ErrorCode.UNKNOWN_TOPIC_ID)
+            error = unresolved(ref, by_id)
             refused.update({(ref, i): error for i in indexes})
             continue
         # Null records are no batch at all: the route refuses them as Kafka's LogValidator does.

@@ -282,3 +282,50 @@ def test_a_retried_idempotent_batch_is_written_once(leader: Raw, topic: str) -> 
     assert again.base_offset == first.base_offset
     got = leader.call(1, 12, fetch(topic, first.base_offset))
     assert values_in(got.responses[0].partitions[0].records) == [b"once-1", b"once-2"]
+
+
+def test_max_bytes_bounds_a_fetch_but_one_batch_always_comes(kafka_cluster: LocalCluster) -> None:
+    kafka_cluster.ok("topics", "create", "bounded", "--partitions", "1", "--replication-factor", "3")
+    leader = Raw(leader_of(kafka_cluster, "bounded", 0)[0])
+    topic = "bounded"
+    # Timestamps of now: batches far older than segment.ms would each roll a segment (as in Kafka), and a
+    # fetch reads from one segment.
+    for value in (b"a" * 100, b"b" * 100, b"c" * 100):
+        answer = leader.call(0, 9, produce(topic, build_batch([(b"k", value)])))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    start = 0
+    # KIP-74: a fetch bounded below one batch still returns the first whole batch, and only it.
+    bounded = fetch(topic, start)
+    bounded.max_bytes = 1
+    small = leader.call(1, 12, bounded)
+    assert values_in(small.responses[0].partitions[0].records) == [b"a" * 100]
+    everything = leader.call(1, 12, fetch(topic, start))
+    assert values_in(everything.responses[0].partitions[0].records) == [b"a" * 100, b"b" * 100, b"c" * 100]
+    leader.close()
+
+
+def test_a_request_listing_a_partition_twice_is_refused_and_the_connection_serves_on(leader: Raw, topic: str) -> None:
+    request = produce(topic, batch(b"twice"))
+    request.topic_data[0].partition_data.append(request.topic_data[0].partition_data[0])
+    answer = leader.call(0, 9, request)
+    assert [p.error_code for p in answer.responses[0].partition_responses] == [int(ErrorCode.INVALID_REQUEST)] * 2
+    assert leader.call(0, 9, produce(topic, batch(b"after"))).responses[0].partition_responses[0].error_code == 0
+
+
+def test_fetch_checks_the_leader_epoch_and_a_follower_points_at_the_leader(
+    kafka_cluster: LocalCluster, leader: Raw, topic: str
+) -> None:
+    address, topic_id, epoch = leader_of(kafka_cluster, topic, 0)
+    ahead = fetch(topic, 0)
+    ahead.topics[0].partitions[0].current_leader_epoch = epoch + 1
+    assert leader.call(1, 12, ahead).responses[0].partitions[0].error_code == int(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    follower = Raw(next(a for a in kafka_cluster.bootstrap_servers.split(",") if a != address))
+    try:
+        answer = follower.call(1, 16, fetch(topic, 0, version=16, topic_id=topic_id))
+    finally:
+        follower.close()
+    p = answer.responses[0].partitions[0]
+    assert p.error_code == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert p.current_leader.leader_epoch == epoch
+    [endpoint] = answer.node_endpoints
+    assert (endpoint.node_id, f"{endpoint.host}:{endpoint.port}") == (p.current_leader.leader_id, address)

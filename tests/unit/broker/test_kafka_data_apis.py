@@ -408,3 +408,15 @@ def test_metadata_with_topics_encodes_in_every_version(version: int) -> None:
     out = sent(3, version, response)
     assert [(p.partition_index, p.leader_id) for p in out.topics[0].partitions] == [(0, 1), (1, 1), (2, 1)]
     assert [(b.node_id, b.port) for b in out.brokers] == [(1, 9092), (2, 9093), (3, 9094)]
+
+
+def test_a_null_topic_name_before_topic_ids_is_an_invalid_topic() -> None:
+    request = produce_request(9)
+    request.topic_data[0].name = None
+    ask = produce.read_request(request, 9, image())
+    out = produce.produce_response(ask, None, 9, image(), "PLAINTEXT")
+    assert [p.error_code for p in out.responses[0].partition_responses] == [int(ErrorCode.INVALID_TOPIC_EXCEPTION)] * 2
+    fetch_req = fetch_request(12)
+    fetch_req.topics[0].topic = None
+    answer = fetch.fetch_response(fetch.read_request(fetch_req, 12, image()), None, image(), "PLAINTEXT")
+    assert {p.error_code for p in answer.responses[0].partitions} == {int(ErrorCode.INVALID_TOPIC_EXCEPTION)}
