@@ -260,7 +260,7 @@ class PartitionLog:
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, offset
                 offset = last + 1
-            self._maybe_roll(len(batches), first, last, now_ms)
+            self._maybe_roll(len(batches), first, last, max_ts, now_ms)
             if leader_epoch != latest:
                 self._epochs.assign(leader_epoch, first)  # before the data, as Kafka: recovery trims it if needed
             self._write(buffers, spans, len(batches), last + 1)
@@ -301,7 +301,7 @@ class PartitionLog:
                     new_epochs.append((epoch, header.base_offset))
                     latest = epoch
             first, last = checked[0][1].base_offset, checked[-1][1].last_offset
-            self._maybe_roll(len(batches), first, last, now_ms)
+            self._maybe_roll(len(batches), first, last, max_ts, now_ms)
             for epoch, start in new_epochs:
                 self._epochs.assign(epoch, start)
             self._write([view], spans, len(batches), last + 1)
@@ -349,17 +349,21 @@ class PartitionLog:
             raise
         self._leo = next_offset
 
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> None:
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
         seg = self._segments[-1]
         if seg.size == 0:
             return
         cfg = self._config
+        # Kafka's timeWaitedForRoll: the new batches' timestamp against the segment's first one, so
+        # records with old CreateTimes do not roll a segment per batch; the wall clock only without them.
         rolling_base = seg.first_batch_timestamp
         if rolling_base is None or rolling_base < 0:
-            rolling_base = seg.created_ms
+            waited_ms = now_ms - seg.created_ms
+        else:
+            waited_ms = max_timestamp - rolling_base
         if (
             seg.size + size <= cfg.segment_bytes
-            and now_ms - rolling_base <= cfg.segment_ms
+            and waited_ms <= cfg.segment_ms
             and last_offset - seg.base_offset <= INT32_MAX
             and (seg.index_entries_added == self._index_checked or seg.index_bytes < cfg.segment_index_bytes)
         ):
@@ -367,7 +371,7 @@ class PartitionLog:
             return
         if seg.size + size > cfg.segment_bytes:
             reason = "segment_bytes"
-        elif now_ms - rolling_base > cfg.segment_ms:
+        elif waited_ms > cfg.segment_ms:
             reason = "segment_ms"
         elif last_offset - seg.base_offset > INT32_MAX:
             reason = "relative offsets would overflow"

@@ -208,6 +208,19 @@ def test_segments_roll_on_age_of_the_first_batch(tmp_path: Path) -> None:
         assert [s.base_offset for s in log.segments] == [0, 2]
 
 
+def test_old_create_times_do_not_roll_a_segment_per_batch(tmp_path: Path) -> None:
+    # Kafka compares the new batch's timestamp with the segment's first one, not the wall clock: a
+    # producer with CreateTimes a year back would otherwise open a segment (3 files) per batch.
+    year_ms = 365 * 24 * 3600 * 1000
+    now_ms = 10 * year_ms
+    with open_log(tmp_path / "t-0", segment_ms=1000) as log:
+        for i in range(5):
+            log.append_as_leader(make_batch(ts=now_ms - year_ms + i), 0, now_ms=now_ms + i)
+        assert len(log.segments) == 1
+        log.append_as_leader(make_batch(ts=now_ms - year_ms + 1001), 0, now_ms=now_ms + 5)
+        assert len(log.segments) == 2
+
+
 # -- truncation ---------------------------------------------------------------------------------
 
 
