@@ -232,6 +232,7 @@ class BrokerComponent:
                 "listeners": [f"{x.name}://{x.host}:{x.port}" for x in self.kafka_listeners],
                 "connections": sum(x.connection_count for x in self.kafka_listeners),
                 "frames_refused": sum(x.frames_refused for x in self.kafka_listeners),
+                "connections_refused": sum(x.connections_refused for x in self.kafka_listeners),
                 **self.kafka_apis.status(),
             }
         return out

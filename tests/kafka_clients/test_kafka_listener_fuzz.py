@@ -340,6 +340,7 @@ def test_connections_beyond_max_connections_are_closed_and_the_rest_served(fuzz_
                 closed += 1
         assert served <= MAX_CONNECTIONS - 1  # the good client holds one
         assert closed >= 50
+        assert _kafka_status(fuzz_cluster)["connections_refused"] >= 50
         check_good_client(good)
     finally:
         for s in socks:
