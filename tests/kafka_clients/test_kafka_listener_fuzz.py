@@ -207,6 +207,19 @@ def test_a_too_new_api_versions_is_answered_in_v0_and_the_client_retries_on_the_
     check_good_client(good)
 
 
+def test_a_software_name_kip_511_refuses_is_an_invalid_request_on_an_open_connection(address, good) -> None:
+    client = RawClient(address)
+    try:
+        bad = ApiVersionsRequest(client_software_name="no spaces", client_software_version="1")
+        _, refused = client.call(API_VERSIONS, 3, bad)
+        assert refused.error_code == ErrorCode.INVALID_REQUEST and refused.api_keys == []
+        _, answered = client.call(API_VERSIONS, 3, _api_versions())
+        assert answered.error_code == 0
+    finally:
+        client.close()
+    check_good_client(good)
+
+
 # --- hand-made hostile frames ------------------------------------------------------------------------------
 
 _VALID = _metadata_frame()

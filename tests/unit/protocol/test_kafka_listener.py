@@ -71,7 +71,7 @@ class GatedApis:
 
 def _frame(cid: int, pad: int = 0, version: int = 3) -> bytes:
     """An ApiVersions request frame; `pad` characters of client software name make it larger."""
-    body = ApiVersionsRequest(client_software_name="x" * pad, client_software_version="1")
+    body = ApiVersionsRequest(client_software_name="n" + "x" * pad, client_software_version="1")
     return encode_request(RequestHeader(API_VERSIONS, version, cid, "test"), body)
 
 
