@@ -200,7 +200,14 @@ class BrokerComponent:
         limits = config.kafka_listener_limits()
         for x in wanted:
             listener = KafkaListener(x.name, x.host, x.port, self.kafka_apis, limits)
-            await listener.start()
+            try:
+                await listener.start()
+            except OSError as exc:  # one line at start (node/start_errors.py), not a traceback
+                raise KafkaError(
+                    f"cannot listen on {x.host}:{x.port}: {exc.strerror or exc}; stop whatever holds that "
+                    f"address or give Kafka listener {x.name} another address in `listeners`",
+                    ErrorCode.INVALID_CONFIG,
+                ) from exc
             self.kafka_listeners.append(listener)
         bound = {x.name: x.port for x in self.kafka_listeners}
         rpc = self.lifecycle.listeners[0]
