@@ -11,6 +11,13 @@ import time
 from pathlib import Path
 
 from kraftpy.client import Consumer, Producer, TopicPartition
+from kraftpy.metadata.configs import ConfigResourceType
+from kraftpy.metadata.controller.requests import (
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResource,
+    IncrementalAlterConfigsRequest,
+)
 from kraftpy.protocol.records.batch import CREATE_TIME, LOG_APPEND_TIME, decode_batches
 from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes
 
@@ -64,3 +71,25 @@ async def test_create_time_keeps_the_producers_timestamps(tmp_path: Path) -> Non
         await cluster.wait_for_replicas_caught_up("created", 0)
         [batch] = list(decode_batches(log_bytes(cluster.hosted(2, "created", 0))))
         assert batch.header.timestamp_type == CREATE_TIME
+
+
+def _set_config(cluster: BrokerCluster, resource: ConfigResource, key: str, value: str) -> None:
+    request = IncrementalAlterConfigsRequest((AlterConfigsResource(resource, (AlterConfigOp(key, value=value),)),))
+    assert cluster.harness.send(request).response.results[0].error is None
+    cluster.publish()
+
+
+async def test_the_broker_default_and_a_topic_change_apply_to_the_next_append(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        # The broker-wide default (Kafka's log.message.timestamp.type) makes a topic without its own LogAppendTime.
+        _set_config(cluster, ConfigResource(ConfigResourceType.BROKER, ""), "message_timestamp_type", "LogAppendTime")
+        cluster.create_topic("t", partitions=1)
+        async with Producer(cluster.bootstrap, acks="all") as producer:
+            stamped = await (await producer.send("t", b"a", timestamp_ms=CREATED_MS))
+            assert stamped.timestamp > CREATED_MS
+            # The topic's own setting wins, from the next append on.
+            _set_config(cluster, ConfigResource(ConfigResourceType.TOPIC, "t"), "message_timestamp_type", "CreateTime")
+            created = await (await producer.send("t", b"b", timestamp_ms=CREATED_MS))
+            assert created.timestamp == CREATED_MS
+        records = await _consume(cluster.bootstrap, "t", 2)
+        assert [(r.value, r.timestamp) for r in records] == [(b"a", stamped.timestamp), (b"b", CREATED_MS)]
