@@ -176,7 +176,11 @@ class _Connection:
         # the rest wait unread in the socket (backpressure on the client).
         self.slots = asyncio.Semaphore(self.limits.max_in_flight_requests)
         self.unanswered = 0
-        self.answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any], int] | None] = asyncio.Queue()
+        # Requests in arrival order, each (header, its handler's answer to come, frame bytes held);
+        # None marks the end. A deque and an event rather than an asyncio.Queue: the writer looks at
+        # the head to write every answer already there in one send.
+        self.answers: deque[tuple[RequestHeader, asyncio.Future[Any], int] | None] = deque()
+        self.answers_added = asyncio.Event()
 
     async def serve(self) -> None:
         reading = asyncio.create_task(self._read_loop())
@@ -186,7 +190,7 @@ class _Connection:
             if reading in done and not writing.done() and reading.exception() is None:
                 # Requests read before the client left, or before a bad frame, are still answered in
                 # order (an acks=0 produce has nobody waiting, but its records count), within a bound.
-                self.answers.put_nowait(None)
+                self._put(None)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.limits.connections_max_idle_ms / 1000):
                         await asyncio.wait({writing})
@@ -194,8 +198,8 @@ class _Connection:
             for task in (reading, writing):
                 task.cancel()
             outcomes = await asyncio.gather(reading, writing, return_exceptions=True)
-            while not self.answers.empty():
-                item = self.answers.get_nowait()
+            while self.answers:
+                item = self.answers.popleft()
                 if item is not None:
                     _header, pending, size = item
                     if isinstance(pending, asyncio.Future):
@@ -265,9 +269,23 @@ class _Connection:
                     return None
                 # A long poll or a join is in flight: the connection is not idle.
 
-    def _enqueue(self, header: RequestHeader, pending: Awaitable[Any], size: int) -> None:
+    def _enqueue(self, header: RequestHeader, pending: asyncio.Future[Any], size: int) -> None:
         self.unanswered += 1
-        self.answers.put_nowait((header, pending, size))
+        self._put((header, pending, size))
+
+    def _put(self, item: tuple[RequestHeader, asyncio.Future[Any], int] | None) -> None:
+        self.answers.append(item)
+        self.answers_added.set()
+
+    async def _next_answer(self) -> tuple[RequestHeader, asyncio.Future[Any], int] | None:
+        while not self.answers:
+            self.answers_added.clear()
+            await self.answers_added.wait()
+        return self.answers.popleft()
+
+    def _head_ready(self) -> bool:
+        """True when the next answer can be had without waiting (so it may share a send)."""
+        return bool(self.answers) and (self.answers[0] is None or self.answers[0][1].done())
 
     def _refuse(self, error: KafkaError) -> None:
         self.listener.frames_refused += 1
@@ -281,26 +299,41 @@ class _Connection:
         )
 
     async def _write_loop(self) -> None:
-        while True:
-            item = await self.answers.get()
-            if item is None:
-                return
-            header, pending, size = item
-            try:
-                try:
-                    response = await pending
-                finally:
-                    if size:
-                        self.listener._budget.release(size)
-                if response is None:
-                    continue  # Produce with acks=0: Kafka sends nothing
-                if response is CLOSE_CONNECTION:
+        # Answers already there when one is written go out with it in one send (a pipelining client
+        # gets several per syscall); one still being worked on never holds back those before it.
+        out: list[bytes] = []
+        try:
+            while True:
+                if out and not self._head_ready():
+                    await self._flush(out)
+                item = await self._next_answer()
+                if item is None:
                     return
-                self.writer.write(encode_response(header, response))
-                await self.writer.drain()
-            finally:
-                self.unanswered -= 1
-                self.slots.release()
+                header, pending, size = item
+                try:
+                    try:
+                        response = await pending
+                    finally:
+                        if size:
+                            self.listener._budget.release(size)
+                    if response is CLOSE_CONNECTION:
+                        return
+                    if response is not None:  # None: Produce with acks=0, Kafka sends nothing
+                        out.append(encode_response(header, response))
+                finally:
+                    self.unanswered -= 1
+                    self.slots.release()
+        finally:
+            if out and not self.writer.is_closing():
+                # What was answered before the end (or a CLOSE_CONNECTION) is still sent: buffered,
+                # and written out by the transport as it closes (no drain: a client that does not
+                # read must not hold the connection's end).
+                self.writer.write(b"".join(out))
+
+    async def _flush(self, out: list[bytes]) -> None:
+        self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        await self.writer.drain()
 
 
 def _ready(value: Any) -> asyncio.Future[Any]:

@@ -474,3 +474,25 @@ async def test_a_too_new_api_versions_gets_a_v0_body_listing_the_apis_and_the_co
     assert (cid, response.error_code) == (12, 0)
     await client.close()
     await _left_nothing(listener)
+
+
+async def test_answers_ready_together_go_out_in_one_write(served, monkeypatch) -> None:
+    writes: list[int] = []
+    real_write = asyncio.StreamWriter.write
+
+    def counting_write(self: asyncio.StreamWriter, data: bytes) -> None:
+        writes.append(len(data))
+        real_write(self, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counting_write)
+    apis = GatedApis(gated=True)
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(10)))
+    await _until("10 handlers to start", lambda: len(apis.started) == 10)
+    writes.clear()  # the client's own writes
+    apis.release(*range(10))  # all finish in the same tick
+    assert [await client.read_cid() for _ in range(10)] == list(range(10))
+    assert len(writes) == 1, writes  # one send for the ten answers, not ten
+    await client.close()
+    await _left_nothing(listener)
