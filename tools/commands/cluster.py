@@ -207,6 +207,13 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_bas
         )
         for i in range(1, nodes + 1)
     )
+    addresses = [(n.host, n.port) for n in entries] + [(n.host, n.kafka_port) for n in entries if n.kafka_port]
+    if len(set(addresses)) != len(addresses):
+        # Overlapping runs (--base-port 9092 --kafka-base-port 9093) would make a node fail to bind later.
+        raise click.BadParameter(
+            f"the RPC ports {base_port}.. and the Kafka ports {kafka_base_port}.. of {nodes} nodes overlap",
+            param_hint="--base-port/--kafka-base-port",
+        )
     return ClusterLayout(directory.resolve(), meta_properties.random_cluster_id(), entries)
 
 

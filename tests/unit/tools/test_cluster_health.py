@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+import pytest
 from rich.console import Console
 
 from kraftpy.tools.commands.cluster import evaluate_health, new_layout, render_health
@@ -93,3 +95,10 @@ def test_a_layout_loaded_from_a_relative_dir_names_the_same_absolute_paths(tmp_p
     loaded = ClusterLayout.load(Path(".kraftpy"))
     assert loaded.config_path(loaded.nodes[0]) == created.config_path(created.nodes[0])
     assert loaded.config_path(loaded.nodes[0]).is_absolute()
+
+
+def test_overlapping_rpc_and_kafka_port_runs_are_refused() -> None:
+    with pytest.raises(click.BadParameter, match="overlap"):
+        new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092, kafka_base_port=9094)
+    per_node_hosts = new_layout(Path("/tmp/none"), 3, "127.0.0.2,127.0.0.3,127.0.0.4", 9092, kafka_base_port=9093)
+    assert [n.kafka_port for n in per_node_hosts.nodes] == [9093, 9094, 9095]  # other hosts: no clash
