@@ -314,7 +314,7 @@ def test_random_bytes_after_a_valid_header_are_answered_or_closed(
 
 
 def test_thousands_of_connections_opened_and_dropped_stay_bounded(fuzz_cluster, address, good) -> None:
-    for _round in range(10):
+    for _round in range(20):  # 3,000 connections
         socks = []
         for i in range(150):
             try:
@@ -384,4 +384,3 @@ def test_the_broker_logged_no_traceback(fuzz_cluster, good) -> None:
     check_good_client(good)
     log = fuzz_cluster.log_text(1)
     assert "Traceback" not in log, log[log.index("Traceback") - 2000 :][:6000]
-    assert _kafka_status(fuzz_cluster)["frames_refused"] > 0
