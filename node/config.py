@@ -190,6 +190,7 @@ class NodeConfig:
             queued_max_request_bytes=self.queued_max_request_bytes,
             max_connections=self.max_connections,
             connections_max_idle_ms=self.connections_max_idle_ms,
+            listeners_sharing_fds=1 + len(self.kafka_listeners()),
         )
 
     def listener_limits(self) -> ListenerLimits:
@@ -199,6 +200,7 @@ class NodeConfig:
             stream_max_in_flight_calls=self.rpc_stream_max_in_flight_calls,
             stream_max_queued_answer_bytes=self.rpc_stream_max_queued_answer_bytes,
             max_body_items=self.rpc_max_body_items,
+            listeners_sharing_fds=1 + len(self.kafka_listeners()),
         )
 
     def voter_addresses(self) -> dict[int, tuple[str, int]]:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
+from kraftpy.protocol.shell.rpc_limits import fd_capped_connections
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._budget = _ByteBudget(limits.queued_max_request_bytes)
+        self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
         self.frames_refused = 0
 
@@ -144,7 +146,7 @@ class KafkaListener:
             self._server = None
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.limits.max_connections:
+        if len(self._connections) >= self.max_connections:
             self.connections_refused += 1
             log.warning("Kafka listener %s: refusing a connection, %d open", self.name, len(self._connections))
             writer.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import struct
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -19,11 +20,13 @@ import pytest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
+from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext, _ByteBudget
+from kraftpy.protocol.shell.rpc_limits import cap_connections
 
 WAIT_S = 10.0
 # Long enough that a listener which was going to act has acted (used only to check that nothing happened).
@@ -496,3 +499,26 @@ async def test_answers_ready_together_go_out_in_one_write(served, monkeypatch) -
     assert len(writes) == 1, writes  # one send for the ten answers, not ten
     await client.close()
     await _left_nothing(listener)
+
+
+def test_the_rpc_port_and_the_kafka_listeners_share_the_descriptors_left() -> None:
+    # A node with 1024 descriptors keeps 256 for its files; the RPC port and one Kafka listener
+    # may then hold 384 connections each, so both full never exhaust the process.
+    assert cap_connections(1000, 2, 1024) == 384
+    assert cap_connections(1000, 1, 1024) == 768
+    assert cap_connections(100, 2, 1024) == 100
+    assert cap_connections(1000, 3, 200) == 1
+
+
+def test_a_node_with_a_kafka_listener_counts_both_listeners() -> None:
+    base = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
+    with_kafka = build_config({**base, "listeners": "PLAINTEXT://127.0.0.1:9092"})
+    assert with_kafka.listener_limits().listeners_sharing_fds == 2
+    assert with_kafka.kafka_listener_limits().listeners_sharing_fds == 2
+    assert build_config(base).listener_limits().listeners_sharing_fds == 1
+
+
+async def test_the_kafka_listener_caps_its_connections_by_the_descriptors(monkeypatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (1024, 4096))
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, GatedApis(), KafkaListenerLimits(listeners_sharing_fds=2))
+    assert listener.max_connections == 384
