@@ -5,7 +5,9 @@ side, up to `max_in_flight_requests`; their answers are written in the order
 the requests came. Frames are bounded (`socket_request_max_bytes`), so is the
 memory all connections' unanswered frames hold (`queued_max_request_bytes`),
 the number of connections and their idle time. A frame that does not decode
-closes its connection (as Kafka does) and nothing else. Notes: docs/kafka-listener.md.
+closes its connection (as Kafka does) and nothing else, unless the KafkaApis
+answers it (KIP-511's too-new ApiVersions). Answers ready together go out in
+one send. Notes: docs/kafka-listener.md.
 """
 
 from __future__ import annotations
