@@ -190,6 +190,7 @@ class NodeConfig:
             queued_max_request_bytes=self.queued_max_request_bytes,
             max_connections=self.max_connections,
             connections_max_idle_ms=self.connections_max_idle_ms,
+            listeners_sharing_fds=1 + len(self.kafka_listeners()),
         )
 
     def listener_limits(self) -> ListenerLimits:
@@ -199,6 +200,7 @@ class NodeConfig:
             stream_max_in_flight_calls=self.rpc_stream_max_in_flight_calls,
             stream_max_queued_answer_bytes=self.rpc_stream_max_queued_answer_bytes,
             max_body_items=self.rpc_max_body_items,
+            listeners_sharing_fds=1 + len(self.kafka_listeners()),
         )
 
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
@@ -301,6 +303,14 @@ def _check(c: NodeConfig) -> None:
         raise config_error("advertised_listeners must name the same listeners as listeners")
     if any(x.port == 0 for x in advertised if c.advertised_listeners):
         raise config_error("advertised_listeners need real ports (0 is for listeners only)")
+    for x in advertised:
+        if x.host in ("0.0.0.0", "::"):  # Kafka refuses the wildcard too: clients cannot connect to it
+            raise config_error(
+                f"cannot advertise {x.host} for listener {x.name}: set advertised_listeners to a routable address"
+            )
+    for x in listeners:
+        if x.port == c.port and x.host in (c.host, "0.0.0.0", "::"):
+            raise config_error(f"listener {x.name} port {x.port} is the node's RPC port (`port`): choose another")
     if c.socket_request_max_bytes < 1024 or c.queued_max_request_bytes < c.socket_request_max_bytes:
         raise config_error("socket_request_max_bytes must be >= 1024 and <= queued_max_request_bytes")
     voter_ids = {v.node_id for v in c.controller_quorum_voters}

@@ -19,7 +19,7 @@ from kraftpy.protocol.records.batch import DEFAULT_MAX_UNCOMPRESSED_BYTES
 from kraftpy.protocol.records.compression import DecompressedTooLargeError
 from kraftpy.protocol.records.header import DEFAULT_MAX_BATCH_BYTES, BatchHeader, parse_header
 from kraftpy.protocol.records.validation import validate_records
-from kraftpy.protocol.shell.clock import monotonic_ms
+from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.topics import refuses_client_writes
 from kraftpy.protocol.validate import INT32_MAX, field
 
@@ -243,7 +243,8 @@ class ProduceHandler:
         future: asyncio.Future[CompleteProduce] = asyncio.get_running_loop().create_future()
         self.rm.produce_waiters[rid] = future
         try:
-            actions = hosted.core.handle_produce(ProduceRequest(rid, header, acks, timeout_ms), now)
+            request = ProduceRequest(rid, header, acks, timeout_ms, wall_clock_ms=wall_ms())
+            actions = hosted.core.handle_produce(request, now)
             hosted.perform(actions, {rid: records})
         except PartitionOfflineError as exc:
             self.rm.complete_produce(CompleteProduce(rid, ErrorCode.KAFKA_STORAGE_ERROR, message=exc.message))
@@ -284,7 +285,7 @@ class ProduceHandler:
             answer["details"] = self.rm.leader_hint(*key)
         answer.update(
             base_offset=done.base_offset if done.error in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT) else -1,
-            log_append_time_ms=-1,
+            log_append_time_ms=done.log_append_time_ms if done.error == ErrorCode.NONE else -1,
             log_start_offset=hosted.log.log_start_offset if not hosted.log.closed else -1,
         )
         return answer

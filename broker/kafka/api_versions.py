@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
-from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.kafka.apis import SUPPORTED_APIS
@@ -21,6 +22,22 @@ def api_versions_response(
         if r.api_key in served
     ]
     return ApiVersionsResponse(error_code=int(error), api_keys=keys, throttle_time_ms=0)
+
+
+# KIP-511: what a client's software name and version may look like (Kafka's ApiVersionsRequest.isValid).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def api_versions_answer(
+    request: ApiVersionsRequest, version: int, served: Collection[int] = frozenset(SUPPORTED_APIS)
+) -> ApiVersionsResponse:
+    """The answer to an ApiVersions request: the ranges, or INVALID_REQUEST (and none) when v3+ names
+    its client software in a way KIP-511 does not allow, as Kafka answers."""
+    if version >= 3:
+        for value in (request.client_software_name, request.client_software_version):
+            if value is None or not _SOFTWARE.fullmatch(value):
+                return ApiVersionsResponse(error_code=int(ErrorCode.INVALID_REQUEST), api_keys=[], throttle_time_ms=0)
+    return api_versions_response(served)
 
 
 def unsupported_version_answer(

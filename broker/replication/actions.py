@@ -24,6 +24,8 @@ class AppendAsLeader:
     base_offset: int
     last_offset: int
     leader_epoch: int
+    # >= 0: stamp the batch LogAppendTime with this maxTimestamp (and a new CRC) before appending it.
+    log_append_time_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class CompleteProduce:
     last_offset: int = -1
     acks: int = -1
     message: str = ""
+    # The append time of a LogAppendTime topic's batch (Produce's logAppendTimeMs); -1 for CreateTime.
+    log_append_time_ms: int = -1
 
 
 Action = (

@@ -28,6 +28,13 @@ class ReplicationConfig:
     producer_id_expiration_ms: int = 86_400_000
     # How many recent batches per producer are kept for duplicate detection (Kafka's NumBatchesToRetain).
     producer_batches_to_retain: int = 5
+    # CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the leader's
+    # clock at append (message.timestamp.type, a topic config; the broker default is CreateTime).
+    message_timestamp_type: str = "CreateTime"
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
 
     def __post_init__(self) -> None:
         if self.replica_lag_time_max_ms <= 0:
@@ -40,5 +47,9 @@ class ReplicationConfig:
             raise ValueError(f"replica_fetch_min_bytes must not be negative, got {self.replica_fetch_min_bytes}")
         if self.alter_partition_retry_ms <= 0:
             raise ValueError(f"alter_partition_retry_ms must be positive, got {self.alter_partition_retry_ms}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(
+                f"message_timestamp_type must be CreateTime or LogAppendTime, not {self.message_timestamp_type}"
+            )
         if self.producer_batches_to_retain < 1:
             raise ValueError(f"producer_batches_to_retain must be at least 1, got {self.producer_batches_to_retain}")

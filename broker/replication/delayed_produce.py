@@ -18,6 +18,7 @@ class PendingProduce:
     base_offset: int
     last_offset: int
     deadline_ms: int
+    log_append_time_ms: int = -1
 
 
 class DelayedProduces:
@@ -34,10 +35,21 @@ class DelayedProduces:
     def next_deadline_ms(self) -> int | None:
         return min((p.deadline_ms for p in self._pending.values()), default=None)
 
-    def add(self, request_id: Hashable, base_offset: int, last_offset: int, timeout_ms: int, now_ms: int) -> None:
+    def add(
+        self,
+        request_id: Hashable,
+        base_offset: int,
+        last_offset: int,
+        timeout_ms: int,
+        now_ms: int,
+        log_append_time_ms: int = -1,
+    ) -> None:
         if request_id in self._pending:
             raise ValueError(f"produce {request_id!r} is already waiting")
-        self._pending[request_id] = PendingProduce(request_id, base_offset, last_offset, now_ms + max(0, timeout_ms))
+        deadline_ms = now_ms + max(0, timeout_ms)
+        self._pending[request_id] = PendingProduce(
+            request_id, base_offset, last_offset, deadline_ms, log_append_time_ms
+        )
 
     def try_complete(
         self, high_watermark: int, maximal_isr_size: int, min_insync_replicas: int
@@ -48,7 +60,15 @@ class DelayedProduces:
             if high_watermark > pending.last_offset:
                 del self._pending[request_id]
                 if maximal_isr_size >= min_insync_replicas:
-                    done.append(CompleteProduce(request_id, ErrorCode.NONE, pending.base_offset, pending.last_offset))
+                    done.append(
+                        CompleteProduce(
+                            request_id,
+                            ErrorCode.NONE,
+                            pending.base_offset,
+                            pending.last_offset,
+                            log_append_time_ms=pending.log_append_time_ms,
+                        )
+                    )
                 else:
                     done.append(
                         CompleteProduce(
@@ -58,6 +78,7 @@ class DelayedProduces:
                             pending.last_offset,
                             message=f"the batch is committed but the ISR has {maximal_isr_size} members, "
                             f"fewer than min_insync_replicas={min_insync_replicas}",
+                            log_append_time_ms=pending.log_append_time_ms,
                         )
                     )
         return done
@@ -75,6 +96,7 @@ class DelayedProduces:
                         pending.last_offset,
                         message="the high watermark did not reach the batch in time; "
                         "the batch is in the leader's log and may still be committed",
+                        log_append_time_ms=pending.log_append_time_ms,
                     )
                 )
         return done

@@ -42,6 +42,7 @@ from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.broker.replication.replica import RemoteReplicaState
 from kraftpy.broker.replication.watermark import compute_high_watermark
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records.header import TIMESTAMP_TYPE_BIT, BatchHeader
 
 # AlterPartition answers after which the proposal is dropped and may be made again (Kafka: revert to committed).
 _REVERT_ERRORS = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST})
@@ -60,6 +61,20 @@ def check_leader_epoch(request_epoch: int, local_epoch: int) -> ErrorCode:
     if request_epoch > local_epoch:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.NONE
+
+
+def log_append_time_header(header: BatchHeader, wall_clock_ms: int, log_append_time: bool) -> tuple[BatchHeader, int]:
+    """The header a batch is appended with, and its append time (-1 under CreateTime).
+
+    Under LogAppendTime (Kafka's LogValidator) the batch is marked LogAppendTime and its
+    maxTimestamp becomes the leader's clock; the records keep the producer's timestamps.
+    """
+    if not log_append_time:
+        return header, -1
+    if wall_clock_ms < 0:
+        raise ValueError("a LogAppendTime append needs the broker's wall clock")
+    stamped = header._replace(attributes=header.attributes | TIMESTAMP_TYPE_BIT, max_timestamp=wall_clock_ms)
+    return stamped, wall_clock_ms
 
 
 class PartitionLeader:
@@ -193,20 +208,26 @@ class PartitionLeader:
         if check.error != ErrorCode.NONE:
             return [CompleteProduce(rid, check.error, acks=acks, message=check.message)]
         actions: list[Action] = []
+        log_append_time = self.config.log_append_time
         if check.duplicate is not None:
-            # Already in the log: answer with the original offsets, once they are as safe as acks asks.
+            # Already in the log: answer with the original offsets, once they are as safe as acks asks
+            # (and, as Kafka, with the original's timestamp as its append time).
             base, last = check.duplicate.first_offset, check.duplicate.last_offset
+            append_time_ms = check.duplicate.timestamp if log_append_time else -1
         else:
             base = self.log_end_offset
             last = base + request.header.last_offset_delta
-            actions.append(AppendAsLeader(rid, base, last, self.leader_epoch))
+            header, append_time_ms = log_append_time_header(request.header, request.wall_clock_ms, log_append_time)
+            actions.append(AppendAsLeader(rid, base, last, self.leader_epoch, append_time_ms))
             self.log_end_offset = last + 1
-            self.producers.update(request.header, base, last)
+            self.producers.update(header, base, last)
             actions += self._maybe_increment_high_watermark()
         if acks != -1:
-            actions.append(CompleteProduce(rid, ErrorCode.NONE, base, last, acks=acks))
+            actions.append(
+                CompleteProduce(rid, ErrorCode.NONE, base, last, acks=acks, log_append_time_ms=append_time_ms)
+            )
             return actions
-        self.produces.add(rid, base, last, request.timeout_ms, now_ms)
+        self.produces.add(rid, base, last, request.timeout_ms, now_ms, append_time_ms)
         actions += self._complete_produces()
         return actions
 

@@ -196,10 +196,12 @@ class ProduceRequest:
 
     The core sees only the batch header (DESIGN.md principle 2); the shell keeps
     the bytes and appends them when told to. `request_id` is the shell's handle
-    for the answer, echoed in CompleteProduce.
+    for the answer, echoed in CompleteProduce. `wall_clock_ms` is the broker's
+    wall clock as the request is handled: a LogAppendTime topic's batch timestamp.
     """
 
     request_id: Hashable
     header: BatchHeader
     acks: int = -1
     timeout_ms: int = 30_000
+    wall_clock_ms: int = -1

@@ -32,6 +32,7 @@ from kraftpy.broker.replication import (
 )
 from kraftpy.broker.shell import producer_snapshots
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.storage import PartitionLog
 
@@ -212,6 +213,8 @@ class HostedPartition:
         data = records[action.request_id] if records is not None else None
         if data is None:
             raise RuntimeError(f"no bytes for produce {action.request_id!r}")
+        if action.log_append_time_ms >= 0:
+            data = stamp_log_append_time(data, action.log_append_time_ms)
         info = self.log.append_as_leader(data, action.leader_epoch, now_ms=wall_ms())
         if info.first_offset != action.base_offset or info.last_offset != action.last_offset:
             # The core and storage disagree about the log end: never serve from such a state.

@@ -378,8 +378,16 @@ class ReplicaManager:
             "min_insync_replicas", image.topic_config_overrides(topic), image.broker_config_overrides("")
         )
         min_isr = s.min_insync_replicas if source == ConfigSource.DEFAULT else int(value)
-        # Every replication setting the broker's settings name; min.insync.replicas may be a topic's own.
-        return ReplicationConfig(**{**settings_from(s, ReplicationConfig), "min_insync_replicas": min_isr})
+        timestamp_type = image.topic_config_value(topic, "message_timestamp_type")
+        # Every replication setting the broker's settings name; min.insync.replicas and
+        # message.timestamp.type may be a topic's own.
+        return ReplicationConfig(
+            **{
+                **settings_from(s, ReplicationConfig),
+                "min_insync_replicas": min_isr,
+                "message_timestamp_type": timestamp_type,
+            }
+        )
 
     # -- corrupt replicas --------------------------------------------------------------------------------------
     #

@@ -200,7 +200,14 @@ class BrokerComponent:
         limits = config.kafka_listener_limits()
         for x in wanted:
             listener = KafkaListener(x.name, x.host, x.port, self.kafka_apis, limits)
-            await listener.start()
+            try:
+                await listener.start()
+            except OSError as exc:  # one line at start (node/start_errors.py), not a traceback
+                raise KafkaError(
+                    f"cannot listen on {x.host}:{x.port}: {exc.strerror or exc}; stop whatever holds that "
+                    f"address or give Kafka listener {x.name} another address in `listeners`",
+                    ErrorCode.INVALID_CONFIG,
+                ) from exc
             self.kafka_listeners.append(listener)
         bound = {x.name: x.port for x in self.kafka_listeners}
         rpc = self.lifecycle.listeners[0]
@@ -232,6 +239,7 @@ class BrokerComponent:
                 "listeners": [f"{x.name}://{x.host}:{x.port}" for x in self.kafka_listeners],
                 "connections": sum(x.connection_count for x in self.kafka_listeners),
                 "frames_refused": sum(x.frames_refused for x in self.kafka_listeners),
+                "connections_refused": sum(x.connections_refused for x in self.kafka_listeners),
                 **self.kafka_apis.status(),
             }
         return out

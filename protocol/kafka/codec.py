@@ -168,7 +168,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiMessage
         client_id, pos = _read_client_id(view, _HEADER_FIXED.size)
         if flexible:
             pos = _skip_tagged_fields(view, pos)
-        body = _decode_body(request_cls, api_version, flexible, view, pos)
+        body = _decode_body(request_cls, api_version, flexible, view, pos, strict_end=False)
     except KafkaError as exc:
         raise KafkaError(exc.message, ErrorCode.INVALID_REQUEST, **known) from None
     except Exception as exc:  # the library's decoder on hostile bytes: any failure means a bad body
@@ -234,12 +234,16 @@ def _encode_body(message: ApiMessage, api_version: int) -> bytes:
     return bytes(message.encode(version=api_version))
 
 
-def _decode_body(cls: type[ApiMessage], api_version: int, flexible: bool, view: memoryview, pos: int) -> Any:
-    # The library's compiled decoder, called directly (as its own decode does) for the end position:
-    # a body that stops short of, or runs past, the frame's end is refused.
+def _decode_body(
+    cls: type[ApiMessage], api_version: int, flexible: bool, view: memoryview, pos: int, *, strict_end: bool = True
+) -> Any:
+    # The library's compiled decoder, called directly (as its own decode does) for the end position.
+    # A body that runs past the frame fails to decode. One that stops short of the frame's end is
+    # refused when `strict_end`; a request's is not: Kafka's broker ignores bytes after a request's
+    # body (AbstractRequest.parseRequest reads the fields and stops), and librdkafka 2.16 sends some.
     decode = cls._struct.compiled_decode_from(api_version, compact=flexible, tagged=flexible, data_class=cls[None])
     body, end = decode(view, pos)
-    if end != len(view):
+    if end > len(view) or (strict_end and end != len(view)):
         raise KafkaError(f"the body ends at byte {end} of a {len(view)}-byte frame", ErrorCode.INVALID_REQUEST)
     return body
 

@@ -18,6 +18,9 @@ class KafkaListenerLimits:
     connections_max_idle_ms: int = 600_000
     # Kafka reads one request of a connection at a time; clients pipeline up to 5 (idempotent producers).
     max_in_flight_requests: int = 16
+    # Listeners of the process that share its descriptors (the RPC port and every Kafka listener):
+    # together, full, they leave the node's own files room (protocol/shell/rpc_limits.py).
+    listeners_sharing_fds: int = 1
 
     def __post_init__(self) -> None:
         if self.queued_max_request_bytes < self.socket_request_max_bytes:

@@ -28,6 +28,7 @@ LEADER_EPOCH_AT = 12
 MAGIC_AT = 16
 CRC_AT = 17
 ATTRIBUTES_AT = 21
+MAX_TIMESTAMP_AT = 35
 
 # Kafka's default max.message.bytes is ~1 MiB; the codec's hard ceiling is far
 # above any sane config and only guards against lengths read from garbage.
@@ -46,6 +47,7 @@ DELETE_HORIZON_BIT = 0x40
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
@@ -203,6 +205,20 @@ def patch_offset_and_epoch(buf: bytearray, pos: int, base_offset: int, leader_ep
     """Stamp baseOffset and partitionLeaderEpoch in place; both lie outside the CRC."""
     _INT64.pack_into(buf, pos + BASE_OFFSET_AT, base_offset)
     _INT32.pack_into(buf, pos + LEADER_EPOCH_AT, leader_epoch)
+
+
+def stamp_log_append_time(batch: bytes | bytearray | memoryview, append_time_ms: int) -> bytearray:
+    """A copy of the one batch in `batch` marked LogAppendTime with maxTimestamp `append_time_ms`, CRC rewritten.
+
+    Kafka's LogValidator for a LogAppendTime topic: the records stay as the producer
+    wrote them; readers take every record's timestamp from maxTimestamp.
+    """
+    buf = bytearray(batch)
+    (attributes,) = _INT16.unpack_from(buf, ATTRIBUTES_AT)
+    _INT16.pack_into(buf, ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(buf, MAX_TIMESTAMP_AT, append_time_ms)
+    write_crc(buf)
+    return buf
 
 
 def write_crc(buf: bytearray, pos: int = 0) -> int:

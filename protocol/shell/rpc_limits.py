@@ -32,13 +32,25 @@ class ListenerLimits:
     stream_max_in_flight_calls: int = 64
     stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
     max_body_items: int = 200_000
+    # Listeners of the process that share its descriptors (this one and its Kafka listeners).
+    listeners_sharing_fds: int = 1
 
     def effective_max_connections(self) -> int:
         """`max_connections`, capped so the open connections leave RESERVED_FDS descriptors free."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY:
-            return self.max_connections
-        return max(1, min(self.max_connections, soft - RESERVED_FDS))
+        return fd_capped_connections(self.max_connections, self.listeners_sharing_fds)
+
+
+def cap_connections(max_connections: int, listeners: int, soft_fd_limit: int) -> int:
+    """`max_connections` per listener, so `listeners` listeners all full leave RESERVED_FDS descriptors free."""
+    return max(1, min(max_connections, (soft_fd_limit - RESERVED_FDS) // max(1, listeners)))
+
+
+def fd_capped_connections(max_connections: int, listeners: int = 1) -> int:
+    """cap_connections under this process's open-file limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return cap_connections(max_connections, listeners, soft)
 
 
 # ---- body decoding ---------------------------------------------------------------------------

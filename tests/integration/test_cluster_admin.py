@@ -32,8 +32,9 @@ def test_cluster_status_and_quorum_status_json_shapes(cluster: LocalCluster) -> 
     assert set(health["controller"]) == {"leader_id", "epoch"} and health["controller"]["leader_id"] in (1, 2, 3)
     assert [n["node_id"] for n in health["nodes"]] == [1, 2, 3]
     for n in health["nodes"]:
-        assert set(n) == {"node_id", "pid", "alive", "roles", "address", "fenced"}
+        assert set(n) == {"node_id", "pid", "alive", "roles", "address", "kafka_listeners", "fenced"}
         assert n["alive"] is True and n["fenced"] is False and isinstance(n["pid"], int)
+        assert n["kafka_listeners"] == [f"PLAINTEXT://127.0.0.1:{cluster.kafka_base_port + n['node_id'] - 1}"]
         assert n["roles"] == ["broker", "controller"]
     quorum = cluster.ok("quorum", "status", "--json").json()
     assert set(quorum) == {"leader_id", "epoch", "high_watermark", "voters", "observers"}

@@ -41,11 +41,12 @@ def secrets_of(data_dir: Path) -> Path:
     return data_dir.parent / f"{data_dir.name}-secrets"
 
 
-def start_node(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
+def start_node(data_dir: Path, port: int, *settings: str) -> subprocess.CompletedProcess[str]:
+    extra = [arg for setting in settings for arg in ("--set", setting)]
     return subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", "server", "--node-id", "1", "--roles", "broker,controller",
          "--voters", f"1@127.0.0.1:{port}", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir), "--set", f"secrets_dir={secrets_of(data_dir)}"],
+         "--data-dir", str(data_dir), "--set", f"secrets_dir={secrets_of(data_dir)}", *extra],
         capture_output=True, text=True, timeout=START_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -106,3 +107,14 @@ def test_a_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> None:
         holder.listen()
         line = the_error_line(start_node(data_dir, port))
     assert f"cannot listen on 127.0.0.1:{port}" in line and "address already in use" in line, line
+
+
+def test_a_kafka_listener_port_in_use_is_one_line_naming_the_listener(tmp_path: Path) -> None:
+    data_dir = formatted(tmp_path / "data")
+    port, kafka_port = free_base_port(1), free_base_port(1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", kafka_port))
+        holder.listen()
+        line = the_error_line(start_node(data_dir, port, f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}"))
+    assert f"cannot listen on 127.0.0.1:{kafka_port}" in line and "address already in use" in line, line
+    assert "listeners" in line, line

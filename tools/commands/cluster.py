@@ -58,6 +58,8 @@ class NodeHealth:
     leader_id: int | None
     epoch: int | None
     answered: bool
+    # The broker's Kafka listeners (NAME://host:port): as it reports them, else as cluster.json has them.
+    kafka_listeners: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,19 @@ class ClusterHealth:
                     "alive": n.alive,
                     "roles": list(n.roles),
                     "address": n.address,
+                    "kafka_listeners": list(n.kafka_listeners),
                     "fenced": n.fenced,
                 }
                 for n in self.nodes
             ],
         }
+
+
+def _kafka_listeners(entry: NodeEntry, broker_status: dict[str, Any]) -> tuple[str, ...]:
+    reported = (broker_status.get("kafka") or {}).get("listeners")
+    if reported:
+        return tuple(str(x) for x in reported)
+    return (f"PLAINTEXT://{entry.kafka_address}",) if "broker" in entry.roles and entry.kafka_address else ()
 
 
 def evaluate_health(
@@ -124,6 +134,7 @@ def evaluate_health(
                 leader_id,
                 epoch,
                 status is not None,
+                _kafka_listeners(entry, broker),
             )
         )
         if pid is None:
@@ -196,6 +207,13 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_bas
         )
         for i in range(1, nodes + 1)
     )
+    addresses = [(n.host, n.port) for n in entries] + [(n.host, n.kafka_port) for n in entries if n.kafka_port]
+    if len(set(addresses)) != len(addresses):
+        # Overlapping runs (--base-port 9092 --kafka-base-port 9093) would make a node fail to bind later.
+        raise click.BadParameter(
+            f"the RPC ports {base_port}.. and the Kafka ports {kafka_base_port}.. of {nodes} nodes overlap",
+            param_hint="--base-port/--kafka-base-port",
+        )
     return ClusterLayout(directory.resolve(), meta_properties.random_cluster_id(), entries)
 
 
@@ -385,7 +403,7 @@ def node_state(n: NodeHealth) -> str:
 
 def render_health(health: ClusterHealth) -> Table:
     table = narrow_table(
-        "node", "pid", "state", "roles", "address", "leader", "epoch", "fenced",
+        "node", "pid", "state", "roles", "kafka", "rpc", "leader", "epoch", "fenced",
         title=f"cluster {health.cluster_id}: {'healthy' if health.healthy else 'UNHEALTHY'}",
     )  # fmt: skip
     answering = {n.node_id for n in health.nodes if n.answered}
@@ -397,6 +415,7 @@ def render_health(health: ClusterHealth) -> Table:
             str(n.pid or "-"),
             node_state(n),
             "combined" if set(n.roles) == {"broker", "controller"} else ",".join(n.roles),
+            ",".join(x.split("://", 1)[-1] for x in n.kafka_listeners) or "-",
             n.address,
             leader,
             "-" if n.epoch is None else str(n.epoch),

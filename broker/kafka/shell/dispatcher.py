@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kraftpy.broker.kafka.api_versions import api_versions_response, unsupported_version_answer
+from kraftpy.broker.kafka.api_versions import api_versions_answer, unsupported_version_answer
 from kraftpy.broker.kafka.shell.api_handler import ApiHandler
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
@@ -84,7 +84,7 @@ class BrokerApis:
         api_key, version = ctx.header.api_key, ctx.header.api_version
         self.requests_by_api[api_key] = self.requests_by_api.get(api_key, 0) + 1
         if api_key == API_VERSIONS:
-            return api_versions_response(self.served)
+            return api_versions_answer(request, version, self.served)
         handler = self.handlers.get(api_key)
         if handler is None:  # decodable but not advertised (no handler in this build): as an unknown API
             log.info("closing %s:%d: %s is not served", ctx.client_host, ctx.client_port, SUPPORTED_APIS[api_key].name)

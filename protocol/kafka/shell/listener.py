@@ -5,7 +5,9 @@ side, up to `max_in_flight_requests`; their answers are written in the order
 the requests came. Frames are bounded (`socket_request_max_bytes`), so is the
 memory all connections' unanswered frames hold (`queued_max_request_bytes`),
 the number of connections and their idle time. A frame that does not decode
-closes its connection (as Kafka does) and nothing else. Notes: docs/kafka-listener.md.
+closes its connection (as Kafka does) and nothing else, unless the KafkaApis
+answers it (KIP-511's too-new ApiVersions). Answers ready together go out in
+one send. Notes: docs/kafka-listener.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
+from kraftpy.protocol.shell.rpc_limits import fd_capped_connections
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,10 @@ class KafkaApis(Protocol):
         ...
 
     def answer_undecodable(self, error: KafkaError) -> tuple[RequestHeader, Any] | None:
-        """A request that did not decode: the answer to write before closing, or None to just close."""
+        """A request that did not decode: its answer (the connection then goes on), or None to close it.
+
+        Kafka answers only a too-new ApiVersions (KIP-511) and closes the connection on any other.
+        """
         ...
 
 
@@ -79,14 +85,27 @@ class _ByteBudget:
             if future.done() and not future.cancelled():
                 self.release(size)  # granted just as we were cancelled: give it back
             else:
-                self._waiters.remove(entry)
+                # Cancelled while waiting; `_grant` may have dropped the entry already. Whoever
+                # waited behind it may fit now.
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(entry)
+                self._grant()
             raise
 
     def release(self, size: int) -> None:
         self.held_bytes -= size
-        while self._waiters and self._fits(self._waiters[0][0]):
-            granted, future = self._waiters.popleft()
-            self.held_bytes += granted
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiters:
+            size, future = self._waiters[0]
+            if future.done():  # its task was cancelled this tick; its except clause has not run yet
+                self._waiters.popleft()
+                continue
+            if not self._fits(size):
+                return
+            self._waiters.popleft()
+            self.held_bytes += size
             future.set_result(None)
 
 
@@ -102,6 +121,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._budget = _ByteBudget(limits.queued_max_request_bytes)
+        self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
         self.frames_refused = 0
 
@@ -128,7 +148,7 @@ class KafkaListener:
             self._server = None
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.limits.max_connections:
+        if len(self._connections) >= self.max_connections:
             self.connections_refused += 1
             log.warning("Kafka listener %s: refusing a connection, %d open", self.name, len(self._connections))
             writer.close()
@@ -155,46 +175,62 @@ class _Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername") or ("", 0)
         self.client_host, self.client_port = str(peer[0]), int(peer[1])
-        self.answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any], int] | None] = asyncio.Queue(
-            maxsize=self.limits.max_in_flight_requests
-        )
+        # Taken before a frame is read, given back once its answer is written (or dropped): at most
+        # max_in_flight_requests requests of this connection are between reading and answering, and
+        # the rest wait unread in the socket (backpressure on the client).
+        self.slots = asyncio.Semaphore(self.limits.max_in_flight_requests)
+        self.unanswered = 0
+        # Requests in arrival order, each (header, its handler's answer to come, frame bytes held);
+        # None marks the end. A deque and an event rather than an asyncio.Queue: the writer looks at
+        # the head to write every answer already there in one send.
+        self.answers: deque[tuple[RequestHeader, asyncio.Future[Any], int] | None] = deque()
+        self.answers_added = asyncio.Event()
 
     async def serve(self) -> None:
         reading = asyncio.create_task(self._read_loop())
         writing = asyncio.create_task(self._write_loop())
         try:
             done, _ = await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
-            if reading in done and not writing.done():
+            if reading in done and not writing.done() and reading.exception() is None:
                 # Requests read before the client left, or before a bad frame, are still answered in
                 # order (an acks=0 produce has nobody waiting, but its records count), within a bound.
+                self._put(None)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.limits.connections_max_idle_ms / 1000):
-                        await self.answers.put(None)
                         await asyncio.wait({writing})
         finally:
             for task in (reading, writing):
                 task.cancel()
-            await asyncio.gather(reading, writing, return_exceptions=True)
-            while not self.answers.empty():
-                item = self.answers.get_nowait()
+            outcomes = await asyncio.gather(reading, writing, return_exceptions=True)
+            while self.answers:
+                item = self.answers.popleft()
                 if item is not None:
                     _header, pending, size = item
                     if isinstance(pending, asyncio.Future):
                         pending.cancel()
                     if size:
                         self.listener._budget.release(size)
+            for outcome in outcomes:
+                # A client that went away is no news; anything else is a bug in a handler or here.
+                if isinstance(outcome, Exception) and not isinstance(outcome, ConnectionError):
+                    log.error(
+                        "Kafka listener %s: closing the connection from %s:%d after an unexpected error",
+                        self.listener.name,
+                        self.client_host,
+                        self.client_port,
+                        exc_info=outcome,
+                    )
 
     async def _read_loop(self) -> None:
         idle_s = self.limits.connections_max_idle_ms / 1000
         while True:
+            await self.slots.acquire()
             try:
-                head = await asyncio.wait_for(self.reader.readexactly(_SIZE.size), idle_s)
-            except TimeoutError:
-                if not self.answers.empty():
-                    continue  # a long poll or a join is in flight: the connection is not idle
-                log.debug("closing idle Kafka connection from %s:%d", self.client_host, self.client_port)
-                return
+                head = await self._read_head(idle_s)
             except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if head is None:
+                log.debug("closing idle Kafka connection from %s:%d", self.client_host, self.client_port)
                 return
             (size,) = _SIZE.unpack(head)
             try:
@@ -204,7 +240,8 @@ class _Connection:
                 return
             await self.listener._budget.acquire(size)
             try:
-                frame = await asyncio.wait_for(self.reader.readexactly(size), idle_s)
+                async with asyncio.timeout(idle_s):
+                    frame = await self.reader.readexactly(size)
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 self.listener._budget.release(size)
                 return
@@ -212,17 +249,47 @@ class _Connection:
                 header, request = decode_request(frame)
             except KafkaError as exc:
                 self.listener._budget.release(size)
-                self._refuse(exc)
                 answer = self.listener.apis.answer_undecodable(exc)
-                if answer is not None:
-                    await self.answers.put((answer[0], _ready(answer[1]), 0))
-                return
+                if answer is None:
+                    self._refuse(exc)
+                    return
+                # Answered (KIP-511's ApiVersions fallback): the frame was whole, the connection goes on.
+                self._enqueue(answer[0], _ready(answer[1]), 0)
+                continue
             del frame
             ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
             # Created in arrival order, the handlers start in arrival order: a producer's batches reach
             # the log in the order it sent them.
-            task = asyncio.ensure_future(self.listener.apis.handle(ctx, request))
-            await self.answers.put((header, task, size))
+            self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), size)
+
+    async def _read_head(self, idle_s: float) -> bytes | None:
+        """The next size prefix; None when the connection was idle for idle_s with nothing in flight."""
+        while True:
+            try:
+                async with asyncio.timeout(idle_s):
+                    return await self.reader.readexactly(_SIZE.size)
+            except TimeoutError:
+                if not self.unanswered:
+                    return None
+                # A long poll or a join is in flight: the connection is not idle.
+
+    def _enqueue(self, header: RequestHeader, pending: asyncio.Future[Any], size: int) -> None:
+        self.unanswered += 1
+        self._put((header, pending, size))
+
+    def _put(self, item: tuple[RequestHeader, asyncio.Future[Any], int] | None) -> None:
+        self.answers.append(item)
+        self.answers_added.set()
+
+    async def _next_answer(self) -> tuple[RequestHeader, asyncio.Future[Any], int] | None:
+        while not self.answers:
+            self.answers_added.clear()
+            await self.answers_added.wait()
+        return self.answers.popleft()
+
+    def _head_ready(self) -> bool:
+        """True when the next answer can be had without waiting (so it may share a send)."""
+        return bool(self.answers) and (self.answers[0] is None or self.answers[0][1].done())
 
     def _refuse(self, error: KafkaError) -> None:
         self.listener.frames_refused += 1
@@ -236,22 +303,41 @@ class _Connection:
         )
 
     async def _write_loop(self) -> None:
-        while True:
-            item = await self.answers.get()
-            if item is None:
-                return
-            header, pending, size = item
-            try:
-                response = await pending
-            finally:
-                if size:
-                    self.listener._budget.release(size)
-            if response is None:
-                continue  # Produce with acks=0: Kafka sends nothing
-            if response is CLOSE_CONNECTION:
-                return
-            self.writer.write(encode_response(header, response))
-            await self.writer.drain()
+        # Answers already there when one is written go out with it in one send (a pipelining client
+        # gets several per syscall); one still being worked on never holds back those before it.
+        out: list[bytes] = []
+        try:
+            while True:
+                if out and not self._head_ready():
+                    await self._flush(out)
+                item = await self._next_answer()
+                if item is None:
+                    return
+                header, pending, size = item
+                try:
+                    try:
+                        response = await pending
+                    finally:
+                        if size:
+                            self.listener._budget.release(size)
+                    if response is CLOSE_CONNECTION:
+                        return
+                    if response is not None:  # None: Produce with acks=0, Kafka sends nothing
+                        out.append(encode_response(header, response))
+                finally:
+                    self.unanswered -= 1
+                    self.slots.release()
+        finally:
+            if out and not self.writer.is_closing():
+                # What was answered before the end (or a CLOSE_CONNECTION) is still sent: buffered,
+                # and written out by the transport as it closes (no drain: a client that does not
+                # read must not hold the connection's end).
+                self.writer.write(b"".join(out))
+
+    async def _flush(self, out: list[bytes]) -> None:
+        self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        await self.writer.drain()
 
 
 def _ready(value: Any) -> asyncio.Future[Any]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.old import produce as old_produce
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
@@ -247,8 +247,21 @@ def test_every_truncation_of_a_real_frame_is_refused_with_a_typed_error() -> Non
         assert _code_of(frame[:end]) in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_REQUEST)
 
 
-def test_bytes_after_the_body_are_an_invalid_request() -> None:
-    assert _code_of(_metadata_v12_frame() + b"\x00") is ErrorCode.INVALID_REQUEST
+def test_bytes_after_a_request_body_are_ignored_as_kafka_does() -> None:
+    # librdkafka 2.16's all-topics Metadata v13 carries 3 bytes after the body; Kafka reads the fields
+    # and ignores the rest (tests/kafka_clients/test_kafka_listener_clients.py).
+    rdkafka = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    header, request = decode_request(rdkafka)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 13, "rdkafka")
+    assert request.topics is None and request.allow_auto_topic_creation is False
+    assert decode_request(_metadata_v12_frame() + b"\x00")[1] == decode_request(_metadata_v12_frame())[1]
+
+
+def test_bytes_after_a_response_body_are_refused() -> None:
+    header = RequestHeader(18, 0, 1, None)
+    frame = encode_response(header, ApiVersionsResponse(error_code=0, api_keys=[]))[4:] + b"\x00"
+    with pytest.raises(KafkaError):
+        decode_response(header, frame)
 
 
 def test_a_header_tagged_field_running_off_the_frame_is_an_invalid_request() -> None:

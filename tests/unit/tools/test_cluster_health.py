@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kraftpy.tools.commands.cluster import evaluate_health, new_layout
+import click
+import pytest
+from rich.console import Console
+
+from kraftpy.tools.commands.cluster import evaluate_health, new_layout, render_health
 
 LAYOUT = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092)
 CID = LAYOUT.cluster_id
@@ -29,8 +33,27 @@ def test_healthy_when_all_agree_and_no_broker_fenced() -> None:
         "alive": True,
         "roles": ["broker", "controller"],
         "address": "127.0.0.1:9092",
+        "kafka_listeners": [],
         "fenced": False,
     }
+
+
+def test_each_broker_shows_its_kafka_listener_as_reported_else_as_laid_out() -> None:
+    layout = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 19092, kafka_base_port=9092)
+    statuses = {n: {**answer(n, 1, active=n == 1), "cluster_id": layout.cluster_id} for n in (1, 2, 3)}
+    statuses[2]["broker"] = {"fenced": False, "kafka": {"listeners": ["PLAINTEXT://127.0.0.1:29093"]}}
+    statuses[3] = None
+    health = evaluate_health(layout, {1: 1, 2: 2, 3: 3}, statuses)
+    assert [n["kafka_listeners"] for n in health.to_json()["nodes"]] == [
+        ["PLAINTEXT://127.0.0.1:9092"],
+        ["PLAINTEXT://127.0.0.1:29093"],
+        ["PLAINTEXT://127.0.0.1:9094"],
+    ]
+    console = Console(width=200, record=True)
+    console.print(render_health(health))
+    text = console.export_text()
+    assert "kafka" in text and "rpc" in text
+    assert "127.0.0.1:29093" in text and "127.0.0.1:19093" in text
 
 
 def test_a_dead_node_or_silent_node_is_unhealthy() -> None:
@@ -72,3 +95,10 @@ def test_a_layout_loaded_from_a_relative_dir_names_the_same_absolute_paths(tmp_p
     loaded = ClusterLayout.load(Path(".kraftpy"))
     assert loaded.config_path(loaded.nodes[0]) == created.config_path(created.nodes[0])
     assert loaded.config_path(loaded.nodes[0]).is_absolute()
+
+
+def test_overlapping_rpc_and_kafka_port_runs_are_refused() -> None:
+    with pytest.raises(click.BadParameter, match="overlap"):
+        new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092, kafka_base_port=9094)
+    per_node_hosts = new_layout(Path("/tmp/none"), 3, "127.0.0.2,127.0.0.3,127.0.0.4", 9092, kafka_base_port=9093)
+    assert [n.kafka_port for n in per_node_hosts.nodes] == [9093, 9094, 9095]  # other hosts: no clash

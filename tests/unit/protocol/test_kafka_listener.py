@@ -1,0 +1,524 @@
+"""The Kafka listener (protocol/kafka/shell/listener.py) on a real asyncio server on 127.0.0.1.
+
+The broker behind it is replaced by `GatedApis`, whose handlers finish when
+the test says so; the ApiVersions tests use the real dispatcher (`BrokerApis`)
+with no API families loaded. Every wait is bounded (`_until`, `_read_frame`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import struct
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
+from kraftpy.node.config import build_config
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
+from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits
+from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext, _ByteBudget
+from kraftpy.protocol.shell.rpc_limits import cap_connections
+
+WAIT_S = 10.0
+# Long enough that a listener which was going to act has acted (used only to check that nothing happened).
+SETTLE_S = 0.3
+
+
+async def _until(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    """Poll `probe` until truthy, failing with `what` after a bound."""
+    async with asyncio.timeout(timeout_s):
+        while not (value := probe()):
+            await asyncio.sleep(0.01)
+    return value
+
+
+class GatedApis:
+    """A fake broker: each request's handler waits for its gate (open at once unless `gated`)."""
+
+    def __init__(self, gated: bool = False) -> None:
+        self.gated = gated
+        self.started: list[int] = []
+        self.gates: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
+        self.special: dict[int, Any] = {}  # correlation id -> None (no answer), CLOSE_CONNECTION, an exception
+        self.undecodable: list[KafkaError] = []
+
+    def release(self, *correlation_ids: int) -> None:
+        for cid in correlation_ids:
+            self.gates[cid].set()
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any | None:
+        cid = ctx.header.correlation_id
+        self.started.append(cid)
+        if self.gated:
+            await self.gates[cid].wait()
+        special = self.special.get(cid, "answer")
+        if isinstance(special, Exception):
+            raise special
+        if special != "answer":
+            return special
+        return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=cid)
+
+    def answer_undecodable(self, error: KafkaError) -> None:
+        self.undecodable.append(error)
+        return None
+
+
+def _frame(cid: int, pad: int = 0, version: int = 3) -> bytes:
+    """An ApiVersions request frame; `pad` characters of client software name make it larger."""
+    body = ApiVersionsRequest(client_software_name="n" + "x" * pad, client_software_version="1")
+    return encode_request(RequestHeader(API_VERSIONS, version, cid, "test"), body)
+
+
+class Client:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int) -> Client:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def send(self, *frames: bytes) -> None:
+        self.writer.write(b"".join(frames))
+        await self.writer.drain()
+
+    async def read_frame(self, timeout_s: float = WAIT_S) -> bytes:
+        async with asyncio.timeout(timeout_s):
+            (size,) = struct.unpack(">i", await self.reader.readexactly(4))
+            return await self.reader.readexactly(size)
+
+    async def read_cid(self, timeout_s: float = WAIT_S) -> int:
+        return struct.unpack_from(">i", await self.read_frame(timeout_s))[0]
+
+    async def closed_by_server(self, timeout_s: float = WAIT_S) -> bool:
+        """True once the server closed the connection (EOF, or a reset), within a bound."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self.reader.read(65536) == b""
+        except ConnectionError:
+            return True
+
+    async def nothing_arrives(self) -> bool:
+        try:
+            async with asyncio.timeout(SETTLE_S):
+                data = await self.reader.read(1)
+        except TimeoutError:
+            return True
+        return data == b""  # closed is not an answer either
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.wait_closed()
+
+
+async def _start(apis: Any, **limits: int) -> KafkaListener:
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, apis, KafkaListenerLimits(**limits))
+    await listener.start()
+    return listener
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Callable[..., Any]]:
+    """Start listeners with `await served(apis, **limits)`; all are stopped after the test."""
+    started: list[KafkaListener] = []
+
+    async def start(apis: Any, **limits: int) -> KafkaListener:
+        listener = await _start(apis, **limits)
+        started.append(listener)
+        return listener
+
+    yield start
+    for listener in started:
+        await listener.stop()
+
+
+async def _left_nothing(listener: KafkaListener) -> None:
+    """No connection task, no budget held, no waiter, and no task of the listener left on the loop."""
+    await _until("the connections to end", lambda: listener.connection_count == 0)
+    assert listener._budget.held_bytes == 0
+    assert not listener._budget._waiters
+    me = asyncio.current_task()
+    await _until("the handler tasks to end", lambda: not [t for t in asyncio.all_tasks() if t is not me])
+
+
+# --- ordering and in-flight bounds -----------------------------------------------------------------------
+
+
+async def test_pipelined_requests_are_answered_in_order_when_handlers_finish_out_of_order(served) -> None:
+    apis = GatedApis(gated=True)
+    listener = await served(apis, max_in_flight_requests=32)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(20)))
+    await _until("all 20 handlers to start", lambda: len(apis.started) == 20)
+    assert apis.started == list(range(20))  # handlers start in arrival order
+    apis.release(*reversed(range(20)))
+    assert [await client.read_cid() for _ in range(20)] == list(range(20))
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_max_in_flight_requests_bounds_the_requests_read_from_a_connection(served) -> None:
+    apis = GatedApis(gated=True)
+    listener = await served(apis, max_in_flight_requests=3)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(10)))
+    await _until("3 handlers to start", lambda: len(apis.started) == 3)
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [0, 1, 2]  # the rest wait unread in the socket
+    apis.release(0)
+    assert await client.read_cid() == 0
+    await _until("one more handler to start", lambda: len(apis.started) == 4)
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [0, 1, 2, 3]
+    apis.release(*range(1, 10))
+    assert [await client.read_cid() for _ in range(9)] == list(range(1, 10))
+    await client.close()
+    await _left_nothing(listener)
+
+
+# --- queued_max_request_bytes ----------------------------------------------------------------------------
+
+
+async def test_a_frame_waits_for_the_byte_budget_and_goes_in_when_bytes_are_freed(served) -> None:
+    frame_bytes = len(_frame(0, pad=600)) - 4
+    apis = GatedApis(gated=True)
+    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=2 * frame_bytes + 100)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid, pad=600) for cid in range(3)))
+    await _until("2 handlers to start", lambda: len(apis.started) == 2)
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [0, 1]
+    assert listener._budget.held_bytes == 2 * frame_bytes
+    apis.release(0)
+    assert await client.read_cid() == 0
+    await _until("the third frame to get its bytes", lambda: len(apis.started) == 3)
+    apis.release(1, 2)
+    assert [await client.read_cid() for _ in range(2)] == [1, 2]
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_the_byte_budget_is_first_come_first_served_across_connections(served) -> None:
+    big, small = _frame(1, pad=900), _frame(3, pad=10)
+    big_bytes = len(big) - 4
+    apis = GatedApis(gated=True)
+    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=big_bytes + 300)
+    holder, waiting_big, late_small = [await Client.connect(listener.port) for _ in range(3)]
+    await holder.send(big)
+    await _until("the first big frame to be held", lambda: apis.started == [1])
+    await waiting_big.send(_frame(2, pad=900))
+    await _until("the second big frame to wait", lambda: listener._budget._waiters)
+    await late_small.send(small)  # it would fit, but the big one came first
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [1]
+    apis.release(1, 2, 3)
+    assert await holder.read_cid() == 1
+    assert await waiting_big.read_cid() == 2
+    assert await late_small.read_cid() == 3
+    assert apis.started == [1, 2, 3]
+    for client in (holder, waiting_big, late_small):
+        await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_client_leaving_while_its_frame_waits_for_bytes_frees_its_place(served) -> None:
+    frame_bytes = len(_frame(0, pad=900)) - 4
+    apis = GatedApis(gated=True)
+    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=frame_bytes + 300)
+    holder, leaver, other = [await Client.connect(listener.port) for _ in range(3)]
+    await holder.send(_frame(1, pad=900))
+    await _until("the first frame to be held", lambda: apis.started == [1])
+    await leaver.send(_frame(2, pad=900)[:100])  # it leaves before sending the whole frame
+    await _until("the leaver's frame to wait", lambda: listener._budget._waiters)
+    await other.send(_frame(3, pad=10))  # behind the leaver
+    await leaver.close()
+    apis.release(1, 3)
+    assert await holder.read_cid() == 1
+    # The leaver's turn comes, its read fails at once, and its bytes go to the frame behind it.
+    assert await other.read_cid() == 3
+    assert apis.started == [1, 3]
+    await holder.close()
+    await other.close()
+    await _left_nothing(listener)
+
+
+async def test_a_budget_waiter_cancelled_in_the_tick_its_bytes_are_granted_leaks_nothing() -> None:
+    budget = _ByteBudget(100)
+    await budget.acquire(100)
+    waiter = asyncio.create_task(budget.acquire(50))
+    await asyncio.sleep(0)
+    assert budget._waiters
+    waiter.cancel()  # its future is cancelled now; its except clause runs only on the next tick
+    budget.release(100)
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert budget.held_bytes == 0
+    assert not budget._waiters
+    await budget.acquire(100)  # the whole budget is still there
+    assert budget.held_bytes == 100
+
+
+async def test_a_cancelled_head_waiter_lets_the_next_waiter_in() -> None:
+    budget = _ByteBudget(100)
+    await budget.acquire(80)
+    head = asyncio.create_task(budget.acquire(50))
+    behind = asyncio.create_task(budget.acquire(10))
+    await asyncio.sleep(0)
+    assert len(budget._waiters) == 2
+    head.cancel()
+    async with asyncio.timeout(WAIT_S):
+        await behind  # 80 + 10 fits once the head has gone
+    assert budget.held_bytes == 90
+    with pytest.raises(asyncio.CancelledError):
+        await head
+
+
+# --- frame sizes, idle, connection count -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), 0, 1025, 2**31 - 1])
+async def test_a_bad_size_prefix_closes_that_connection_only(served, size: int) -> None:
+    apis = GatedApis()
+    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=1024)
+    good, bad = await Client.connect(listener.port), await Client.connect(listener.port)
+    await bad.send(struct.pack(">i", size) + b"\x00" * 16)
+    assert await bad.closed_by_server()
+    assert listener.frames_refused == 1
+    await good.send(_frame(5))
+    assert await good.read_cid() == 5
+    assert listener._budget.held_bytes == 0
+    await good.close()
+    await bad.close()
+    await _left_nothing(listener)
+
+
+async def test_an_idle_connection_is_closed_after_connections_max_idle_ms(served) -> None:
+    listener = await served(GatedApis(), connections_max_idle_ms=300)
+    client = await Client.connect(listener.port)
+    await client.send(_frame(1))
+    assert await client.read_cid() == 1
+    assert await client.closed_by_server()
+    await _left_nothing(listener)
+
+
+async def test_a_size_prefix_then_silence_is_closed_after_the_idle_time(served) -> None:
+    listener = await served(GatedApis(), connections_max_idle_ms=300)
+    client = await Client.connect(listener.port)
+    await client.send(struct.pack(">i", 500) + b"\x00" * 10)
+    await _until("the frame's bytes to be held", lambda: listener._budget.held_bytes == 500)
+    assert await client.closed_by_server()
+    await _left_nothing(listener)
+
+
+async def test_a_connection_waiting_for_an_answer_is_not_idle(served) -> None:
+    apis = GatedApis(gated=True)
+    listener = await served(apis, connections_max_idle_ms=300)
+    client = await Client.connect(listener.port)
+    await client.send(_frame(1))
+    await _until("the handler to start", lambda: apis.started == [1])
+    await asyncio.sleep(1.0)  # three idle periods with the request in flight (a long poll, a join)
+    apis.release(1)
+    assert await client.read_cid() == 1
+    assert await client.closed_by_server()  # and idle again afterwards
+    await _left_nothing(listener)
+
+
+async def test_connections_beyond_max_connections_are_refused(served) -> None:
+    listener = await served(GatedApis(), max_connections=2)
+    first, second = await Client.connect(listener.port), await Client.connect(listener.port)
+    await _until("two connections", lambda: listener.connection_count == 2)
+    third = await Client.connect(listener.port)
+    assert await third.closed_by_server()
+    assert listener.connections_refused == 1
+    for cid, client in ((1, first), (2, second)):
+        await client.send(_frame(cid))
+        assert await client.read_cid() == cid
+    await first.close()
+    await _until("a free slot", lambda: listener.connection_count == 1)
+    fourth = await Client.connect(listener.port)
+    await fourth.send(_frame(4))
+    assert await fourth.read_cid() == 4
+    for client in (second, third, fourth):
+        await client.close()
+    await _left_nothing(listener)
+
+
+# --- clients leaving, answers that are not answers ---------------------------------------------------------
+
+
+async def test_a_client_leaving_mid_frame_leaves_nothing_behind(served) -> None:
+    listener = await served(GatedApis())
+    client = await Client.connect(listener.port)
+    await client.send(_frame(1)[:9])  # the size prefix and part of the header
+    await _until("the frame's bytes to be held", lambda: listener._budget.held_bytes > 0)
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_client_leaving_with_requests_in_flight_leaves_nothing_behind(served) -> None:
+    apis = GatedApis(gated=True)
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(5)))
+    await _until("5 handlers to start", lambda: len(apis.started) == 5)
+    await client.close()
+    apis.release(*range(5))  # their answers have nobody to go to
+    await _left_nothing(listener)
+
+
+async def test_handlers_still_running_when_the_listener_stops_are_cancelled() -> None:
+    apis = GatedApis(gated=True)
+    listener = await _start(apis)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(5)))
+    await _until("5 handlers to start", lambda: len(apis.started) == 5)
+    await listener.stop()
+    assert await client.closed_by_server()
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_none_answer_writes_nothing(served) -> None:
+    apis = GatedApis()
+    apis.special[1] = None  # Produce with acks=0
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(_frame(1), _frame(2))
+    assert await client.read_cid() == 2
+    assert await client.nothing_arrives()
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_close_connection_closes_after_the_earlier_answers_are_written(served) -> None:
+    apis = GatedApis(gated=True)
+    apis.special[3] = CLOSE_CONNECTION
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(1, 5)))
+    await _until("the handlers to start", lambda: len(apis.started) >= 3)
+    apis.release(3, 2, 1, 4)
+    assert [await client.read_cid(), await client.read_cid()] == [1, 2]
+    assert await client.closed_by_server()
+    await _left_nothing(listener)
+
+
+async def test_a_handler_that_raises_closes_its_connection_with_a_log_line(served, caplog) -> None:
+    apis = GatedApis()
+    apis.special[2] = RuntimeError("a bug in a handler")
+    listener = await served(apis)
+    client, other = await Client.connect(listener.port), await Client.connect(listener.port)
+    await client.send(_frame(1), _frame(2), _frame(3))
+    assert await client.read_cid() == 1
+    assert await client.closed_by_server()
+    assert any("a bug in a handler" in str(r.exc_info) for r in caplog.records if r.levelname == "ERROR")
+    await other.send(_frame(9))
+    assert await other.read_cid() == 9
+    await client.close()
+    await other.close()
+    await _left_nothing(listener)
+
+
+async def test_an_undecodable_frame_closes_the_connection_after_the_earlier_answers(served) -> None:
+    apis = GatedApis(gated=True)
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    unknown_api = struct.pack(">ihhih", 10, 9999, 0, 3, -1)
+    await client.send(_frame(1), unknown_api)
+    await _until("the first handler to start", lambda: apis.started == [1])
+    apis.release(1)
+    assert await client.read_cid() == 1
+    assert await client.closed_by_server()
+    assert [e.code for e in apis.undecodable] == [ErrorCode.UNSUPPORTED_VERSION]
+    await _left_nothing(listener)
+
+
+# --- ApiVersions through the real dispatcher ----------------------------------------------------------------
+
+
+def _broker_apis() -> BrokerApis:
+    node = SimpleNamespace(config=SimpleNamespace(node_id=1), cluster_id="test-cluster")
+    return BrokerApis(SimpleNamespace(node=node), handlers={})
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED_APIS[API_VERSIONS].min_version, 5))
+async def test_api_versions_v0_to_v4_are_answered(served, version: int) -> None:
+    listener = await served(_broker_apis())
+    client = await Client.connect(listener.port)
+    await client.send(_frame(7, version=version))
+    cid, response = decode_response(RequestHeader(API_VERSIONS, version, 7), await client.read_frame())
+    assert cid == 7
+    assert response.error_code == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == {API_VERSIONS: (0, 4)}
+    await client.close()
+
+
+async def test_a_too_new_api_versions_gets_a_v0_body_listing_the_apis_and_the_connection_stays(served) -> None:
+    listener = await served(_broker_apis())
+    client = await Client.connect(listener.port)
+    too_new = struct.pack(">hhih", API_VERSIONS, 99, 11, -1) + b"\x00" * 5  # a body we cannot know
+    await client.send(struct.pack(">i", len(too_new)) + too_new)
+    cid, response = decode_response(RequestHeader(API_VERSIONS, 0, 11), await client.read_frame())
+    assert cid == 11
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.max_version) for k in response.api_keys] == [(API_VERSIONS, 4)]
+    # KIP-511: the client retries with a version from the list on the same connection.
+    await client.send(_frame(12, version=3))
+    cid, response = decode_response(RequestHeader(API_VERSIONS, 3, 12), await client.read_frame())
+    assert (cid, response.error_code) == (12, 0)
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_answers_ready_together_go_out_in_one_write(served, monkeypatch) -> None:
+    writes: list[int] = []
+    real_write = asyncio.StreamWriter.write
+
+    def counting_write(self: asyncio.StreamWriter, data: bytes) -> None:
+        writes.append(len(data))
+        real_write(self, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counting_write)
+    apis = GatedApis(gated=True)
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(*(_frame(cid) for cid in range(10)))
+    await _until("10 handlers to start", lambda: len(apis.started) == 10)
+    writes.clear()  # the client's own writes
+    apis.release(*range(10))  # all finish in the same tick
+    assert [await client.read_cid() for _ in range(10)] == list(range(10))
+    assert len(writes) == 1, writes  # one send for the ten answers, not ten
+    await client.close()
+    await _left_nothing(listener)
+
+
+def test_the_rpc_port_and_the_kafka_listeners_share_the_descriptors_left() -> None:
+    # A node with 1024 descriptors keeps 256 for its files; the RPC port and one Kafka listener
+    # may then hold 384 connections each, so both full never exhaust the process.
+    assert cap_connections(1000, 2, 1024) == 384
+    assert cap_connections(1000, 1, 1024) == 768
+    assert cap_connections(100, 2, 1024) == 100
+    assert cap_connections(1000, 3, 200) == 1
+
+
+def test_a_node_with_a_kafka_listener_counts_both_listeners() -> None:
+    base = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
+    with_kafka = build_config({**base, "listeners": "PLAINTEXT://127.0.0.1:9092"})
+    assert with_kafka.listener_limits().listeners_sharing_fds == 2
+    assert with_kafka.kafka_listener_limits().listeners_sharing_fds == 2
+    assert build_config(base).listener_limits().listeners_sharing_fds == 1
+
+
+async def test_the_kafka_listener_caps_its_connections_by_the_descriptors(monkeypatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (1024, 4096))
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, GatedApis(), KafkaListenerLimits(listeners_sharing_fds=2))
+    assert listener.max_connections == 384
