@@ -244,7 +244,8 @@ async def test_a_coordinator_that_stays_loading_is_retried_until_the_timeout(bro
     one, _ = brokers
     one.script["/kafka/find_coordinator"] = [coordinator(one)]
     one.script["/kafka/offset_fetch"] = [{"error_code": int(E.COORDINATOR_LOAD_IN_PROGRESS)}]
-    async with admin_for(one, timeout_ms=400) as admin:
+    # Long enough for a retry on a loaded machine (the backoff is 100 ms): the test asserts there is one.
+    async with admin_for(one, timeout_ms=2000) as admin:
         with pytest.raises(KafkaTimeoutError) as info:
             await admin.list_consumer_group_offsets("g")
     assert "COORDINATOR_LOAD_IN_PROGRESS" in str(info.value)
