@@ -187,7 +187,7 @@ def check_health(layout: ClusterLayout) -> ClusterHealth:
     return evaluate_health(layout, pids, asyncio.run(fetch_statuses(layout)))
 
 
-ROLES = ("broker", "controller")
+COMBINED_ROLES = ("broker", "controller")
 
 
 def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_base_port: int = 0) -> ClusterLayout:
@@ -202,7 +202,7 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_bas
             i,
             hosts[i - 1],
             base_port + i - 1,
-            ("broker", "controller"),
+            COMBINED_ROLES,
             kafka_base_port + i - 1 if kafka_base_port else 0,
         )
         for i in range(1, nodes + 1)
