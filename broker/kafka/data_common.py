@@ -53,6 +53,11 @@ def answers_by_partition(answer: Mapping[str, Any] | None) -> dict[tuple[str, in
     return out
 
 
+def error_answer(error: KafkaError) -> dict[str, Any]:
+    """A partition answer carrying `error`, in the routes' shape."""
+    return {"error_code": int(error.code), "message": error.message}
+
+
 def error_code(answer: Mapping[str, Any]) -> int:
     return int(answer.get("error_code", 0))
 

@@ -23,6 +23,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kraftpy.broker.kafka.data_common import (
     TopicRef,
     answers_by_partition,
+    error_answer,
     error_code,
     leader_endpoints,
     leader_hint,
@@ -148,22 +149,18 @@ def _partition(index: int, answer: Mapping[str, Any], read_committed: bool) -> P
     return out
 
 
-def _error_answer(error: KafkaError) -> dict[str, Any]:
-    return {"error_code": int(error.code), "message": error.message}
-
-
 def fetch_response(
     ask: FetchAsk, answer: Mapping[str, Any] | None, image: MetadataImage, listener_name: str
 ) -> FetchResponse:
     by_partition = answers_by_partition(answer)
-    missing = _error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
+    missing = error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
     responses = []
     leaders: list[int] = []
     for ref, indexes in ask.items:
         partitions = []
         for index in indexes:
             refusal = ask.refused.get((ref, index))
-            one = _error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
+            one = error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
             partition = _partition(index, one, ask.read_committed)
             if partition.current_leader is not None:
                 leaders.append(partition.current_leader.leader_id)
@@ -180,7 +177,7 @@ def fetch_response(
 
 def fetch_error(request: FetchRequest, version: int, error: KafkaError) -> FetchResponse:
     """`error` at the top level and on every partition (Kafka's getErrorResponse)."""
-    answer = _error_answer(error)
+    answer = error_answer(error)
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     responses = [
         TopicResponse(

@@ -19,6 +19,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kraftpy.broker.kafka.data_common import (
     TopicRef,
     answers_by_partition,
+    error_answer,
     error_code,
     error_message,
     leader_endpoints,
@@ -93,10 +94,6 @@ def _partition(index: int, answer: Mapping[str, Any], version: int) -> Partition
     return out
 
 
-def _error_answer(error: KafkaError) -> dict[str, Any]:
-    return {"error_code": int(error.code), "message": error.message}
-
-
 def produce_response(
     ask: ProduceAsk,
     answer: Mapping[str, Any] | None,
@@ -106,14 +103,14 @@ def produce_response(
 ) -> ProduceResponse:
     """The Kafka answer: each partition as the request listed it, from the route's answer or its refusal."""
     by_partition = answers_by_partition(answer)
-    missing = _error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
+    missing = error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
     responses = []
     leaders: list[int] = []
     for ref, indexes in ask.items:
         partitions = []
         for index in indexes:
             refusal = ask.refused.get((ref, index))
-            one = _error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
+            one = error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
             partition = _partition(index, one, version)
             if partition.current_leader is not None:
                 leaders.append(partition.current_leader.leader_id)
@@ -133,7 +130,7 @@ def has_error(response: ProduceResponse) -> bool:
 
 def produce_error(request: ProduceRequest, version: int, error: KafkaError) -> ProduceResponse:
     """`error` on every partition (Kafka's getErrorResponse)."""
-    answer = _error_answer(error)
+    answer = error_answer(error)
     responses = [
         TopicResponse(
             name=getattr(t, "name", None),

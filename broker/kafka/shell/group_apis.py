@@ -8,6 +8,7 @@ and semantics are the same on both surfaces. Notes: docs/kafka-listener.md, "Gro
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.kafka import groups as g
@@ -29,6 +30,18 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
+
+
+def through_route(
+    path: str, to_body: Callable[[Any, int], dict[str, Any]], to_response: Callable[[int, Any], Any]
+) -> Callable[[BrokerApis, RequestContext, Any], Awaitable[Any]]:
+    """A handler that translates the request, calls one group route and translates its answer."""
+
+    async def handle(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.header.api_version
+        return to_response(version, await apis.route(path)(to_body(request, version)))
+
+    return handle
 
 
 async def handle_find_coordinator(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
@@ -58,24 +71,6 @@ async def handle_join_group(apis: BrokerApis, ctx: RequestContext, request: Any)
     if again is not None:
         answer = await route(again)
     return g.join_group_response(version, answer)
-
-
-async def handle_sync_group(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.header.api_version
-    answer = await apis.route("/kafka/sync_group")(g.sync_group_body(request, version))
-    return g.sync_group_response(version, answer)
-
-
-async def handle_heartbeat(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.header.api_version
-    answer = await apis.route("/kafka/heartbeat")(g.heartbeat_body(request, version))
-    return g.heartbeat_response(version, answer)
-
-
-async def handle_leave_group(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.header.api_version
-    answer = await apis.route("/kafka/leave_group")(g.leave_group_body(request, version))
-    return g.leave_group_response(version, answer)
 
 
 async def handle_offset_commit(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
@@ -113,28 +108,24 @@ async def handle_list_groups(apis: BrokerApis, ctx: RequestContext, request: Any
     return g.list_groups_response(version, answer)
 
 
-async def handle_delete_groups(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.header.api_version
-    answer = await apis.route("/kafka/delete_groups")(g.delete_groups_body(request, version))
-    return g.delete_groups_response(version, answer)
-
-
-async def handle_offset_delete(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.header.api_version
-    answer = await apis.route("/kafka/offset_delete")(g.offset_delete_body(request, version))
-    return g.offset_delete_response(version, answer)
-
-
 HANDLERS = {
     FIND_COORDINATOR: ApiHandler(handle_find_coordinator, g.find_coordinator_error),
     JOIN_GROUP: ApiHandler(handle_join_group, g.join_group_error),
-    SYNC_GROUP: ApiHandler(handle_sync_group, g.sync_group_error),
-    HEARTBEAT: ApiHandler(handle_heartbeat, g.heartbeat_error),
-    LEAVE_GROUP: ApiHandler(handle_leave_group, g.leave_group_error),
+    SYNC_GROUP: ApiHandler(
+        through_route("/kafka/sync_group", g.sync_group_body, g.sync_group_response), g.sync_group_error
+    ),
+    HEARTBEAT: ApiHandler(through_route("/kafka/heartbeat", g.heartbeat_body, g.heartbeat_response), g.heartbeat_error),
+    LEAVE_GROUP: ApiHandler(
+        through_route("/kafka/leave_group", g.leave_group_body, g.leave_group_response), g.leave_group_error
+    ),
     OFFSET_COMMIT: ApiHandler(handle_offset_commit, g.offset_commit_error),
     OFFSET_FETCH: ApiHandler(handle_offset_fetch, g.offset_fetch_error),
     DESCRIBE_GROUPS: ApiHandler(handle_describe_groups, g.describe_groups_error),
     LIST_GROUPS: ApiHandler(handle_list_groups, g.list_groups_error),
-    DELETE_GROUPS: ApiHandler(handle_delete_groups, g.delete_groups_error),
-    OFFSET_DELETE: ApiHandler(handle_offset_delete, g.offset_delete_error),
+    DELETE_GROUPS: ApiHandler(
+        through_route("/kafka/delete_groups", g.delete_groups_body, g.delete_groups_response), g.delete_groups_error
+    ),
+    OFFSET_DELETE: ApiHandler(
+        through_route("/kafka/offset_delete", g.offset_delete_body, g.offset_delete_response), g.offset_delete_error
+    ),
 }
