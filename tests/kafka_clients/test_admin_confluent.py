@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +16,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 TIMEOUT_S = 30
 
@@ -35,17 +34,6 @@ def _error_code(futures: dict, key: object) -> int:
     with pytest.raises(Exception) as info:
         futures[key].result(timeout=TIMEOUT_S)
     return info.value.args[0].code()
-
-
-def _wait_for(what: str, probe, timeout_s: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _partitions(cluster: LocalCluster, topic: str) -> list[dict] | None:
@@ -69,7 +57,7 @@ def test_create_topic_with_configs_is_listed_and_described(admin: AdminClient, k
         operation_timeout=20,
     )
     assert _result(futures, "cfk-created") is None
-    partitions = _wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-created"))
+    partitions = wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-created"))
     assert [p["partition"] for p in partitions] == [0, 1, 2]
     assert all(len(p["replicas"]) == 2 for p in partitions)
 
@@ -89,7 +77,7 @@ def test_create_topic_defaults_minus_one_use_the_cluster_defaults(
 ) -> None:
     futures = admin.create_topics([NewTopic("cfk-defaults")], operation_timeout=20)
     assert _result(futures, "cfk-defaults") is None
-    partitions = _wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-defaults"))
+    partitions = wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-defaults"))
     # `cluster start` writes num_partitions = 1 and default_replication_factor = 3 to every node.toml.
     assert len(partitions) == 1 and len(partitions[0]["replicas"]) == 3
 
@@ -208,7 +196,7 @@ def test_describe_broker_configs(admin: AdminClient, kafka_cluster: LocalCluster
 def test_create_partitions_grows_the_topic(admin: AdminClient, kafka_cluster: LocalCluster) -> None:
     assert _result(admin.create_topics([NewTopic("cfk-grow", 1, 1)]), "cfk-grow") is None
     assert _result(admin.create_partitions([NewPartitions("cfk-grow", 4)]), "cfk-grow") is None
-    _wait_for("4 partitions in metadata", lambda: len(_partitions(kafka_cluster, "cfk-grow") or []) == 4)
+    wait_for("4 partitions in metadata", lambda: len(_partitions(kafka_cluster, "cfk-grow") or []) == 4)
     code = _error_code(admin.create_partitions([NewPartitions("cfk-grow", 2)]), "cfk-grow")
     assert code == KafkaError.INVALID_PARTITIONS
 
@@ -232,7 +220,7 @@ def test_describe_cluster(admin: AdminClient, kafka_cluster: LocalCluster) -> No
 
 def test_elect_preferred_leaders(admin: AdminClient, kafka_cluster: LocalCluster) -> None:
     assert _result(admin.create_topics([NewTopic("cfk-elect", 2, 3)]), "cfk-elect") is None
-    _wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-elect"))
+    wait_for("the topic in metadata", lambda: _partitions(kafka_cluster, "cfk-elect"))
     partitions = [TopicPartition("cfk-elect", 0), TopicPartition("cfk-elect", 1)]
     result = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=TIMEOUT_S)
     # A fresh topic is led by its preferred replicas: Kafka's answer is ELECTION_NOT_NEEDED for each.

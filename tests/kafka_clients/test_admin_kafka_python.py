@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +18,7 @@ from kafka.errors import (
 )
 
 from kraftpy.storage.checkpoints import OffsetCheckpoint
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 TIMEOUT_S = 30
 
@@ -31,17 +30,6 @@ def admin(kafka_cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
         yield client
     finally:
         client.close()
-
-
-def _wait_for(what: str, probe, timeout_s: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _produce(cluster: LocalCluster, topic: str, count: int) -> None:
@@ -93,10 +81,10 @@ def test_create_describe_alter_delete(admin: KafkaAdminClient) -> None:
     assert configs["retention.ms"]["value"] == "60000"
 
     admin.create_partitions({"kp-topic": NewPartitions(3)})
-    _wait_for("3 partitions", lambda: len(admin.describe_topics(["kp-topic"])[0]["partitions"]) == 3)
+    wait_for("3 partitions", lambda: len(admin.describe_topics(["kp-topic"])[0]["partitions"]) == 3)
 
     admin.delete_topics(["kp-topic"], timeout_ms=20_000)
-    _wait_for("the topic to go", lambda: "kp-topic" not in admin.list_topics())
+    wait_for("the topic to go", lambda: "kp-topic" not in admin.list_topics())
 
 
 def test_errors_are_kafkas(admin: KafkaAdminClient) -> None:
