@@ -155,7 +155,7 @@ class OffsetManager:
         """
         rt = self.rt
         if (err := rt.coordinator_error(req.group_id)) is not None:
-            return rt.respond(rid, offset_delete_response(*err))
+            return rt.respond(rid, offset_delete_response(err[0], message=err[1]))
         group = rt.groups.get(req.group_id)
         if group is None or group.state is GroupState.DEAD:
             return rt.respond(rid, offset_delete_response(E.GROUP_ID_NOT_FOUND, message=f"no group {req.group_id!r}"))

@@ -93,6 +93,19 @@ def test_groups_of_partitions_not_led_here_are_not_coordinator_and_loading_ones_
     assert answer.body["error_code"] == 0
 
 
+@pytest.mark.parametrize("loading", [False, True])
+def test_offset_delete_where_the_group_is_not_coordinated_says_so(loading: bool) -> None:
+    # Found by tests/integration/test_edge_hostile_bodies.py: the error path answered UNKNOWN_SERVER_ERROR.
+    c = GroupCoordinator(GroupCoordinatorConfig(offsets_topic_num_partitions=4), rng=random.Random(0))
+    if loading:
+        c.begin_loading(c.partition_for("g"))
+    body = {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
+    [answer] = c.handle(1, "offset_delete", body, 0)
+    expected = E.COORDINATOR_LOAD_IN_PROGRESS if loading else E.NOT_COORDINATOR
+    assert (answer.body["error_code"], answer.body["topics"]) == (expected, [])
+    assert "__consumer_offsets-" in answer.body["message"]
+
+
 def test_unloading_answers_waiting_members_not_coordinator_and_forgets_the_groups() -> None:
     h = Harness()
     (a, b), gen = h.form_group(2)
