@@ -401,6 +401,14 @@ def node_state(n: NodeHealth) -> str:
     return "up" if n.answered else "[red]unreachable[/]"
 
 
+def rpc_cell(rpc_address: str, kafka_addresses: list[str]) -> str:
+    """The RPC address, as its port alone when the Kafka column already shows its host (80 columns)."""
+    host, _, port = rpc_address.rpartition(":")
+    if kafka_addresses and all(a.rpartition(":")[0] == host for a in kafka_addresses):
+        return port
+    return rpc_address
+
+
 def render_health(health: ClusterHealth) -> Table:
     table = narrow_table(
         "node", "pid", "state", "roles", "kafka", "rpc", "leader", "epoch", "fenced",
@@ -408,6 +416,7 @@ def render_health(health: ClusterHealth) -> Table:
     )  # fmt: skip
     answering = {n.node_id for n in health.nodes if n.answered}
     for n in health.nodes:
+        kafka = [x.split("://", 1)[-1] for x in n.kafka_listeners]
         # A follower still naming a leader that does not answer has none (the problems say which).
         leader = "-" if n.leader_id is None else str(n.leader_id) if n.leader_id in answering else "[red]none[/]"
         table.add_row(
@@ -415,8 +424,8 @@ def render_health(health: ClusterHealth) -> Table:
             str(n.pid or "-"),
             node_state(n),
             "combined" if set(n.roles) == {"broker", "controller"} else ",".join(n.roles),
-            ",".join(x.split("://", 1)[-1] for x in n.kafka_listeners) or "-",
-            n.address,
+            ",".join(kafka) or "-",
+            rpc_cell(n.address, kafka),
             leader,
             "-" if n.epoch is None else str(n.epoch),
             "-" if n.fenced is None else ("[red]yes[/]" if n.fenced else "no"),

@@ -8,7 +8,7 @@ import click
 import pytest
 from rich.console import Console
 
-from kraftpy.tools.commands.cluster import evaluate_health, new_layout, render_health
+from kraftpy.tools.commands.cluster import evaluate_health, new_layout, render_health, rpc_cell
 
 LAYOUT = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092)
 CID = LAYOUT.cluster_id
@@ -53,7 +53,22 @@ def test_each_broker_shows_its_kafka_listener_as_reported_else_as_laid_out() -> 
     console.print(render_health(health))
     text = console.export_text()
     assert "kafka" in text and "rpc" in text
-    assert "127.0.0.1:29093" in text and "127.0.0.1:19093" in text
+    assert "127.0.0.1:29093" in text and "19093" in text
+    # The RPC column gives the port alone when the Kafka column shows the host: the table fits 80 columns.
+    narrow = Console(width=80, record=True)
+    narrow.print(render_health(health))
+    rows = [line.split() for line in narrow.export_text().splitlines() if line.split()[:1] in (["1"], ["2"], ["3"])]
+    assert [row[4:6] for row in rows] == [
+        ["127.0.0.1:9092", "19092"],
+        ["127.0.0.1:29093", "19093"],
+        ["127.0.0.1:9094", "19094"],
+    ]
+
+
+def test_the_rpc_column_keeps_its_host_when_the_kafka_listener_has_another() -> None:
+    assert rpc_cell("127.0.0.2:19092", ["127.0.0.2:9092"]) == "19092"
+    assert rpc_cell("127.0.0.2:19092", ["10.0.0.2:9092"]) == "127.0.0.2:19092"
+    assert rpc_cell("127.0.0.2:19092", []) == "127.0.0.2:19092"
 
 
 def test_a_dead_node_or_silent_node_is_unhealthy() -> None:
