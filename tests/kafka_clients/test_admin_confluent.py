@@ -37,11 +37,8 @@ def _error_code(futures: dict, key: object) -> int:
 
 
 def _partitions(cluster: LocalCluster, topic: str) -> list[dict] | None:
-    """The topic's partitions as the cluster's metadata has them (kraftpy's CLI), None when it does not exist.
-
-    Not librdkafka's list_topics(): its all-topics Metadata request carries 3 trailing bytes that the
-    codec refuses (docs/kafka-listener.md, "Admin APIs").
-    """
+    """The topic's partitions as the controller's metadata has them (kraftpy's CLI, a second opinion beside
+    the client under test), None when it does not exist."""
     result = cluster.cli("topics", "describe", topic, "--json")
     return result.json()["partitions"] if result.code == 0 else None
 
