@@ -1,4 +1,4 @@
-"""Fixtures for the real-Kafka-client tests: a 3-node `kraftpy cluster start` cluster per module.
+"""Fixtures for the real-Kafka-client tests: one 3-node `kraftpy cluster start` cluster for the package.
 
 The clients (confluent-kafka/librdkafka, kafka-python, aiokafka, kcat,
 kafkajs) are the real ones, installed by the README's test command
@@ -18,9 +18,13 @@ from tests.integration.test_cluster_support import LocalCluster
 JS_DIR = Path(__file__).resolve().parent / "js"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A healthy 3-node cluster; `.bootstrap_servers` are its Kafka listeners."""
+    """A healthy 3-node cluster; `.bootstrap_servers` are its Kafka listeners.
+
+    Shared by every module here (a cluster start costs seconds): each test names its own topics and
+    groups, and a test that changes the cluster puts it back (a killed node restarted, a config reset).
+    """
     with LocalCluster(tmp_path_factory.mktemp("kafka-cluster")) as cluster:
         yield cluster
 
