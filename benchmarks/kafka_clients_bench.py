@@ -198,6 +198,7 @@ def main() -> None:
     ap.add_argument("--nats", action="store_true", help="also run the NATS JetStream anchor (Go client)")
     ap.add_argument("--no-kraftpy-client", action="store_true", help="skip the kraftpy-client rows")
     ap.add_argument("--out", type=Path, default=REPO / "bench-out" / "kafka_clients.json")
+    ap.add_argument("--html", type=Path, default=None, help="also write the HTML view (kafka_clients_report.py)")
     args = ap.parse_args()
     result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load1_start": load1(),
                               "runs": []}  # fmt: skip
@@ -248,6 +249,11 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print_summary(result)
+    if args.html is not None:
+        from kafka_clients_report import report_html  # beside this file
+
+        args.html.write_text(report_html(result))
+        log(f"wrote {args.html}")
 
 
 def print_summary(result: dict) -> None:
