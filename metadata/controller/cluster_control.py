@@ -37,7 +37,13 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> BrokerRegistration:
-    """The broker's registration, or BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH."""
+    """The broker's registration, or BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH (INVALID_REQUEST if not ints)."""
+    # Strictly ints: True == 1 in Python, and a bool that matched would be written into a record that
+    # no node can decode (found by test_controller_malformed).
+    if type(broker_id) is not int or type(broker_epoch) is not int:
+        raise KafkaError(
+            f"broker id and epoch must be integers, got {broker_id!r} and {broker_epoch!r}", ErrorCode.INVALID_REQUEST
+        )
     registration = image.broker(broker_id)
     if registration is None:
         raise KafkaError(f"Broker {broker_id} is not registered", ErrorCode.BROKER_ID_NOT_REGISTERED)

@@ -25,7 +25,7 @@ from kraftpy.metadata.controller.requests import (
     UnregisterBrokerRequest,
 )
 from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 garbage = st.one_of(
     st.none(),
@@ -73,3 +73,20 @@ def test_garbage_never_crashes_the_controller(batch) -> None:
         if isinstance(result.response, KafkaError):
             assert result.records == ()
     check_image_invariants(h.latest)
+
+
+def test_a_bool_broker_id_or_epoch_is_refused_not_written() -> None:
+    # True == 1 in Python: a bool that matched broker 0's epoch 1 went into a ProducerIdsRecord that no node
+    # could decode (the example hypothesis found above). Heartbeats check epochs the same way.
+    h = ControllerHarness(ControllerConfig(cluster_id="c", metadata_max_idle_interval_ms=0))
+    h.start_brokers([0, 1, 2])
+    epoch = h.latest.broker(0).broker_epoch
+    assert epoch == 1  # so True "matches" it
+    for request in (
+        AllocateProducerIdsRequest(broker_id=0, broker_epoch=True),
+        AllocateProducerIdsRequest(broker_id=True, broker_epoch=h.latest.broker(1).broker_epoch),
+    ):
+        result = h.send(request)
+        assert isinstance(result.response, KafkaError) and result.response.code == ErrorCode.INVALID_REQUEST
+        assert result.records == ()
+    assert h.send(AllocateProducerIdsRequest(broker_id=0, broker_epoch=epoch)).records != ()
