@@ -11,7 +11,7 @@ the route's leader hint in `details`, which Kafka's newer versions return as
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,23 @@ def answers_by_partition(answer: Mapping[str, Any] | None) -> dict[tuple[str, in
         for part in topic.get("partitions", []):
             out[(topic["name"], part["partition"])] = part
     return out
+
+
+def answers_in_request_order(
+    items: Iterable[tuple[TopicRef, list[int]]],
+    refused: Mapping[tuple[TopicRef, int], KafkaError],
+    answer: Mapping[str, Any] | None,
+) -> Iterator[tuple[TopicRef, list[tuple[int, Mapping[str, Any]]]]]:
+    """Each topic as the request listed it, with each partition's answer: its refusal, else the route's."""
+    by_partition = answers_by_partition(answer)
+    missing = error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
+
+    def one(ref: TopicRef, index: int) -> Mapping[str, Any]:
+        refusal = refused.get((ref, index))
+        return error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
+
+    for ref, indexes in items:
+        yield ref, [(index, one(ref, index)) for index in indexes]
 
 
 def error_answer(error: KafkaError) -> dict[str, Any]:

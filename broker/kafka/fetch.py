@@ -22,7 +22,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from kraftpy.broker.kafka.data_common import (
     TopicRef,
-    answers_by_partition,
+    answers_in_request_order,
     error_answer,
     error_code,
     leader_endpoints,
@@ -152,19 +152,11 @@ def _partition(index: int, answer: Mapping[str, Any], read_committed: bool) -> P
 def fetch_response(
     ask: FetchAsk, answer: Mapping[str, Any] | None, image: MetadataImage, listener_name: str
 ) -> FetchResponse:
-    by_partition = answers_by_partition(answer)
-    missing = error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
     responses = []
     leaders: list[int] = []
-    for ref, indexes in ask.items:
-        partitions = []
-        for index in indexes:
-            refusal = ask.refused.get((ref, index))
-            one = error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
-            partition = _partition(index, one, ask.read_committed)
-            if partition.current_leader is not None:
-                leaders.append(partition.current_leader.leader_id)
-            partitions.append(partition)
+    for ref, answers in answers_in_request_order(ask.items, ask.refused, answer):
+        partitions = [_partition(index, one, ask.read_committed) for index, one in answers]
+        leaders += [p.current_leader.leader_id for p in partitions if p.current_leader is not None]
         responses.append(TopicResponse(topic=ref.name, topic_id=ref.topic_id, partitions=partitions))
     endpoints = [
         FetchResponse.NodeEndpoint(node_id=n, host=h, port=p, rack=r)

@@ -18,7 +18,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from kraftpy.broker.kafka.data_common import (
     TopicRef,
-    answers_by_partition,
+    answers_in_request_order,
     error_answer,
     error_code,
     error_message,
@@ -102,19 +102,11 @@ def produce_response(
     listener_name: str,
 ) -> ProduceResponse:
     """The Kafka answer: each partition as the request listed it, from the route's answer or its refusal."""
-    by_partition = answers_by_partition(answer)
-    missing = error_answer(KafkaError("the broker gave no answer", ErrorCode.UNKNOWN_SERVER_ERROR))
     responses = []
     leaders: list[int] = []
-    for ref, indexes in ask.items:
-        partitions = []
-        for index in indexes:
-            refusal = ask.refused.get((ref, index))
-            one = error_answer(refusal) if refusal is not None else by_partition.get((ref.name or "", index), missing)
-            partition = _partition(index, one, version)
-            if partition.current_leader is not None:
-                leaders.append(partition.current_leader.leader_id)
-            partitions.append(partition)
+    for ref, answers in answers_in_request_order(ask.items, ask.refused, answer):
+        partitions = [_partition(index, one, version) for index, one in answers]
+        leaders += [p.current_leader.leader_id for p in partitions if p.current_leader is not None]
         responses.append(TopicResponse(name=ref.name, topic_id=ref.topic_id, partition_responses=partitions))
     endpoints = [
         ProduceResponse.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
