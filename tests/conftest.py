@@ -11,7 +11,6 @@ tests the rule itself.
 from __future__ import annotations
 
 import os
-import random
 import socket
 from pathlib import Path
 
@@ -36,30 +35,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 pytest_plugins = ["pytester"]  # tests/unit/test_skip_rule.py runs pytest on this very conftest
 
 
-def _free_port_run(count: int) -> int:
-    """The first of `count` consecutive ports free on 127.0.0.1 now, from a random place in 30000-60000."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(30_000, 60_000 - count)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {count} consecutive free ports found")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # `kraftpy cluster start` puts Kafka listeners on 9092-9094 by default; test clusters take a free
     # run of ports instead, so a test run never collides with a cluster the machine already runs.
-    os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(_free_port_run(9)))
+    from tests.integration.test_cluster_support import free_base_port
+
+    os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(free_base_port(9)))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
