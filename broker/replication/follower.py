@@ -8,6 +8,7 @@ from __future__ import annotations
 from kraftpy.broker.replication.actions import (
     Action,
     AppendAsFollower,
+    IndexAbortedTxn,
     RebuildProducerState,
     TruncateFullyAndStartAt,
     TruncateTo,
@@ -24,6 +25,7 @@ from kraftpy.broker.replication.model import (
 )
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode
+from kraftpy.protocol.records.control import read_marker
 from kraftpy.protocol.records.header import BatchHeader, parse_header, peek_size
 
 
@@ -113,6 +115,7 @@ class PartitionFollower:
         if new_hw == self.high_watermark:
             return []
         self.high_watermark = new_hw
+        self.producers.on_high_watermark(new_hw)
         return [UpdateHighWatermark(new_hw)]
 
     def on_fetch_response(
@@ -221,8 +224,17 @@ class PartitionFollower:
                     response.records[:used], headers[0].base_offset, last.last_offset, last.partition_leader_epoch
                 )
             )
+            pos = 0
             for header in headers:
-                self.producers.update(header)
+                try:
+                    marker = read_marker(response.records, header, pos) if header.is_control else None
+                except CorruptRecordError:
+                    marker = None  # CRC-valid but no marker we can read: no transaction ends (as a replay)
+                pos += header.size
+                done = self.producers.update(header, marker=marker)
+                if done is not None and done.aborted:
+                    lso = self.producers.stable_offset_after(done)
+                    actions.append(IndexAbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
             leo = last.next_offset
         self._last_divergence = None
         self.last_error = ErrorCode.NONE

@@ -200,10 +200,12 @@ class Partition:
             return FetchDecision(error=error, fetch_offset=request.fetch_offset, message=message)
         return self.leader.check_fetch(request, leader_epoch_end)
 
-    def list_offsets_latest(self, current_leader_epoch: int = UNDEFINED_EPOCH) -> tuple[ErrorCode, int]:
+    def list_offsets_latest(
+        self, current_leader_epoch: int = UNDEFINED_EPOCH, read_committed: bool = False
+    ) -> tuple[ErrorCode, int]:
         if self.leader is None:
             return self._not_leader(current_leader_epoch)[0], -1
-        return self.leader.list_offsets_latest(current_leader_epoch)
+        return self.leader.list_offsets_latest(current_leader_epoch, read_committed)
 
     def on_alter_partition_response(
         self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int
