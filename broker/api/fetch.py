@@ -153,8 +153,9 @@ class FetchHandler:
                 return _empty_answer(error), 0, True
         answer = self._decision_answer(decision, request, hosted)
         answer["records"] = records
+        if not request.is_from_follower:
+            answer["last_stable_offset"] = decision.last_stable_offset  # in every consumer answer, as Kafka's
         if request.read_committed:
-            answer["last_stable_offset"] = decision.last_stable_offset
             answer["aborted_transactions"] = _aborted_in(hosted, request.fetch_offset, records)
         final = decision.error != ErrorCode.NONE or decision.diverging_epoch is not None
         return answer, len(records), final

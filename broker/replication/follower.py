@@ -79,6 +79,8 @@ class PartitionFollower:
         self.producers = producers
         self.broker_epoch = broker_epoch
         self.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
+        # A replay completes transactions whose markers may already be below the HW: they no longer count.
+        producers.on_high_watermark(self.high_watermark)
         self.inflight: FetchPartition | None = None
         self.retry_at_ms = 0
         self.last_error = ErrorCode.NONE

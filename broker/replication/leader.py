@@ -101,6 +101,8 @@ class PartitionLeader:
         self.log_end_offset = log.log_end_offset
         # A restarted replica's checkpointed HW may exceed what survived on disk; clamp to the log.
         self.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
+        # A replay completes transactions whose markers may already be below the HW: they no longer count.
+        producers.on_high_watermark(self.high_watermark)
         self.epoch_start_offset = log.log_end_offset
         self.remote: dict[int, RemoteReplicaState] = {}
         self.produces = DelayedProduces()

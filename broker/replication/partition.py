@@ -155,6 +155,8 @@ class Partition:
     def load_producer_state(self, producers: ProducerStateManager) -> None:
         """Install rebuilt producer state (after RebuildProducerState or a restart)."""
         self.producers = producers
+        if self.high_watermark is not None:
+            producers.on_high_watermark(self.high_watermark)
         if self.leader is not None:
             self.leader.producers = producers
         if self.follower is not None:
