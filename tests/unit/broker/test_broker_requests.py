@@ -82,7 +82,5 @@ def test_producer_batches_are_checked_at_header_level() -> None:
         with pytest.raises(KafkaError) as raised:
             check_producer_batch(records, limit, segment_bytes)
         assert raised.value.code == code
-    transactional = build_batch(
-        [(None, b"t")], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0
-    )
+    transactional = build_batch([(None, b"t")], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
     assert check_producer_batch(transactional, 1000, segment).is_transactional
