@@ -140,6 +140,9 @@ class PartitionLog:
         # appending thread). A broker that appends on its event loop turns this off and runs
         # maybe_flush() from a worker thread instead.
         self.flush_inline = True
+        # Set by the broker: the first offset of a transaction not yet decided (None: none). The cleaner
+        # compacts nothing from there on, as it cannot know yet which records survive.
+        self.first_unstable_offset: int | None = None
 
     # -- opening ---------------------------------------------------------------------
 

@@ -116,6 +116,9 @@ class ProducerStateManager:
         # Transactions ended by a marker the high watermark has not passed yet (Kafka's unreplicatedTxns):
         # until it does, the marker may still be truncated away, so they still hold the LSO back.
         self.unreplicated: list[CompletedTxn] = []
+        # {producer id: first offset} of the open transactions (mirrors the entries' current_txn_first_offset):
+        # the LSO is asked on every fetch, so it must not walk every producer.
+        self._ongoing: dict[int, int] = {}
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -232,13 +235,14 @@ class ProducerStateManager:
                 return None  # a control batch that ends no transaction
             entry.coordinator_epoch = marker.coordinator_epoch
             first, entry.current_txn_first_offset = entry.current_txn_first_offset, NO_TXN
+            self._ongoing.pop(header.producer_id, None)
             if first == NO_TXN:
                 return None
             done = CompletedTxn(header.producer_id, first, first_offset, aborted=not marker.committed)
             self.unreplicated.append(done)
             return done
         if header.is_transactional and entry.current_txn_first_offset == NO_TXN:
-            entry.current_txn_first_offset = first_offset
+            entry.current_txn_first_offset = self._ongoing[header.producer_id] = first_offset
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(
@@ -254,13 +258,11 @@ class ProducerStateManager:
 
     def ongoing_txns(self) -> dict[int, int]:
         """{producer id: first offset} of every open transaction."""
-        return {
-            pid: e.current_txn_first_offset for pid, e in self.producers.items() if e.current_txn_first_offset != NO_TXN
-        }
+        return dict(self._ongoing)
 
     def first_unstable_offset(self) -> int | None:
         """The earliest offset of a transaction not yet decided for readers (open, or ended above the HW)."""
-        firsts = [*self.ongoing_txns().values(), *(t.first_offset for t in self.unreplicated)]
+        firsts = [*self._ongoing.values(), *(t.first_offset for t in self.unreplicated)]
         return min(firsts) if firsts else None
 
     def last_stable_offset(self, high_watermark: int) -> int:
@@ -275,13 +277,18 @@ class ProducerStateManager:
 
     def stable_offset_after(self, done: CompletedTxn) -> int:
         """The LSO an aborted-transaction index entry records (Kafka's lastStableOffset(completedTxn))."""
-        others = [f for pid, f in self.ongoing_txns().items() if pid != done.producer_id]
+        others = [f for pid, f in self._ongoing.items() if pid != done.producer_id]
         return min(others) if others else done.last_offset + 1
 
     def remove_expired(self, now_ms: int) -> list[int]:
-        """Forget producers idle for producer_id_expiration_ms (by their batches' timestamps)."""
+        """Forget producers idle for producer_id_expiration_ms (by their batches' timestamps).
+
+        Never one with an open transaction (Kafka's isProducerExpired): its first offset holds the LSO.
+        """
         expired = [
-            pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.producer_id_expiration_ms
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp >= self.producer_id_expiration_ms and pid not in self._ongoing
         ]
         for pid in expired:
             del self.producers[pid]
@@ -292,6 +299,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
         for pid in gone:
             del self.producers[pid]
+            self._ongoing.pop(pid, None)
         self.unreplicated = [t for t in self.unreplicated if t.last_offset >= log_start_offset]
         return gone
 
@@ -334,6 +342,8 @@ class ProducerStateManager:
                 entry = ProducerStateEntry(int(pid), int(epoch), last_timestamp=int(last_ts))
                 if txn:  # version 2
                     entry.current_txn_first_offset, entry.coordinator_epoch = int(txn[0]), int(txn[1])
+                    if entry.current_txn_first_offset != NO_TXN:
+                        manager._ongoing[entry.producer_id] = entry.current_txn_first_offset
                 for first_seq, last_seq, first_off, last_off, ts in batches[-batches_to_retain:]:
                     entry.batches.append(BatchMetadata(first_seq, last_seq, first_off, last_off, ts))
                 manager.producers[entry.producer_id] = entry

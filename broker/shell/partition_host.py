@@ -103,6 +103,7 @@ class HostedPartition:
         if producers is None:
             producers = producer_state(plog, config)
         self.core = Partition(replica_id, config, producers, broker_epoch=broker_epoch)
+        self._publish_first_unstable_offset()
         self._dispatch: Mapping[type, Callable[[object, Mapping[object, bytes] | None], None]] = {
             AppendAsLeader: self._append_as_leader,  # type: ignore[dict-item]
             AppendAsFollower: self._append_as_follower,  # type: ignore[dict-item]
@@ -233,7 +234,12 @@ class HostedPartition:
             raise RuntimeError(f"follower append ended at {info.last_offset}, expected {action.last_offset}")
         self._after_append()
 
+    def _publish_first_unstable_offset(self) -> None:
+        """The cleaner compacts nothing at or past an undecided transaction (Kafka's firstUncleanableOffset)."""
+        self.log.first_unstable_offset = self.core.producers.first_unstable_offset()
+
     def _after_append(self) -> None:
+        self._publish_first_unstable_offset()
         base = self.log.active_segment_base_offset
         if base != self._active_base:
             self._active_base = base
@@ -255,6 +261,7 @@ class HostedPartition:
 
     def _update_high_watermark(self, action: UpdateHighWatermark, _records: object) -> None:
         self.log.high_watermark = action.offset
+        self._publish_first_unstable_offset()
         self.notify()
 
     def _complete_produce(self, action: CompleteProduce, _records: object) -> None:
@@ -277,6 +284,7 @@ class HostedPartition:
 
     def _rebuild_producer_state(self, action: RebuildProducerState, _records: object) -> None:
         self.core.load_producer_state(producer_state(self.log, self.core.config, action.end_offset))
+        self._publish_first_unstable_offset()
         self._active_base = self.log.active_segment_base_offset
 
     # -- retention hooks -----------------------------------------------------------------------------------------

@@ -227,3 +227,11 @@ def _marker_at(pid: int, committed: bool, offset: int) -> bytes:
 def test_read_marker_rejects_nothing_it_wrote(committed: bool) -> None:
     data = _marker_at(3, committed, 10)
     assert read_marker(data, parse_header(data)) == TxnMarker(committed, 0)
+
+
+def test_a_producer_with_an_open_transaction_never_expires() -> None:
+    state = ProducerStateManager(producer_id_expiration_ms=10)
+    state.update(at(txn(1, 0), 0))
+    state.update(at(plain(), 1)._replace(producer_id=2, producer_epoch=0, base_sequence=0))
+    assert state.remove_expired(now_ms=1_000_000) == [2]
+    assert state.ongoing_txns() == {1: 0}

@@ -131,3 +131,79 @@ def test_recovery_drops_entries_past_the_recovered_end_and_the_replay_writes_the
 def _reopen(plog: PartitionLog, directory: Path) -> PartitionLog:
     plog.close()
     return small_log(directory)
+
+
+# -- compaction and transactions ---------------------------------------------------------------------------
+
+
+def keyed_txn(pid: int, seq: int, key: str, value: str, ts: int = 1_000) -> bytes:
+    return build_batch(
+        [(key.encode(), value.encode(), (), ts)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+
+
+def end_txn(pid: int, committed: bool, ts: int = 1_000) -> bytes:
+    return build_marker_batch(pid, 0, TxnMarker(committed, 0), timestamp_ms=ts)
+
+
+def compacted_with_txns(directory: Path) -> PartitionLog:
+    from kraftpy.storage.cleaner import LogCleaner  # noqa: F401 (the module under test, imported by the tests)
+
+    plog = PartitionLog.open(
+        directory,
+        LogConfig(cleanup_policy="compact", segment_bytes=400, index_interval_bytes=100, delete_retention_ms=10_000),
+    )
+    plog.append_as_leader(keyed_txn(1, 0, "k", "committed"), 0, now_ms=0)  # 0
+    plog.append_as_leader(end_txn(1, True), 0, now_ms=0)  # 1
+    plog.append_as_leader(keyed_txn(2, 0, "k", "aborted"), 0, now_ms=0)  # 2: must never supersede offset 0
+    plog.append_as_leader(keyed_txn(2, 1, "j", "aborted"), 0, now_ms=0)  # 3
+    plog.append_as_leader(end_txn(2, False), 0, now_ms=0)  # 4
+    plog.append_aborted_txn(AbortedTxn(2, 2, 4, 5))
+    for i in range(8):  # later plain records roll segments, so the above is cleanable
+        plog.append_as_leader(build_batch([(f"x{i}".encode(), b"v" * 40, (), 1_000)]), 0, now_ms=0)
+    plog.high_watermark = plog.log_end_offset
+    return plog
+
+
+def values(plog: PartitionLog) -> list[tuple[int, bytes | None, bool]]:
+    from kraftpy.protocol.records.batch import decode_batches
+    from kraftpy.protocol.records.header import iter_batches
+
+    data = plog.read(plog.log_start_offset, 1 << 20)
+    out = [(h.base_offset, None, True) for _, h in iter_batches(data, check_crc=False) if h.is_control]
+    out += [(r.offset, r.value, False) for b in decode_batches(data) if not b.is_control for r in b.records]
+    return sorted(out)
+
+
+def test_the_cleaner_removes_aborted_data_and_keeps_markers_until_their_time(tmp_path: Path) -> None:
+    from kraftpy.storage.cleaner import LogCleaner
+
+    plog = compacted_with_txns(tmp_path / "t-0")
+    result = LogCleaner().clean(plog, now_ms=2_000, force=True)
+    assert result is not None and result.aborted_batches_removed == 2
+    kept = values(plog)
+    assert (0, b"committed", False) in kept  # the aborted "k" did not supersede it
+    assert not any(v == b"aborted" for _, v, _ in kept)
+    assert [o for o, _, control in kept if control] == [1, 4]  # both markers stay within delete_retention_ms
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == [AbortedTxn(2, 2, 4, 5)]
+    # Past delete_retention_ms the abort marker goes (its data is gone) and its index entry with it; the
+    # commit marker stays: its transaction's record is still there.
+    result = LogCleaner().clean(plog, now_ms=1_000_000, force=True)
+    assert result is not None and result.markers_removed == 1
+    assert [o for o, _, control in values(plog) if control] == [1]
+    assert plog.collect_aborted_txns(0, plog.log_end_offset) == []
+    plog.close()
+
+
+def test_the_cleaner_stops_at_an_undecided_transaction(tmp_path: Path) -> None:
+    from kraftpy.storage.cleaner import LogCleaner
+
+    plog = compacted_with_txns(tmp_path / "t-0")
+    plog.first_unstable_offset = 0  # the broker says a transaction is open from offset 0
+    assert LogCleaner().clean(plog, now_ms=2_000, force=True) is None
+    assert any(v == b"aborted" for _, v, _ in values(plog))
+    plog.close()
