@@ -9,6 +9,7 @@ open transaction must survive its partition leader being SIGKILLed and restarted
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -18,9 +19,9 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest, WriteTxnMarkersRequest
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.records.batch import build_batch
+from kraftpy.protocol.records.batch import build_batch, decode_batches
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.test_data_protocol import Raw, leader_of, produce
+from tests.kafka_clients.test_data_protocol import Raw, fetch, leader_of, produce
 
 TOPIC = "txn-partition"
 TIMEOUT_S = 30
@@ -178,7 +179,22 @@ def test_read_committed_sees_committed_data_only_and_an_open_txn_survives_its_le
     assert wait_for("the LSO", lambda: _lso_or_none(kafka_cluster), timeout_s=TIMEOUT_S) == held
     assert open_txn_start(kafka_cluster, pid) == held
     assert consume(kafka_cluster, "read_committed", held) == [b"c1", b"c2", b"plain1", b"open1", b"plain2"]
-    assert marker(kafka_cluster, pid, epoch, commit=True) == 0
+    # A read_committed long poll parked at the LSO is woken when the marker moves it (delayed fetch).
+    poller = Raw(leader_of(kafka_cluster, TOPIC, 0)[0])
+    woken: list[Any] = []
+    try:
+        header = poller.send(1, 12, fetch(TOPIC, held, max_wait_ms=20_000, isolation_level=READ_COMMITTED))
+        thread = threading.Thread(target=lambda: woken.append(poller.read(header)))
+        thread.start()
+        assert marker(kafka_cluster, pid, epoch, commit=True) == 0
+        thread.join(TIMEOUT_S)
+    finally:
+        poller.close()
+    polled = woken[0].responses[0].partitions[0]
+    data = [r.value for b in decode_batches(polled.records) if not b.is_control for r in b.records]
+    assert data == [b"held", b"after-held"]
+    assert polled.last_stable_offset > held  # answered once the marker moved the LSO, not before
+    assert polled.aborted_transactions == []
     after = latest(kafka_cluster, 0)
     assert latest(kafka_cluster, READ_COMMITTED) == after
     committed = consume(kafka_cluster, "read_committed", after)
