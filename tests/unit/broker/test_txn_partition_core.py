@@ -235,3 +235,48 @@ def test_a_producer_with_an_open_transaction_never_expires() -> None:
     state.update(at(plain(), 1)._replace(producer_id=2, producer_epoch=0, base_sequence=0))
     assert state.remove_expired(now_ms=1_000_000) == [2]
     assert state.ongoing_txns() == {1: 0}
+
+
+GOOD_MARKER = {"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0, "topics": []}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"markers": "x"},
+        {"markers": [1]},
+        {"markers": [{**GOOD_MARKER, "producer_id": -1}]},
+        {"markers": [{**GOOD_MARKER, "producer_id": True}]},
+        {"markers": [{**GOOD_MARKER, "producer_epoch": 1 << 15}]},
+        {"markers": [{**GOOD_MARKER, "transaction_result": 1}]},
+        {"markers": [{**GOOD_MARKER, "coordinator_epoch": -1}]},
+        {"markers": [{**GOOD_MARKER, "topics": [{"name": "t", "partition_indexes": [-1]}]}]},
+        {"markers": [{**GOOD_MARKER, "topics": [{"name": "t", "partition_indexes": [True]}]}]},
+        {"markers": [{**GOOD_MARKER, "topics": [{"name": 5, "partition_indexes": [0]}]}]},
+    ],
+)
+def test_hostile_write_txn_markers_bodies_are_invalid_request(body: dict) -> None:
+    from kraftpy.broker.api.write_txn_markers import read_markers
+    from kraftpy.protocol.errors import KafkaError
+
+    with pytest.raises(KafkaError) as raised:
+        read_markers(body)
+    assert raised.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_well_formed_write_txn_markers_body_is_read() -> None:
+    from kraftpy.broker.api.write_txn_markers import read_markers
+
+    body = {
+        "markers": [
+            {
+                "producer_id": 5,
+                "producer_epoch": 2,
+                "transaction_result": False,
+                "coordinator_epoch": 9,
+                "topics": [{"name": "t", "partition_indexes": [0, 3]}],
+            }
+        ]
+    }
+    assert read_markers(body) == [(5, 2, False, 9, [("t", [0, 3])])]
