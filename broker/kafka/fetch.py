@@ -7,10 +7,8 @@ partition. Incremental fetch sessions (KIP-227) are refused as a Kafka broker
 with no session cache slots refuses them: every answer is a full one with
 session_id 0, and an incremental request (a session epoch above 0) gets
 FETCH_SESSION_ID_NOT_FOUND at the top level, after which clients fall back to
-full fetches. A read_committed fetch (isolation_level 1) reads below the last
-stable offset and gets the aborted transactions of the range it read
-(docs/transactions.md, "The partition side"). The record batches are the
-stored bytes, never re-encoded. Docs: docs/kafka-listener.md, "Data APIs".
+full fetches. read_committed reads below the LSO with the aborted list
+(docs/transactions.md). The batches are the stored bytes, never re-encoded. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
 from __future__ import annotations
