@@ -9,12 +9,14 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftpy.protocol.errors import CorruptRecordError
 from kraftpy.protocol.records.batch import build_batch, decode_batch
-from kraftpy.protocol.records.header import crc_matches
+from kraftpy.protocol.records.control import read_marker
+from kraftpy.protocol.records.header import BatchHeader, crc_matches
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 from kraftpy.storage import layout
 from kraftpy.storage.checkpoints import OffsetCheckpoint
@@ -22,6 +24,7 @@ from kraftpy.storage.errors import CorruptCheckpointError, LogStorageError
 from kraftpy.storage.log import CleanableSegment, PartitionLog
 from kraftpy.storage.scan import CorruptSegmentError
 from kraftpy.storage.segment import LogSegment
+from kraftpy.storage.txn_index import AbortedTxn
 from kraftpy.storage.validation import hard_max_batch_bytes
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,45 @@ class CleanResult:
     bytes_after: int
     records_removed: int
     tombstones_removed: int
+    aborted_batches_removed: int = 0
+    markers_removed: int = 0
+
+
+@dataclass
+class _TxnFilter:
+    """Kafka's CleanedTransactionMetadata: fed the batches in offset order, it says which belong to
+    aborted transactions (dropped) and whether a marker still guards data (kept) or may go."""
+
+    pending: deque[AbortedTxn]
+    aborted: set[int] = field(default_factory=set)  # producers inside an aborted transaction
+    with_data: set[int] = field(default_factory=set)  # producers whose current transaction kept data
+
+    @classmethod
+    def of(cls, aborted: list[AbortedTxn]) -> _TxnFilter:
+        return cls(deque(sorted(aborted, key=lambda a: a.first_offset)))
+
+    def drops(self, header: BatchHeader) -> bool:
+        """A data batch: True when its transaction was aborted."""
+        while self.pending and self.pending[0].first_offset <= header.last_offset:
+            self.aborted.add(self.pending.popleft().producer_id)
+        return header.is_transactional and header.producer_id in self.aborted
+
+    def kept(self, header: BatchHeader) -> None:
+        if header.is_transactional:
+            self.with_data.add(header.producer_id)
+
+    def marker_guards_data(self, raw: memoryview, header: BatchHeader) -> bool:
+        """A control batch ends its producer's transaction; True if data of it remains in the log."""
+        self.drops(header)  # an abort that starts at the marker itself (an empty transaction)
+        try:
+            marker = read_marker(raw, header)
+        except CorruptRecordError:
+            marker = None
+        if marker is not None and not marker.committed:
+            self.aborted.discard(header.producer_id)
+        had = header.producer_id in self.with_data
+        self.with_data.discard(header.producer_id)
+        return had
 
 
 class LogCleaner:
@@ -60,9 +102,10 @@ class LogCleaner:
         if not cfg.compact:
             return None
         segments, log_start, high_watermark = plog.cleanable_segments()
+        unstable = plog.first_unstable_offset
         cleanable: list[CleanableSegment] = []
         for seg in segments:
-            if seg.next_base_offset > high_watermark:
+            if seg.next_base_offset > high_watermark or (unstable is not None and seg.next_base_offset > unstable):
                 break
             # (An empty segment, left by an earlier pass, has no records to be young.)
             if seg.size_bytes and seg.largest_timestamp > now_ms - cfg.min_compaction_lag_ms:
@@ -85,18 +128,20 @@ class LogCleaner:
             return None
 
         max_batch = hard_max_batch_bytes(cfg.max_message_bytes)
-        offset_map, mapped = self._build_offset_map(dirty, max_batch)
+        aborted = plog.collect_aborted_txns(cleanable[0].base_offset, cleanable[-1].next_base_offset)
+        offset_map, mapped = self._build_offset_map(dirty, max_batch, aborted)
         end_offset = mapped[-1].next_base_offset if mapped else first_dirty
         to_rewrite = [s for s in cleanable if s.base_offset < end_offset] if mapped else cleanable
         delete_horizon = now_ms - cfg.delete_retention_ms
 
-        stats = {"written": 0, "after": 0, "removed": 0, "tombstones": 0, "due": INT64_MAX}
+        stats = {"written": 0, "after": 0, "removed": 0, "tombstones": 0, "due": INT64_MAX, "aborted": 0, "markers": 0}
+        txns = _TxnFilter.of(aborted)
         scratch = plog.directory / layout.CLEANER_SCRATCH_DIR
         for group in _group_by_size(to_rewrite, cfg.segment_bytes):
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir()
             try:
-                built = self._rewrite(plog, group, scratch, offset_map, delete_horizon, max_batch, stats)
+                built = self._rewrite(plog, group, scratch, offset_map, delete_horizon, max_batch, stats, txns)
                 if built is None or not plog.swap_cleaned_segment([s.segment for s in group], scratch, built):
                     log.info("%s: log changed during cleaning; dropping this pass", plog.directory.name)
                     return None
@@ -113,20 +158,29 @@ class LogCleaner:
             bytes_after=stats["after"],
             records_removed=stats["removed"],
             tombstones_removed=stats["tombstones"],
+            aborted_batches_removed=stats["aborted"],
+            markers_removed=stats["markers"],
         )
         log.info("%s cleaned: %s", plog.directory.name, result)
         return result
 
     def _build_offset_map(
-        self, dirty: list[CleanableSegment], max_batch: int
+        self, dirty: list[CleanableSegment], max_batch: int, aborted: list[AbortedTxn]
     ) -> tuple[dict[bytes, int], list[CleanableSegment]]:
-        """key -> latest offset over as many whole dirty segments as fit in max_map_entries."""
+        """key -> latest offset over as many whole dirty segments as fit in max_map_entries.
+
+        Records of aborted transactions never supersede anything (Kafka skips them too).
+        """
         offset_map: dict[bytes, int] = {}
         mapped: list[CleanableSegment] = []
+        txns = _TxnFilter.of(aborted)
         for seg in dirty:
             keys: dict[bytes, int] = {}
-            for _, _, batch in _decoded_batches(seg.segment, max_batch):
+            for raw, header, batch in _decoded_batches(seg.segment, max_batch):
                 if batch is None:
+                    txns.marker_guards_data(raw, header)
+                    continue
+                if txns.drops(header):
                     continue
                 for record in batch.records:
                     if record.key is not None:
@@ -146,22 +200,40 @@ class LogCleaner:
         delete_horizon: int,
         max_batch: int,
         stats: dict[str, int],
+        txns: _TxnFilter,
     ) -> int | None:
-        """Write the cleaned replacement of `group` into `scratch`; returns its base offset."""
+        """Write the cleaned replacement of `group` into `scratch`; returns its base offset.
+
+        Batches of aborted transactions go; a marker stays while data of its transaction remains or
+        until delete_retention_ms after its segment's newest record (as a tombstone), and the .txnindex
+        keeps the aborts whose marker stays (a reader must meet the marker that ends each one).
+        """
         base = group[0].base_offset
         out = LogSegment.create(
             scratch, base, index_interval_bytes=plog.config.index_interval_bytes, now_ms=int(time.time() * 1000)
         )
+        markers_kept: set[int] = set()
         try:
             for source in group:
                 drop_tombstones = source.largest_timestamp < delete_horizon
                 for raw, header, batch in _decoded_batches(source.segment, max_batch):
-                    if batch is None:  # a control batch: kept as is
+                    if batch is None:  # a control batch: a marker goes once its data did and its time is up
+                        if not txns.marker_guards_data(raw, header) and drop_tombstones:
+                            stats["markers"] += 1
+                            continue
+                        if not drop_tombstones:
+                            due = source.largest_timestamp + plog.config.delete_retention_ms + 1
+                            stats["due"] = min(stats["due"], due)
+                        markers_kept.add(header.base_offset)
                         out.append(
                             [raw],
                             [(header.base_offset, header.last_offset, header.size, header.max_timestamp)],
                             header.size,
                         )
+                        continue
+                    if txns.drops(header):
+                        stats["aborted"] += 1
+                        stats["removed"] += len(batch.records)
                         continue
                     kept = []
                     for record in batch.records:
@@ -177,6 +249,7 @@ class LogCleaner:
                                 stats["due"] = min(stats["due"], due)
                     if not kept:
                         continue
+                    txns.kept(header)
                     if len(kept) == len(batch.records):
                         data = bytes(raw)  # untouched: same bytes, same CRC
                     else:
@@ -194,6 +267,9 @@ class LogCleaner:
                     last = kept[-1].offset
                     max_ts = max(r.timestamp for r in kept)
                     out.append([data], [(header.base_offset, last, len(data), max_ts)], len(data))
+            out.txn_index.rewrite(
+                [e for s in group for e in s.segment.txn_index.entries if e.last_offset in markers_kept]
+            )
             out.on_roll()
             out.fsync()
             stats["after"] += out.size

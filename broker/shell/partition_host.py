@@ -19,6 +19,7 @@ from kraftpy.broker.replication import (
     AssignEpochStartOffset,
     CompleteProduce,
     EpochEndOffset,
+    IndexAbortedTxn,
     LogState,
     Partition,
     ProducerStateManager,
@@ -35,6 +36,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.storage import PartitionLog
+from kraftpy.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,7 @@ class HostedPartition:
         if producers is None:
             producers = producer_state(plog, config)
         self.core = Partition(replica_id, config, producers, broker_epoch=broker_epoch)
+        self._publish_first_unstable_offset()
         self._dispatch: Mapping[type, Callable[[object, Mapping[object, bytes] | None], None]] = {
             AppendAsLeader: self._append_as_leader,  # type: ignore[dict-item]
             AppendAsFollower: self._append_as_follower,  # type: ignore[dict-item]
@@ -111,6 +114,7 @@ class HostedPartition:
             TruncateTo: self._truncate_to,  # type: ignore[dict-item]
             TruncateFullyAndStartAt: self._truncate_fully,  # type: ignore[dict-item]
             RebuildProducerState: self._rebuild_producer_state,  # type: ignore[dict-item]
+            IndexAbortedTxn: self._index_aborted_txn,  # type: ignore[dict-item]
         }
 
     # -- views -------------------------------------------------------------------------------------------------
@@ -230,7 +234,12 @@ class HostedPartition:
             raise RuntimeError(f"follower append ended at {info.last_offset}, expected {action.last_offset}")
         self._after_append()
 
+    def _publish_first_unstable_offset(self) -> None:
+        """The cleaner compacts nothing at or past an undecided transaction (Kafka's firstUncleanableOffset)."""
+        self.log.first_unstable_offset = self.core.producers.first_unstable_offset()
+
     def _after_append(self) -> None:
+        self._publish_first_unstable_offset()
         base = self.log.active_segment_base_offset
         if base != self._active_base:
             self._active_base = base
@@ -245,8 +254,14 @@ class HostedPartition:
             return
         producer_snapshots.write_snapshot(self.log.directory, offset, producers.snapshot())
 
+    def _index_aborted_txn(self, action: IndexAbortedTxn, _records: object) -> None:
+        self.log.append_aborted_txn(
+            AbortedTxn(action.producer_id, action.first_offset, action.last_offset, action.last_stable_offset)
+        )
+
     def _update_high_watermark(self, action: UpdateHighWatermark, _records: object) -> None:
         self.log.high_watermark = action.offset
+        self._publish_first_unstable_offset()
         self.notify()
 
     def _complete_produce(self, action: CompleteProduce, _records: object) -> None:
@@ -269,6 +284,7 @@ class HostedPartition:
 
     def _rebuild_producer_state(self, action: RebuildProducerState, _records: object) -> None:
         self.core.load_producer_state(producer_state(self.log, self.core.config, action.end_offset))
+        self._publish_first_unstable_offset()
         self._active_base = self.log.active_segment_base_offset
 
     # -- retention hooks -----------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ _RANGES = (
     ApiRange(21, "DeleteRecords", 0, 2),
     ApiRange(22, "InitProducerId", 0, 6),
     ApiRange(23, "OffsetForLeaderEpoch", 2, 4),
+    ApiRange(27, "WriteTxnMarkers", 0, 1),
     ApiRange(32, "DescribeConfigs", 1, 4),
     ApiRange(33, "AlterConfigs", 0, 2),
     ApiRange(35, "DescribeLogDirs", 1, 5),
