@@ -63,8 +63,11 @@ class GroupCoordinator:
 
     # --- owning offsets partitions ------------------------------------------------------------
 
-    def begin_loading(self, partition: int) -> None:
-        """This broker leads `partition` now; its groups answer COORDINATOR_LOAD_IN_PROGRESS until loaded."""
+    def begin_loading(self, partition: int, leader_epoch: int = -1) -> None:
+        """This broker leads `partition` now; its groups answer COORDINATOR_LOAD_IN_PROGRESS until loaded.
+
+        `leader_epoch` (the partition's, which the shared loader passes) is not needed by groups.
+        """
         self._check_partition(partition)
         if self._rt.partitions.get(partition) is PartitionStatus.ACTIVE:
             raise ValueError(f"__consumer_offsets-{partition} is already loaded; unload it first")

@@ -119,7 +119,7 @@ class TransactionCoordinator:
         self._ensure_timers(now_ms)
         return self._drain()
 
-    def unload(self, partition: int) -> list[TxnAction]:
+    def unload(self, partition: int, now_ms: int = 0) -> list[TxnAction]:
         """This broker no longer leads `partition`: forget its transactions (the new leader resumes them)."""
         self._check_partition(partition)
         self.partitions.pop(partition, None)

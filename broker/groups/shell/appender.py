@@ -40,8 +40,10 @@ class OffsetsAppender:
         timeout_ms: int,
         on_complete: Callable[[int, ErrorCode], None],
         on_unknown_fate: Callable[[int], None],
+        topic: str = OFFSETS_TOPIC,
     ) -> None:
         self.rm = rm
+        self.topic = topic  # __consumer_offsets, or __transaction_state for the transaction coordinator
         self.produce = produce
         self.timeout_ms = timeout_ms
         self.on_complete = on_complete
@@ -62,22 +64,22 @@ class OffsetsAppender:
         waits = {}
         try:
             if action.records:
-                hosted = leading_partition(self.rm, OFFSETS_TOPIC, action.partition, leader_epoch)
+                hosted = leading_partition(self.rm, self.topic, action.partition, leader_epoch)
                 batch = build_batch(action.records)
                 config = hosted.log.config
                 header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
                 rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)
-                waits[rid] = ((OFFSETS_TOPIC, action.partition), hosted, future)
+                waits[rid] = ((self.topic, action.partition), hosted, future)
             error = ErrorCode.NONE
         except KafkaError as exc:
             error = NOT_LEADER if exc.code in _EPOCH_ERRORS else exc.code
-            log.debug("append %d to %s-%d refused: %s", action.append_id, OFFSETS_TOPIC, action.partition, exc)
+            log.debug("append %d to %s-%d refused: %s", action.append_id, self.topic, action.partition, exc)
         except Exception:  # a bug here must still complete the append, or its group would wait forever
-            log.exception("append %d to %s-%d failed", action.append_id, OFFSETS_TOPIC, action.partition)
+            log.exception("append %d to %s-%d failed", action.append_id, self.topic, action.partition)
             error = ErrorCode.UNKNOWN_SERVER_ERROR
         previous = self._tails.get(action.partition)
         task = asyncio.get_running_loop().create_task(
-            self._finish(action, previous, waits, error, now + self.timeout_ms), name="kraftpy-offsets-append"
+            self._finish(action, previous, waits, error, now + self.timeout_ms), name=f"kraftpy-append-{self.topic}"
         )
         self._tails[action.partition] = task
         self._tasks.add(task)
@@ -107,7 +109,7 @@ class OffsetsAppender:
             self.appended += 1
         else:
             self.failed += 1
-            log.warning("write of %s to %s-%d failed: %s", action.kind, OFFSETS_TOPIC, action.partition, error.name)
+            log.warning("write of %s to %s-%d failed: %s", action.kind, self.topic, action.partition, error.name)
         self.on_complete(action.append_id, error)
         if error == ErrorCode.REQUEST_TIMED_OUT:
             self.on_unknown_fate(action.partition)

@@ -32,7 +32,7 @@ Term = tuple[uuid.UUID, int]
 POLL_S = 0.5
 
 
-def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
+def read_records(plog: Any, end_offset: int, buffer_bytes: int, topic: str = OFFSETS_TOPIC) -> list[Record]:
     """(key, value) of every record of `plog` in [log start, end_offset), in log order (blocking: run in a thread).
 
     Control batches are skipped; so are, with an error logged, batches whose records do not decode and
@@ -59,12 +59,12 @@ def read_records(plog: Any, end_offset: int, buffer_bytes: int) -> list[Record]:
             except CorruptRecordError as exc:
                 log.error(
                     "%s: skipping the batch at offsets %d-%d, its records do not decode: %s",
-                    OFFSETS_TOPIC, header.base_offset, header.last_offset, exc,
+                    topic, header.base_offset, header.last_offset, exc,
                 )  # fmt: skip
                 continue
             for record in batch.records:
                 if record.key is None:
-                    log.error("%s: skipping the record without a key at offset %d", OFFSETS_TOPIC, record.offset)
+                    log.error("%s: skipping the record without a key at offset %d", topic, record.offset)
                     continue
                 records.append((record.key, record.value))
     return records
@@ -79,8 +79,17 @@ class OffsetsLoader:
         now_ms: Callable[[], int],
         *,
         buffer_bytes: int,
+        topic: str = OFFSETS_TOPIC,
+        num_partitions: int | None = None,
     ) -> None:
         self.rm = rm
+        # The internal topic whose leaderships load the coordinator (the transaction coordinator
+        # uses this loader for __transaction_state); the coordinator offers begin_loading(partition,
+        # leader_epoch), complete_loading(partition, records, now_ms) and unload(partition, now_ms).
+        self.topic = topic
+        self.num_partitions = (
+            num_partitions if num_partitions is not None else coordinator.config.offsets_topic_num_partitions
+        )
         self.coordinator = coordinator
         self.perform = perform
         self.now_ms = now_ms
@@ -110,9 +119,9 @@ class OffsetsLoader:
         out: dict[int, tuple[Term, HostedPartition | None]] = {}
         hosted_partitions = self.rm.partitions
         image = self.rm.image()
-        topic = image.topic(OFFSETS_TOPIC) if image is not None else None
-        for partition in range(self.coordinator.config.offsets_topic_num_partitions):
-            hosted = hosted_partitions.get((OFFSETS_TOPIC, partition))
+        topic = image.topic(self.topic) if image is not None else None
+        for partition in range(self.num_partitions):
+            hosted = hosted_partitions.get((self.topic, partition))
             if hosted is not None:
                 if hosted.offline is None and not hosted.stopped and hosted.is_leader:
                     out[partition] = ((hosted.topic_id, hosted.core.leader_epoch), hosted)
@@ -132,16 +141,16 @@ class OffsetsLoader:
         for partition, (term, hosted) in leading.items():
             if partition not in self.owned:
                 self.owned[partition] = term
-                self.coordinator.begin_loading(partition)
+                self.coordinator.begin_loading(partition, term[1])
             if hosted is not None and partition not in self._tasks:
                 self._tasks[partition] = asyncio.get_running_loop().create_task(
-                    self._run_load(partition, term, hosted), name=f"kraftpy-load-offsets-{partition}"
+                    self._run_load(partition, term, hosted), name=f"kraftpy-load-{self.topic}-{partition}"
                 )
 
     def reload(self, partition: int) -> None:
         """Forget the partition's state and load it again from the log (after a write of unknown fate)."""
         if partition in self.owned:
-            log.warning("reloading %s-%d: a write's fate is unknown", OFFSETS_TOPIC, partition)
+            log.warning("reloading %s-%d: a write's fate is unknown", self.topic, partition)
             self._unload(partition)
         self.reconcile()
 
@@ -154,7 +163,7 @@ class OffsetsLoader:
         task = self._tasks.pop(partition, None)
         if task is not None:
             task.cancel()
-        log.info("unloading the groups of %s-%d", OFFSETS_TOPIC, partition)
+        log.info("unloading %s-%d", self.topic, partition)
         self.perform(self.coordinator.unload(partition, self.now_ms()))
 
     def _still_owned(self, partition: int, term: Term, hosted: HostedPartition) -> bool:
@@ -168,23 +177,25 @@ class OffsetsLoader:
 
     async def _run_load(self, partition: int, term: Term, hosted: HostedPartition) -> None:
         target = hosted.log.log_end_offset  # as of becoming leader
-        log.info("loading %s-%d at leader epoch %d (up to offset %d)", OFFSETS_TOPIC, partition, term[1], target)
+        log.info("loading %s-%d at leader epoch %d (up to offset %d)", self.topic, partition, term[1], target)
         while self._still_owned(partition, term, hosted):
             high_watermark = hosted.log.high_watermark
             if high_watermark < target:
                 await self._wait_for_change(hosted)
                 continue
             try:
-                records = await asyncio.to_thread(read_records, hosted.log, high_watermark, self.buffer_bytes)
+                records = await asyncio.to_thread(
+                    read_records, hosted.log, high_watermark, self.buffer_bytes, self.topic
+                )
             except Exception as exc:  # I/O, a log closed under us: try again while we still lead
-                log.warning("reading %s-%d failed (%s); retrying", OFFSETS_TOPIC, partition, exc)
+                log.warning("reading %s-%d failed (%s); retrying", self.topic, partition, exc)
                 await asyncio.sleep(POLL_S)
                 continue
             if not self._still_owned(partition, term, hosted):
                 return
             actions = self.coordinator.complete_loading(partition, records, self.now_ms())
             self.loads_completed += 1
-            log.info("loaded %s-%d: %d records", OFFSETS_TOPIC, partition, len(records))
+            log.info("loaded %s-%d: %d records", self.topic, partition, len(records))
             self.perform(actions)
             return
 
