@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.common import leading_partition
 from kraftpy.broker.api.produce import check_producer_batch
@@ -19,6 +19,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records import build_batch
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.protocol.validate import INT32_MAX
 
 if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
@@ -29,6 +30,25 @@ log = logging.getLogger(__name__)
 ACKS_ALL = -1
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 _EPOCH_ERRORS = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def transactional_fields(hosted: Any, action: Append) -> dict[str, Any]:
+    """The producer fields of a TxnOffsetCommit batch: transactional, at the producer's next sequence here.
+
+    Only the coordinator writes to this partition, so the partition's producer state is the
+    sequence's one source; appends start synchronously, in order, so no two get the same sequence.
+    """
+    if action.producer_id < 0:
+        return {}
+    entry = hosted.core.producers.entry(action.producer_id)
+    same_epoch = entry is not None and entry.producer_epoch == action.producer_epoch
+    sequence = entry.last_seq + 1 if same_epoch and entry.last_seq >= 0 else 0
+    return {
+        "producer_id": action.producer_id,
+        "producer_epoch": action.producer_epoch,
+        "base_sequence": sequence % (INT32_MAX + 1),
+        "is_transactional": True,
+    }
 
 
 class OffsetsAppender:
@@ -65,7 +85,7 @@ class OffsetsAppender:
         try:
             if action.records:
                 hosted = leading_partition(self.rm, self.topic, action.partition, leader_epoch)
-                batch = build_batch(action.records)
+                batch = build_batch(action.records, **transactional_fields(hosted, action))
                 config = hosted.log.config
                 header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
                 rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)

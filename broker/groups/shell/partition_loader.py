@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,19 +27,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Kafka's ControlRecordType: a control record's key is int16 version, int16 type (0 ABORT, 1 COMMIT).
+CONTROL_COMMIT = 1
 # A partition's term of leadership here: (topic id, leader epoch).
 Term = tuple[uuid.UUID, int]
 # How often a waiting load looks at the high watermark even without a wake-up, and a failed load retries.
 POLL_S = 0.5
 
 
-def read_records(plog: Any, end_offset: int, buffer_bytes: int, topic: str = OFFSETS_TOPIC) -> list[Record]:
+def _commits(data: bytes, pos: int) -> bool | None:
+    """A control batch's verdict: True for COMMIT, False for ABORT, None if it does not decode."""
+    try:
+        key = decode_batch(data, pos).records[0].key
+    except (CorruptRecordError, IndexError):
+        return None
+    if key is None or len(key) < 4:
+        return None
+    return struct.unpack_from(">hh", key)[1] == CONTROL_COMMIT
+
+
+def read_records(
+    plog: Any,
+    end_offset: int,
+    buffer_bytes: int,
+    topic: str = OFFSETS_TOPIC,
+    open_txns: dict[int, list[Record]] | None = None,
+) -> list[Record]:
     """(key, value) of every record of `plog` in [log start, end_offset), in log order (blocking: run in a thread).
 
-    Control batches are skipped; so are, with an error logged, batches whose records do not decode and
-    records without a key (none of ours has no key).
+    Records of a transactional batch (TxnOffsetCommit) count where their transaction's COMMIT marker
+    is, and not at all if it aborted; those of a transaction still open at `end_offset` go to
+    `open_txns` (producer id -> records). Batches whose records do not decode are skipped with an
+    error logged, and so are records without a key (none of ours has no key).
     """
     records: list[Record] = []
+    txns: dict[int, list[Record]] = {}
     offset = plog.log_start_offset
     while offset < end_offset:
         try:
@@ -53,6 +76,9 @@ def read_records(plog: Any, end_offset: int, buffer_bytes: int, topic: str = OFF
         for pos, header in iter_batches(data, check_crc=False):
             offset = header.next_offset
             if header.is_control:
+                held = txns.pop(header.producer_id, [])
+                if _commits(data, pos):
+                    records.extend(held)
                 continue
             try:
                 batch = decode_batch(data, pos)
@@ -62,11 +88,14 @@ def read_records(plog: Any, end_offset: int, buffer_bytes: int, topic: str = OFF
                     topic, header.base_offset, header.last_offset, exc,
                 )  # fmt: skip
                 continue
+            target = txns.setdefault(header.producer_id, []) if header.is_transactional else records
             for record in batch.records:
                 if record.key is None:
                     log.error("%s: skipping the record without a key at offset %d", topic, record.offset)
                     continue
-                records.append((record.key, record.value))
+                target.append((record.key, record.value))
+    if open_txns is not None:
+        open_txns.update({pid: held for pid, held in txns.items() if held})
     return records
 
 
@@ -183,9 +212,10 @@ class OffsetsLoader:
             if high_watermark < target:
                 await self._wait_for_change(hosted)
                 continue
+            open_txns: dict[int, list[Record]] = {}
             try:
                 records = await asyncio.to_thread(
-                    read_records, hosted.log, high_watermark, self.buffer_bytes, self.topic
+                    read_records, hosted.log, high_watermark, self.buffer_bytes, self.topic, open_txns
                 )
             except Exception as exc:  # I/O, a log closed under us: try again while we still lead
                 log.warning("reading %s-%d failed (%s); retrying", self.topic, partition, exc)
@@ -193,7 +223,10 @@ class OffsetsLoader:
                 continue
             if not self._still_owned(partition, term, hosted):
                 return
-            actions = self.coordinator.complete_loading(partition, records, self.now_ms())
+            if open_txns:  # only __consumer_offsets has transactional batches
+                actions = self.coordinator.complete_loading(partition, records, self.now_ms(), open_txns=open_txns)
+            else:
+                actions = self.coordinator.complete_loading(partition, records, self.now_ms())
             self.loads_completed += 1
             log.info("loaded %s-%d: %d records", self.topic, partition, len(records))
             self.perform(actions)
