@@ -13,6 +13,8 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# The aborted-transactions index (storage/txn_index.py); not in SEGMENT_SUFFIXES: `log dump` reads those.
+TXN_INDEX_SUFFIX = ".txnindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # The cleaner writes a replacement segment as *.cleaned, renames it to *.swap

@@ -33,6 +33,7 @@ from kraftpy.storage.retention import SegmentStats, deletable_prefix
 from kraftpy.storage.scan import BatchSpan
 from kraftpy.storage.segment import LogSegment
 from kraftpy.storage.swap import commit_swap, finish_swap
+from kraftpy.storage.txn_index import AbortedTxn
 from kraftpy.storage.validation import Batches, validate_batches
 
 log = logging.getLogger(__name__)
@@ -446,6 +447,56 @@ class PartitionLog:
                 continue  # deleted or cleaned meanwhile: plan again on the current segments
             if generation == self._truncations and len(data) == end - start:
                 return data
+
+    # -- aborted transactions (storage/txn_index.py) --------------------------------------
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index an abort whose marker was just appended, in the segment holding the marker; durable on return."""
+        with self._lock:
+            self._check_writable()
+            if not self._log_start <= entry.last_offset < self._leo:
+                raise ValueError(f"abort marker at {entry.last_offset} is not in the log of {self.directory.name}")
+            self._segments[bisect_right(self._bases, entry.last_offset) - 1].txn_index.append(entry)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions that overlap [fetch_offset, upper_bound_offset) (Kafka's collectAbortedTxns).
+
+        Their markers may sit in later segments than their data, so the search walks on from the segment
+        holding fetch_offset until an entry's LSO shows no later abort can concern the range.
+        """
+        if upper_bound_offset <= fetch_offset:
+            return []
+        with self._lock:
+            self._check_open()
+            first = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+            found: list[AbortedTxn] = []
+            for seg in self._segments[first:]:
+                entries, complete = seg.txn_index.collect(fetch_offset, upper_bound_offset)
+                found += entries
+                if complete:
+                    break
+            return found
+
+    def load_aborted_txn_indexes(self) -> None:
+        """Read every segment's .txnindex; TxnIndexCorruptError names the first that does not load."""
+        with self._lock:
+            self._check_open()
+            for seg in self._segments:
+                seg.txn_index.entries  # noqa: B018 (loads and checks the file)
+
+    def replace_aborted_txns(self, from_offset: int, entries: list[AbortedTxn]) -> None:
+        """Make the index hold exactly `entries` for markers at or past `from_offset` (a replay found them)."""
+        with self._lock:
+            self._check_writable()
+            first = max(bisect_right(self._bases, from_offset) - 1, 0)
+            for i in range(first, len(self._segments)):
+                seg = self._segments[i]
+                end = self._bases[i + 1] if i + 1 < len(self._segments) else self._leo
+                current = seg.txn_index.entries_or_none()
+                wanted = [e for e in current or [] if e.last_offset < from_offset]
+                wanted += [e for e in entries if seg.base_offset <= e.last_offset < end]
+                if wanted != current:
+                    seg.txn_index.rewrite(wanted)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: EARLIEST (-2), LATEST (-1) or the first record with timestamp >= `timestamp`.

@@ -157,6 +157,9 @@ def _open_locked(
             continue
         seg.write_indexes()
         seg.fsync()
+    # Aborts are indexed as their markers are written, before the log bytes are flushed: an entry whose
+    # marker did not survive the crash goes (the producer-state replay writes back any that is missing).
+    segments[-1].txn_index.truncate_to(log_end)
     if changed_dir:
         fsync_dir(directory)
 
@@ -214,6 +217,8 @@ def tidy_directory(directory: Path) -> bool:
             changed |= remove_if_exists(path)
             continue
         parsed = layout.parse_segment_name(name)
+        if parsed is None and name.endswith(layout.TXN_INDEX_SUFFIX):
+            parsed = layout.parse_segment_name(name.removesuffix(layout.TXN_INDEX_SUFFIX) + layout.LOG_SUFFIX)
         orphan = parsed is not None and layout.segment_file_name(parsed[0], layout.LOG_SUFFIX) not in names
         if orphan:
             changed |= remove_if_exists(path)

@@ -25,10 +25,11 @@ from kraftpy.protocol.records.header import BatchHeader
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
 from kraftpy.storage.errors import LogStorageError
 from kraftpy.storage.files import FileHandle, pread_exact, pwrite_all, remove_if_exists
-from kraftpy.storage.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from kraftpy.storage.layout import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 from kraftpy.storage.offset_index import IndexCorruptError, OffsetIndex
 from kraftpy.storage.scan import BatchSpan, CorruptSegmentError, iter_file_batches, walk_headers
 from kraftpy.storage.time_index import TimeIndex
+from kraftpy.storage.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class LogSegment:
         self.created_ms = created_ms
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self.txn_index = TxnIndex(self.txn_index_path)
         # Tail state; meaningful once _state_known.
         self._state_known = False
         self.next_offset = base_offset
@@ -77,6 +79,7 @@ class LogSegment:
         for index_path in (seg.index_path, seg.time_index_path):
             fd = os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.close(fd)
+        seg.txn_index.delete()
         seg._state_known = True
         return seg
 
@@ -107,6 +110,10 @@ class LogSegment:
         return segment_path(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
 
     @property
+    def txn_index_path(self) -> Path:
+        return segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
+
+    @property
     def fd(self) -> int:
         return self._handle.fd
 
@@ -126,6 +133,7 @@ class LogSegment:
         remove_if_exists(self.log_path)
         remove_if_exists(self.index_path)
         remove_if_exists(self.time_index_path)
+        self.txn_index.delete()
 
     # -- indexes and tail state ------------------------------------------------------
 
@@ -495,6 +503,7 @@ class LogSegment:
         os.fdatasync(self._handle.fd)
         self.size = position
         self.load_state(position)
+        self.txn_index.truncate_to(self.next_offset)
         self.write_indexes()
         self.offset_index.fsync()
         self.time_index.fsync()

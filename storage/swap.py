@@ -16,7 +16,8 @@ from kraftpy.storage.scan import CorruptSegmentError, walk_headers
 
 log = logging.getLogger(__name__)
 
-INDEX_SUFFIXES = (layout.INDEX_SUFFIX, layout.TIME_INDEX_SUFFIX)
+# A cleaned segment's .txnindex travels with it (the cleaner writes the merged entries, none = no file).
+INDEX_SUFFIXES = (layout.INDEX_SUFFIX, layout.TIME_INDEX_SUFFIX, layout.TXN_INDEX_SUFFIX)
 
 
 def swap_name(base_offset: int, suffix: str) -> str:

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
-from kraftpy.broker.replication.model import UNDEFINED_EPOCH
+from kraftpy.broker.replication.model import READ_COMMITTED, READ_UNCOMMITTED, UNDEFINED_EPOCH
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from kraftpy.protocol.records.header import iter_batches
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
 from kraftpy.storage import OffsetOutOfRangeError
@@ -63,6 +64,9 @@ class FetchHandler:
         max_wait_ms = field(body, "max_wait_ms", int, min_value=0, max_value=INT32_MAX)
         min_bytes = field(body, "min_bytes", int, min_value=0, max_value=INT32_MAX)
         max_bytes = min(field(body, "max_bytes", int, min_value=0, max_value=INT32_MAX), MAX_RESPONSE_BYTES)
+        isolation_level = field(
+            body, "isolation_level", int, default=READ_UNCOMMITTED, min_value=READ_UNCOMMITTED, max_value=READ_COMMITTED
+        )
         entries = read_partitions(body, _read_partition)
         requests = [
             (
@@ -75,6 +79,7 @@ class FetchHandler:
                     last_fetched_epoch=p.last_fetched_epoch,
                     log_start_offset=p.log_start_offset,
                     broker_epoch=replica_epoch,
+                    isolation_level=isolation_level,
                 ),
                 p.partition_max_bytes,
             )
@@ -148,6 +153,10 @@ class FetchHandler:
                 return _empty_answer(error), 0, True
         answer = self._decision_answer(decision, request, hosted)
         answer["records"] = records
+        if not request.is_from_follower:
+            answer["last_stable_offset"] = decision.last_stable_offset  # in every consumer answer, as Kafka's
+        if request.read_committed:
+            answer["aborted_transactions"] = _aborted_in(hosted, request.fetch_offset, records)
         final = decision.error != ErrorCode.NONE or decision.diverging_epoch is not None
         return answer, len(records), final
 
@@ -229,6 +238,19 @@ class FetchHandler:
     @staticmethod
     def _answer(answers: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
         return {"topics": group_by_topic(answers)}
+
+
+def _aborted_in(hosted: HostedPartition, fetch_offset: int, records: bytes) -> list[dict[str, int]]:
+    """The aborted transactions a read_committed reader needs for the batches returned (Kafka's Fetch v4+)."""
+    if not records:
+        return []
+    upper = fetch_offset
+    for _pos, header in iter_batches(records, check_crc=False):
+        upper = header.next_offset
+    return [
+        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+        for a in hosted.log.collect_aborted_txns(fetch_offset, upper)
+    ]
 
 
 def _empty_answer(exc: KafkaError) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Answered by the partition leader only, after the leader-epoch check
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is
-bounded by the high watermark: "latest" is the HW (OFFSET_NOT_AVAILABLE
+bounded by the high watermark (the last stable offset with isolation_level 1,
+read_committed): "latest" is the HW or LSO (OFFSET_NOT_AVAILABLE
 while a new leader's HW has not reached its epoch start, as Kafka answers),
 and a timestamp lookup that lands at or above the HW finds nothing
 (offset -1). The leader epoch returned is that of the batch holding the
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.common import at, error_fields, group_by_topic, leading_partition, read_partitions
+from kraftpy.broker.replication.model import READ_COMMITTED
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
 from kraftpy.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -36,10 +38,13 @@ class ListOffsetsHandler:
 
     async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         field(body, "replica_id", int, default=-1, min_value=-1, max_value=INT32_MAX)
+        committed = field(body, "isolation_level", int, default=0, min_value=0, max_value=1) == READ_COMMITTED
         entries = read_partitions(body, _read_partition)
-        return {"topics": group_by_topic((t, p, self._one(t, p, *v)) for t, p, v in entries)}
+        return {"topics": group_by_topic((t, p, self._one(t, p, *v, committed)) for t, p, v in entries)}
 
-    def _one(self, topic: str, partition: int, current_epoch: int, timestamp: int) -> dict[str, Any]:
+    def _one(
+        self, topic: str, partition: int, current_epoch: int, timestamp: int, read_committed: bool = False
+    ) -> dict[str, Any]:
         hosted = None
         try:
             hosted = leading_partition(self.rm, topic, partition, current_epoch)
@@ -47,7 +52,7 @@ class ListOffsetsHandler:
             plog = hosted.log
             cache = plog.leader_epoch_cache
             if timestamp == LATEST_TIMESTAMP:
-                error, offset = core.list_offsets_latest(current_epoch)
+                error, offset = core.list_offsets_latest(current_epoch, read_committed)
                 if error != ErrorCode.NONE:
                     raise KafkaError(f"the high watermark of {topic}-{partition} is not known yet", error)
                 epoch = cache.epoch_for_offset(offset - 1) if offset > 0 else -1
@@ -61,7 +66,8 @@ class ListOffsetsHandler:
                     "leader_epoch": cache.epoch_for_offset(start),
                 }
             found = plog.offset_for_timestamp(timestamp)
-            if found is None or found.offset >= plog.high_watermark:
+            bound = core.leader.last_stable_offset if read_committed and core.leader else plog.high_watermark
+            if found is None or found.offset >= bound:
                 return {"error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
             return {
                 "error_code": 0,

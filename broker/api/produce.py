@@ -17,6 +17,7 @@ from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflin
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import DEFAULT_MAX_UNCOMPRESSED_BYTES
 from kraftpy.protocol.records.compression import DecompressedTooLargeError
+from kraftpy.protocol.records.control import TxnMarker
 from kraftpy.protocol.records.header import DEFAULT_MAX_BATCH_BYTES, BatchHeader, parse_header
 from kraftpy.protocol.records.validation import validate_records
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
@@ -82,8 +83,8 @@ def check_producer_batch(records: bytes, max_message_bytes: int, segment_bytes: 
         )
     if header.is_control:
         raise KafkaError("producers may not write control batches", ErrorCode.INVALID_RECORD)
-    if header.is_transactional:
-        raise KafkaError("transactional batches are not supported", ErrorCode.INVALID_RECORD)
+    if header.is_transactional and (header.producer_id < 0 or header.base_sequence < 0):
+        raise KafkaError("a transactional batch needs a producer id and a sequence", ErrorCode.INVALID_RECORD)
     if header.compression > 4:
         raise KafkaError(f"unknown compression type {header.compression}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     return header
@@ -232,18 +233,27 @@ class ProduceHandler:
             self._tail = None
 
     def begin_append(
-        self, hosted: HostedPartition, header: BatchHeader, records: bytes, acks: int, timeout_ms: int, now: int
+        self,
+        hosted: HostedPartition,
+        header: BatchHeader,
+        records: bytes,
+        acks: int,
+        timeout_ms: int,
+        now: int,
+        *,
+        marker: TxnMarker | None = None,
     ) -> tuple[int, asyncio.Future[CompleteProduce]]:
         """Hand one checked batch to the partition's core and append it now; the future completes per acks.
 
         Synchronous up to the append, so batches given in order are appended in order (the group
-        coordinator's writes to __consumer_offsets rely on it).
+        coordinator's writes to __consumer_offsets rely on it). `marker`: the batch is a transaction
+        marker the broker built (WriteTxnMarkers).
         """
         rid = next(_request_ids)
         future: asyncio.Future[CompleteProduce] = asyncio.get_running_loop().create_future()
         self.rm.produce_waiters[rid] = future
         try:
-            request = ProduceRequest(rid, header, acks, timeout_ms, wall_clock_ms=wall_ms())
+            request = ProduceRequest(rid, header, acks, timeout_ms, wall_clock_ms=wall_ms(), marker=marker)
             actions = hosted.core.handle_produce(request, now)
             hosted.perform(actions, {rid: records})
         except PartitionOfflineError as exc:

@@ -7,9 +7,10 @@ partition. Incremental fetch sessions (KIP-227) are refused as a Kafka broker
 with no session cache slots refuses them: every answer is a full one with
 session_id 0, and an incremental request (a session epoch above 0) gets
 FETCH_SESSION_ID_NOT_FOUND at the top level, after which clients fall back to
-full fetches. The last stable offset is the high watermark (no transactions
-yet), so read_committed reads what read_uncommitted reads. The record batches
-are the stored bytes, never re-encoded. Docs: docs/kafka-listener.md, "Data APIs".
+full fetches. A read_committed fetch (isolation_level 1) reads below the last
+stable offset and gets the aborted transactions of the range it read
+(docs/transactions.md, "The partition side"). The record batches are the
+stored bytes, never re-encoded. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
 from __future__ import annotations
@@ -111,14 +112,15 @@ def read_request(request: FetchRequest, version: int, image: MetadataImage) -> F
                 }
             )
         topics.append({"name": ref.name, "partitions": parts})
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     body = {
         "replica_id": CONSUMER_REPLICA_ID,
+        "isolation_level": READ_COMMITTED if read_committed else 0,
         "max_wait_ms": max(0, request.max_wait_ms),
         "min_bytes": max(0, request.min_bytes),
         "max_bytes": max(0, request.max_bytes),
         "topics": topics,
     }
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     return FetchAsk(body, items, read_committed, refused)
 
 
@@ -128,15 +130,20 @@ def needs_route(ask: FetchAsk) -> bool:
 
 def _partition(index: int, answer: Mapping[str, Any], read_committed: bool) -> PartitionData:
     high_watermark = int(answer.get("high_watermark", -1))
+    aborted = None  # Kafka: null for read_uncommitted, the list for read_committed
+    if read_committed:
+        aborted = [
+            PartitionData.AbortedTransaction(producer_id=int(a["producer_id"]), first_offset=int(a["first_offset"]))
+            for a in answer.get("aborted_transactions") or []
+        ]
     out = PartitionData(
         partition_index=index,
         error_code=error_code(answer),
         high_watermark=high_watermark,
-        # No transactions yet: nothing is unstable, the LSO is the high watermark.
-        last_stable_offset=high_watermark,
+        # The route answers the LSO to read_committed fetches; for read_uncommitted ones it is not asked.
+        last_stable_offset=int(answer.get("last_stable_offset", high_watermark)),
         log_start_offset=int(answer.get("log_start_offset", -1)),
-        # Kafka: null for read_uncommitted, the (here always empty) list for read_committed.
-        aborted_transactions=[] if read_committed else None,
+        aborted_transactions=aborted,
         preferred_read_replica=-1,
         records=answer.get("records") or b"",
     )

@@ -1,7 +1,7 @@
 """ListOffsets and OffsetForLeaderEpoch on the Kafka listener: to the broker's routes and back.
 
-ListOffsets v1-v11: latest (-1; the high watermark, also the LSO until
-transactions exist, so both isolation levels agree), earliest (-2) and
+ListOffsets v1-v11: latest (-1; the high watermark, or the last stable offset
+for isolation_level read_committed), earliest (-2) and
 timestamp lookups go to `/kafka/list_offsets` (leader only, KIP-320 epoch
 check). Without tiered storage earliest-local (-4) is earliest, and
 latest-tiered (-5) and earliest-pending-upload (-6) find nothing (offset -1),
@@ -80,7 +80,9 @@ def read_list_offsets(request: ListOffsetsRequest, version: int) -> ListOffsetsA
             parts.append({"partition": p.partition_index, "current_leader_epoch": epoch, "timestamp": ts})
         topics.append({"name": t.name, "partitions": parts})
     # Followers never list offsets here (they fetch over the RPC); every asker is answered as a consumer.
-    return ListOffsetsAsk({"replica_id": -1, "topics": topics}, items, answered)
+    # isolation_level 1 (read_committed, v2+): latest is the last stable offset.
+    isolation = 1 if getattr(request, "isolation_level", 0) == 1 else 0
+    return ListOffsetsAsk({"replica_id": -1, "isolation_level": isolation, "topics": topics}, items, answered)
 
 
 def needs_route(body: Mapping[str, Any]) -> bool:

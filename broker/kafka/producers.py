@@ -73,8 +73,8 @@ def init_producer_id_error(request: InitProducerIdRequest, version: int, error: 
 
 
 # One producer's state as the shell reads it from the partition core:
-# (producer_id, producer_epoch, last_sequence, last_timestamp).
-Producer = tuple[int, int, int, int]
+# (producer_id, producer_epoch, last_sequence, last_timestamp[, coordinator_epoch, current_txn_start_offset]).
+Producer = tuple[int, ...]
 
 
 def producers_partition(index: int, error: KafkaError | None, producers: Iterable[Producer] = ()) -> ProducersPartition:
@@ -88,10 +88,11 @@ def producers_partition(index: int, error: KafkaError | None, producers: Iterabl
             producer_epoch=epoch,
             last_sequence=last_seq,
             last_timestamp=last_ts,
-            coordinator_epoch=-1,
-            current_txn_start_offset=-1,
+            coordinator_epoch=txn[0] if txn else -1,
+            # The first offset of the producer's open transaction here (-1: none), as Kafka reports it.
+            current_txn_start_offset=txn[1] if txn else -1,
         )
-        for pid, epoch, last_seq, last_ts in sorted(producers)
+        for pid, epoch, last_seq, last_ts, *txn in sorted(producers)
     ]
     return ProducersPartition(partition_index=index, error_code=0, error_message=None, active_producers=active)
 

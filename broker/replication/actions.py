@@ -53,6 +53,16 @@ class RebuildProducerState:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexAbortedTxn:
+    """An ABORT marker was just appended (leader or follower): add its entry to the segment's .txnindex."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateHighWatermark:
     offset: int
 
@@ -83,6 +93,7 @@ Action = (
     | TruncateTo
     | TruncateFullyAndStartAt
     | RebuildProducerState
+    | IndexAbortedTxn
     | UpdateHighWatermark
     | SendAlterPartition
     | CompleteProduce

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kraftpy.broker.replication.actions import (
     Action,
     AppendAsFollower,
+    IndexAbortedTxn,
     RebuildProducerState,
     TruncateFullyAndStartAt,
     TruncateTo,
@@ -24,6 +25,7 @@ from kraftpy.broker.replication.model import (
 )
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode
+from kraftpy.protocol.records.control import read_marker
 from kraftpy.protocol.records.header import BatchHeader, parse_header, peek_size
 
 
@@ -77,6 +79,8 @@ class PartitionFollower:
         self.producers = producers
         self.broker_epoch = broker_epoch
         self.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
+        # A replay completes transactions whose markers may already be below the HW: they no longer count.
+        producers.on_high_watermark(self.high_watermark)
         self.inflight: FetchPartition | None = None
         self.retry_at_ms = 0
         self.last_error = ErrorCode.NONE
@@ -113,6 +117,7 @@ class PartitionFollower:
         if new_hw == self.high_watermark:
             return []
         self.high_watermark = new_hw
+        self.producers.on_high_watermark(new_hw)
         return [UpdateHighWatermark(new_hw)]
 
     def on_fetch_response(
@@ -221,8 +226,17 @@ class PartitionFollower:
                     response.records[:used], headers[0].base_offset, last.last_offset, last.partition_leader_epoch
                 )
             )
+            pos = 0
             for header in headers:
-                self.producers.update(header)
+                try:
+                    marker = read_marker(response.records, header, pos) if header.is_control else None
+                except CorruptRecordError:
+                    marker = None  # CRC-valid but no marker we can read: no transaction ends (as a replay)
+                pos += header.size
+                done = self.producers.update(header, marker=marker)
+                if done is not None and done.aborted:
+                    lso = self.producers.stable_offset_after(done)
+                    actions.append(IndexAbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
             leo = last.next_offset
         self._last_divergence = None
         self.last_error = ErrorCode.NONE

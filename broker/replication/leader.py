@@ -12,6 +12,7 @@ from kraftpy.broker.replication.actions import (
     AppendAsLeader,
     AssignEpochStartOffset,
     CompleteProduce,
+    IndexAbortedTxn,
     SendAlterPartition,
     UpdateHighWatermark,
 )
@@ -100,6 +101,8 @@ class PartitionLeader:
         self.log_end_offset = log.log_end_offset
         # A restarted replica's checkpointed HW may exceed what survived on disk; clamp to the log.
         self.high_watermark = min(max(log.high_watermark, log.log_start_offset), log.log_end_offset)
+        # A replay completes transactions whose markers may already be below the HW: they no longer count.
+        producers.on_high_watermark(self.high_watermark)
         self.epoch_start_offset = log.log_end_offset
         self.remote: dict[int, RemoteReplicaState] = {}
         self.produces = DelayedProduces()
@@ -180,14 +183,21 @@ class PartitionLeader:
         """
         return self.high_watermark >= self.epoch_start_offset
 
-    def list_offsets_latest(self, current_leader_epoch: int = UNDEFINED_EPOCH) -> tuple[ErrorCode, int]:
-        """ListOffsets(latest) for a consumer: the HW, once it can be trusted."""
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(first offset of any undecided transaction, HW)."""
+        return self.producers.last_stable_offset(self.high_watermark)
+
+    def list_offsets_latest(
+        self, current_leader_epoch: int = UNDEFINED_EPOCH, read_committed: bool = False
+    ) -> tuple[ErrorCode, int]:
+        """ListOffsets(latest) for a consumer: the HW (the LSO for read_committed), once it can be trusted."""
         error = check_leader_epoch(current_leader_epoch, self.leader_epoch)
         if error != ErrorCode.NONE:
             return error, -1
         if not self.high_watermark_known:
             return ErrorCode.OFFSET_NOT_AVAILABLE, -1
-        return ErrorCode.NONE, self.high_watermark
+        return ErrorCode.NONE, self.last_stable_offset if read_committed else self.high_watermark
 
     # -- produce -----------------------------------------------------------------------------------------------
 
@@ -204,7 +214,12 @@ class PartitionLeader:
                     f"fewer than min_insync_replicas={self.config.min_insync_replicas}",
                 )
             ]
-        check = self.producers.check_append(request.header)
+        marker = request.marker
+        if marker is not None:
+            h = request.header
+            check = self.producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch)
+        else:
+            check = self.producers.check_append(request.header)
         if check.error != ErrorCode.NONE:
             return [CompleteProduce(rid, check.error, acks=acks, message=check.message)]
         actions: list[Action] = []
@@ -220,7 +235,10 @@ class PartitionLeader:
             header, append_time_ms = log_append_time_header(request.header, request.wall_clock_ms, log_append_time)
             actions.append(AppendAsLeader(rid, base, last, self.leader_epoch, append_time_ms))
             self.log_end_offset = last + 1
-            self.producers.update(header, base, last)
+            done = self.producers.update(header, base, last, marker)
+            if done is not None and done.aborted:
+                lso = self.producers.stable_offset_after(done)
+                actions.append(IndexAbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
             actions += self._maybe_increment_high_watermark()
         if acks != -1:
             actions.append(
@@ -253,6 +271,7 @@ class PartitionLeader:
             high_watermark=self.high_watermark,
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
+            last_stable_offset=self.last_stable_offset,
             **kwargs,
         )
 
@@ -304,8 +323,9 @@ class PartitionLeader:
                 f"[{self.log_start_offset}, {self.log_end_offset}]",
             )
         if remote is None:
-            # Consumers read committed data only.
-            return self._decision(request, max_offset=self.high_watermark)
+            # Consumers read committed data only; read_committed ones only decided transactions too.
+            bound = self.last_stable_offset if request.read_committed else self.high_watermark
+            return self._decision(request, max_offset=bound)
         actions: list[Action] = []
         if update_state:
             remote.update_fetch_state(
@@ -388,6 +408,7 @@ class PartitionLeader:
         if new_hw <= self.high_watermark:
             return []
         self.high_watermark = new_hw
+        self.producers.on_high_watermark(new_hw)
         return [UpdateHighWatermark(new_hw), *self._complete_produces()]
 
     def _complete_produces(self) -> list[Action]:

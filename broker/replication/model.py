@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records.control import TxnMarker
 from kraftpy.protocol.records.header import BatchHeader
 
 if TYPE_CHECKING:  # actions.py imports this module
@@ -25,6 +26,9 @@ NO_LEADER = -1
 UNKNOWN_BROKER_EPOCH = -1
 # Kafka's replica id for a consumer fetch (FetchRequest.CONSUMER_REPLICA_ID).
 CONSUMER_REPLICA_ID = -1
+# Kafka's IsolationLevel: read_committed consumers read only below the last stable offset.
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 VALID_ACKS = (0, 1, -1)
 
 
@@ -100,10 +104,16 @@ class FetchPartition:
     log_start_offset: int = UNKNOWN_OFFSET
     # The follower's broker registration epoch (KIP-903): a fetch from an older incarnation is stale.
     broker_epoch: int = UNKNOWN_BROKER_EPOCH
+    # A consumer's isolation level; followers always read to the log end.
+    isolation_level: int = READ_UNCOMMITTED
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED and not self.is_from_follower
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +121,8 @@ class FetchDecision:
     """The leader's answer to one fetch partition, before any bytes are read.
 
     When `readable`, the shell reads batches in [fetch_offset, max_offset):
-    up to the LEO for a follower, up to the high watermark for a consumer.
+    up to the LEO for a follower, up to the high watermark for a consumer,
+    up to the last stable offset for a read_committed consumer.
     `actions` are what the fetch caused (a higher HW, completed produces, an
     ISR expansion) and must be performed like any other actions.
     """
@@ -125,6 +136,7 @@ class FetchDecision:
     diverging_epoch: EpochEndOffset | None = None
     actions: tuple[Action, ...] = ()
     message: str = ""
+    last_stable_offset: int = UNKNOWN_OFFSET
 
     @property
     def readable(self) -> bool:
@@ -205,3 +217,5 @@ class ProduceRequest:
     acks: int = -1
     timeout_ms: int = 30_000
     wall_clock_ms: int = -1
+    # Set for a transaction marker (a control batch the broker built for WriteTxnMarkers).
+    marker: TxnMarker | None = None

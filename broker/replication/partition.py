@@ -155,6 +155,8 @@ class Partition:
     def load_producer_state(self, producers: ProducerStateManager) -> None:
         """Install rebuilt producer state (after RebuildProducerState or a restart)."""
         self.producers = producers
+        if self.high_watermark is not None:
+            producers.on_high_watermark(self.high_watermark)
         if self.leader is not None:
             self.leader.producers = producers
         if self.follower is not None:
@@ -200,10 +202,12 @@ class Partition:
             return FetchDecision(error=error, fetch_offset=request.fetch_offset, message=message)
         return self.leader.check_fetch(request, leader_epoch_end)
 
-    def list_offsets_latest(self, current_leader_epoch: int = UNDEFINED_EPOCH) -> tuple[ErrorCode, int]:
+    def list_offsets_latest(
+        self, current_leader_epoch: int = UNDEFINED_EPOCH, read_committed: bool = False
+    ) -> tuple[ErrorCode, int]:
         if self.leader is None:
             return self._not_leader(current_leader_epoch)[0], -1
-        return self.leader.list_offsets_latest(current_leader_epoch)
+        return self.leader.list_offsets_latest(current_leader_epoch, read_committed)
 
     def on_alter_partition_response(
         self, request: AlterPartitionRequest, response: AlterPartitionResponse, now_ms: int

@@ -6,19 +6,23 @@ Design notes: docs/replication.md, section "broker/replication/producer_state.py
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import cbor2
 
 from kraftpy.broker.replication.config import ReplicationConfig
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.control import TxnMarker
 from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
 from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.validate import INT32_MAX
 
 _SEQUENCE_SPACE = INT32_MAX + 1  # sequences wrap from INT32_MAX to 0
-SNAPSHOT_VERSION = 1
+# Version 2 adds each producer's open transaction (first offset) and last coordinator epoch; 1 still loads.
+SNAPSHOT_VERSION = 2
+_READABLE_SNAPSHOT_VERSIONS = (1, 2)
+NO_TXN = -1  # a producer with no open transaction on this partition
 _DEFAULT_BATCHES_TO_RETAIN: int = default_of(ReplicationConfig, "producer_batches_to_retain")
 _DEFAULT_EXPIRATION_MS: int = default_of(ReplicationConfig, "producer_id_expiration_ms")
 
@@ -48,6 +52,10 @@ class ProducerStateEntry:
     producer_epoch: int
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_timestamp: int = -1
+    # First offset of the producer's open transaction on this partition (Kafka's currentTxnFirstOffset).
+    current_txn_first_offset: int = NO_TXN
+    # Coordinator epoch of the last marker written for this producer: older coordinators are fenced.
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -64,6 +72,16 @@ class ProducerStateEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended: its data spans first_offset..last_offset (the marker's offset)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +113,9 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # The offset after the last batch applied: a snapshot taken now describes the log below it.
         self.map_end_offset = 0
+        # Transactions ended by a marker the high watermark has not passed yet (Kafka's unreplicatedTxns):
+        # until it does, the marker may still be truncated away, so they still hold the LSO back.
+        self.unreplicated: list[CompletedTxn] = []
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -103,6 +124,8 @@ class ProducerStateManager:
         """Validate a batch a client sent to the leader (Kafka's analyzeAndValidateProducerState)."""
         producer_id = header.producer_id
         if producer_id < 0:
+            if header.is_transactional:
+                return AppendCheck(ErrorCode.INVALID_RECORD, message="a transactional batch needs a producer id")
             return APPEND  # not an idempotent batch
         first, last, epoch = header.base_sequence, header.last_sequence, header.producer_epoch
         if first < 0 or epoch < 0:
@@ -126,6 +149,13 @@ class ProducerStateManager:
             return AppendCheck(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 message=f"producer {producer_id} epoch {epoch} is older than the current {entry.producer_epoch}",
+            )
+        if not header.is_transactional and entry.current_txn_first_offset != NO_TXN:
+            # Kafka's ProducerAppendInfo: a plain write in the middle of the producer's transaction.
+            return AppendCheck(
+                ErrorCode.INVALID_TXN_STATE,
+                message=f"producer {producer_id} has a transaction open at offset "
+                f"{entry.current_txn_first_offset}; a non-transactional batch cannot join it",
             )
         if epoch > entry.producer_epoch:
             if first != 0:
@@ -153,16 +183,42 @@ class ProducerStateManager:
             f"got {first}",
         )
 
-    def update(self, header: BatchHeader, first_offset: int | None = None, last_offset: int | None = None) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> AppendCheck:
+        """Validate a transaction marker the coordinator asks the leader to write (Kafka's appendEndTxnMarker)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return APPEND  # no data here (or expired): the marker is written all the same, as Kafka does
+        if producer_epoch < entry.producer_epoch:
+            return AppendCheck(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                message=f"marker for producer {producer_id} at epoch {producer_epoch}, "
+                f"older than the current {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return AppendCheck(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                message=f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than the {entry.coordinator_epoch} this partition saw",
+            )
+        return APPEND
+
+    def update(
+        self,
+        header: BatchHeader,
+        first_offset: int | None = None,
+        last_offset: int | None = None,
+        marker: TxnMarker | None = None,
+    ) -> CompletedTxn | None:
         """Apply a batch that is now in the log (leader append, follower append or replay); no validation.
 
-        A leader passes the offsets it assigned; a follower or a replay uses the header's.
+        A leader passes the offsets it assigned; a follower or a replay uses the header's. A control
+        batch passes its `marker`; the transaction it ends is returned (None when none was open).
         """
         first_offset = header.base_offset if first_offset is None else first_offset
         last_offset = first_offset + header.last_offset_delta if last_offset is None else last_offset
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
         if header.producer_id < 0 or header.producer_epoch == NO_PRODUCER_EPOCH:
-            return
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id, header.producer_epoch)
@@ -170,6 +226,19 @@ class ProducerStateManager:
             # A new epoch starts a new sequence space: older batches can no longer be duplicates.
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
+        if header.is_control:
+            entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+            if marker is None:
+                return None  # a control batch that ends no transaction
+            entry.coordinator_epoch = marker.coordinator_epoch
+            first, entry.current_txn_first_offset = entry.current_txn_first_offset, NO_TXN
+            if first == NO_TXN:
+                return None
+            done = CompletedTxn(header.producer_id, first, first_offset, aborted=not marker.committed)
+            self.unreplicated.append(done)
+            return done
+        if header.is_transactional and entry.current_txn_first_offset == NO_TXN:
+            entry.current_txn_first_offset = first_offset
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(
@@ -179,6 +248,35 @@ class ProducerStateManager:
             while len(entry.batches) > self.batches_to_retain:
                 entry.batches.popleft()
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        return None
+
+    # -- transactions ------------------------------------------------------------------------------------------
+
+    def ongoing_txns(self) -> dict[int, int]:
+        """{producer id: first offset} of every open transaction."""
+        return {
+            pid: e.current_txn_first_offset for pid, e in self.producers.items() if e.current_txn_first_offset != NO_TXN
+        }
+
+    def first_unstable_offset(self) -> int | None:
+        """The earliest offset of a transaction not yet decided for readers (open, or ended above the HW)."""
+        firsts = [*self.ongoing_txns().values(), *(t.first_offset for t in self.unreplicated)]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: below it every transaction is decided and replicated; never above the HW."""
+        first = self.first_unstable_offset()
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The HW passed some markers: their transactions no longer hold the LSO back."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    def stable_offset_after(self, done: CompletedTxn) -> int:
+        """The LSO an aborted-transaction index entry records (Kafka's lastStableOffset(completedTxn))."""
+        others = [f for pid, f in self.ongoing_txns().items() if pid != done.producer_id]
+        return min(others) if others else done.last_offset + 1
 
     def remove_expired(self, now_ms: int) -> list[int]:
         """Forget producers idle for producer_id_expiration_ms (by their batches' timestamps)."""
@@ -194,6 +292,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
         for pid in gone:
             del self.producers[pid]
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset >= log_start_offset]
         return gone
 
     # -- snapshots ---------------------------------------------------------------------------------------------
@@ -206,6 +305,8 @@ class ProducerStateManager:
                 e.producer_epoch,
                 e.last_timestamp,
                 [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
+                e.current_txn_first_offset,
+                e.coordinator_epoch,
             ]
             for e in sorted(self.producers.values(), key=lambda e: e.producer_id)
         ]
@@ -225,12 +326,14 @@ class ProducerStateManager:
             if crc32c(payload) != outer["crc"]:
                 raise KafkaError("producer state snapshot CRC mismatch", ErrorCode.CORRUPT_MESSAGE)
             body = cbor2.loads(payload)
-            if body["version"] != SNAPSHOT_VERSION:
+            if body["version"] not in _READABLE_SNAPSHOT_VERSIONS:
                 raise KafkaError(f"producer snapshot version {body['version']} is unknown", ErrorCode.CORRUPT_MESSAGE)
             manager = cls(batches_to_retain, producer_id_expiration_ms)
             manager.map_end_offset = int(body["offset"])
-            for pid, epoch, last_ts, batches in body["producers"]:
+            for pid, epoch, last_ts, batches, *txn in body["producers"]:
                 entry = ProducerStateEntry(int(pid), int(epoch), last_timestamp=int(last_ts))
+                if txn:  # version 2
+                    entry.current_txn_first_offset, entry.coordinator_epoch = int(txn[0]), int(txn[1])
                 for first_seq, last_seq, first_off, last_off, ts in batches[-batches_to_retain:]:
                     entry.batches.append(BatchMetadata(first_seq, last_seq, first_off, last_off, ts))
                 manager.producers[entry.producer_id] = entry
@@ -244,14 +347,17 @@ class ProducerStateManager:
     def rebuild(
         cls,
         snapshot: bytes | None,
-        headers: Iterable[BatchHeader],
+        headers: Iterable[BatchHeader | tuple[BatchHeader, TxnMarker | None]],
         end_offset: int,
         batches_to_retain: int = _DEFAULT_BATCHES_TO_RETAIN,
         producer_id_expiration_ms: int = _DEFAULT_EXPIRATION_MS,
+        on_aborted: Callable[[CompletedTxn, int], None] | None = None,
     ) -> ProducerStateManager:
         """Kafka's truncateAndReload: start from a snapshot (or empty), replay headers in [snapshot offset, end).
 
-        `headers` may start earlier than the snapshot; those batches are skipped.
+        `headers` may start earlier than the snapshot; those batches are skipped. A control batch comes
+        as (header, marker). Each replayed abort is handed to `on_aborted` with its index entry's LSO,
+        so the caller can rebuild the aborted-transactions index of the replayed range.
         """
         if snapshot is None:
             manager = cls(batches_to_retain, producer_id_expiration_ms)
@@ -260,11 +366,14 @@ class ProducerStateManager:
         if manager.map_end_offset > end_offset:
             raise ValueError(f"snapshot at offset {manager.map_end_offset} is beyond the rebuild end {end_offset}")
         start = manager.map_end_offset
-        for header in headers:
+        for item in headers:
+            header, marker = (item, None) if isinstance(item, BatchHeader) else item
             if header.base_offset < start:
                 continue
             if header.base_offset >= end_offset:
                 break
-            manager.update(header)
+            done = manager.update(header, marker=marker)
+            if done is not None and done.aborted and on_aborted is not None:
+                on_aborted(done, manager.stable_offset_after(done))
         manager.map_end_offset = end_offset  # the state now describes the whole log below end_offset
         return manager

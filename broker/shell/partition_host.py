@@ -19,6 +19,7 @@ from kraftpy.broker.replication import (
     AssignEpochStartOffset,
     CompleteProduce,
     EpochEndOffset,
+    IndexAbortedTxn,
     LogState,
     Partition,
     ProducerStateManager,
@@ -35,6 +36,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.storage import PartitionLog
+from kraftpy.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,7 @@ class HostedPartition:
             TruncateTo: self._truncate_to,  # type: ignore[dict-item]
             TruncateFullyAndStartAt: self._truncate_fully,  # type: ignore[dict-item]
             RebuildProducerState: self._rebuild_producer_state,  # type: ignore[dict-item]
+            IndexAbortedTxn: self._index_aborted_txn,  # type: ignore[dict-item]
         }
 
     # -- views -------------------------------------------------------------------------------------------------
@@ -244,6 +247,11 @@ class HostedPartition:
         if offset != self.log.log_end_offset or offset in producer_snapshots.list_snapshots(self.log.directory):
             return
         producer_snapshots.write_snapshot(self.log.directory, offset, producers.snapshot())
+
+    def _index_aborted_txn(self, action: IndexAbortedTxn, _records: object) -> None:
+        self.log.append_aborted_txn(
+            AbortedTxn(action.producer_id, action.first_offset, action.last_offset, action.last_stable_offset)
+        )
 
     def _update_high_watermark(self, action: UpdateHighWatermark, _records: object) -> None:
         self.log.high_watermark = action.offset

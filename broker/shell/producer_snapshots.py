@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kraftpy.broker.replication import ProducerStateManager
-from kraftpy.protocol.errors import KafkaError
+from kraftpy.broker.replication.producer_state import CompletedTxn
+from kraftpy.protocol.errors import CorruptRecordError, KafkaError
+from kraftpy.protocol.records.control import TxnMarker, read_marker
 from kraftpy.protocol.records.header import BatchHeader, iter_batches
 from kraftpy.storage import OffsetOutOfRangeError, PartitionLog
+from kraftpy.storage.txn_index import AbortedTxn, TxnIndexCorruptError
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +77,8 @@ def delete_snapshots_below(directory: Path, log_start_offset: int) -> int:
     return delete_snapshots(directory, below=below)
 
 
-def iter_log_headers(plog: PartitionLog, start: int, end: int) -> Iterator[BatchHeader]:
-    """Headers of the batches holding offsets in [start, end), read in bounded chunks."""
+def iter_log_headers(plog: PartitionLog, start: int, end: int) -> Iterator[tuple[BatchHeader, TxnMarker | None]]:
+    """Headers of the batches holding offsets in [start, end), read in bounded chunks, with each marker."""
     offset = max(start, plog.log_start_offset)
     while offset < end:
         try:
@@ -85,8 +88,14 @@ def iter_log_headers(plog: PartitionLog, start: int, end: int) -> Iterator[Batch
         if not data:
             return
         progressed = False
-        for _pos, header in iter_batches(data, check_crc=False):
-            yield header
+        for pos, header in iter_batches(data, check_crc=False):
+            marker = None
+            if header.is_control:
+                try:
+                    marker = read_marker(data, header, pos)
+                except CorruptRecordError as exc:
+                    log.warning("%s: unreadable control batch at %d: %s", plog.directory.name, header.base_offset, exc)
+            yield header, marker
             if header.next_offset > offset:
                 offset, progressed = header.next_offset, True
         if not progressed:
@@ -96,24 +105,42 @@ def iter_log_headers(plog: PartitionLog, start: int, end: int) -> Iterator[Batch
 def rebuild_producer_state(
     plog: PartitionLog, end_offset: int, *, batches_to_retain: int, producer_id_expiration_ms: int
 ) -> ProducerStateManager:
-    """The producer state of the log below `end_offset` (clamped to the log end)."""
+    """The producer state of the log below `end_offset` (clamped to the log end).
+
+    The replay also rebuilds the aborted-transactions index of the range it covers (Kafka rebuilds a
+    segment's .txnindex as it recovers it); an index file that does not load costs a replay from the start.
+    """
     directory = plog.directory
     end = min(end_offset, plog.log_end_offset)
     delete_snapshots(directory, above=end)
-    for offset in reversed(list_snapshots(directory)):
+    offsets = list(reversed(list_snapshots(directory)))
+    try:
+        plog.load_aborted_txn_indexes()
+    except TxnIndexCorruptError as exc:
+        log.warning("%s: %s; rebuilding the aborted-transaction index from the log start", directory.name, exc)
+        offsets = []
+    for offset in offsets:
         try:
             data = snapshot_path(directory, offset).read_bytes()
-            return ProducerStateManager.rebuild(
-                data,
-                iter_log_headers(plog, offset, end),
-                end,
-                batches_to_retain,
-                producer_id_expiration_ms,
-            )
+            return _replay(plog, data, offset, end, batches_to_retain, producer_id_expiration_ms)
         except (KafkaError, ValueError, OSError) as exc:
             log.warning(
                 "%s: producer snapshot at %d is unusable (%s); trying an older one", directory.name, offset, exc
             )
-    return ProducerStateManager.rebuild(
-        None, iter_log_headers(plog, plog.log_start_offset, end), end, batches_to_retain, producer_id_expiration_ms
+    return _replay(plog, None, plog.log_start_offset, end, batches_to_retain, producer_id_expiration_ms)
+
+
+def _replay(
+    plog: PartitionLog, snapshot: bytes | None, start: int, end: int, batches_to_retain: int, expiration_ms: int
+) -> ProducerStateManager:
+    aborted: list[AbortedTxn] = []
+
+    def on_aborted(done: CompletedTxn, lso: int) -> None:
+        aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+
+    producers = ProducerStateManager.rebuild(
+        snapshot, iter_log_headers(plog, start, end), end, batches_to_retain, expiration_ms, on_aborted=on_aborted
     )
+    if not plog.closed and start < end:
+        plog.replace_aborted_txns(start, aborted)
+    return producers

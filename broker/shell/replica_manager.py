@@ -19,6 +19,7 @@ from kraftpy.broker.api.list_offsets import ListOffsetsHandler
 from kraftpy.broker.api.metadata import MetadataHandler
 from kraftpy.broker.api.offsets_for_leader_epoch import OffsetsForLeaderEpochHandler
 from kraftpy.broker.api.produce import ProduceHandler
+from kraftpy.broker.api.write_txn_markers import WriteTxnMarkersHandler
 from kraftpy.broker.groups.shell.coordinator_shell import GroupCoordinatorShell
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
@@ -126,6 +127,7 @@ class ReplicaManager:
             "/kafka/list_offsets": ListOffsetsHandler(self),
             "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
             "/kafka/init_producer_id": InitProducerIdHandler(self),
+            "/broker/write_txn_markers": WriteTxnMarkersHandler(self, produce),
             **self.groups.routes(),
             **self.txn.routes(),
         }

@@ -47,6 +47,7 @@ _RANGES = (
     ApiRange(24, "AddPartitionsToTxn", 0, 4),
     ApiRange(25, "AddOffsetsToTxn", 0, 4),
     ApiRange(26, "EndTxn", 0, 4),
+    ApiRange(27, "WriteTxnMarkers", 0, 1),
     ApiRange(28, "TxnOffsetCommit", 0, 4),
     ApiRange(32, "DescribeConfigs", 1, 4),
     ApiRange(33, "AlterConfigs", 0, 2),

@@ -97,6 +97,8 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -141,6 +143,7 @@ _MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
         (DescribeTransactionsRequest, DescribeTransactionsResponse),
         (ListTransactionsRequest, ListTransactionsResponse),
+        (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     )
 }
 

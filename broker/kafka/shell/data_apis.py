@@ -104,7 +104,14 @@ async def handle_describe_producers(
                         f"broker {apis.broker_id} does not lead {t.name}-{index}", ErrorCode.NOT_LEADER_OR_FOLLOWER
                     )
                 state = [
-                    (e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp)
+                    (
+                        e.producer_id,
+                        e.producer_epoch,
+                        e.last_seq,
+                        e.last_timestamp,
+                        e.coordinator_epoch,
+                        e.current_txn_first_offset,
+                    )
                     for e in hosted.core.producers.producers.values()
                 ]
                 parts.append(producers.producers_partition(index, None, state))

@@ -69,8 +69,10 @@ def test_producer_batches_are_checked_at_header_level() -> None:
         (good, 20, segment, ErrorCode.MESSAGE_TOO_LARGE),
         (good, 1000, len(good) - 1, ErrorCode.RECORD_LIST_TOO_LARGE),  # a segment could not hold it
         (build_batch([(None, b"c")], is_control=True), 1000, segment, ErrorCode.INVALID_RECORD),
+        # A transactional batch needs a producer id and a sequence (a control batch stays refused, above).
+        (build_batch([(None, b"t")], is_transactional=True), 1000, segment, ErrorCode.INVALID_RECORD),
         (
-            build_batch([(None, b"t")], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0),
+            build_batch([(None, b"c")], is_control=True, is_transactional=True, producer_id=1, producer_epoch=0),
             1000,
             segment,
             ErrorCode.INVALID_RECORD,
@@ -80,3 +82,5 @@ def test_producer_batches_are_checked_at_header_level() -> None:
         with pytest.raises(KafkaError) as raised:
             check_producer_batch(records, limit, segment_bytes)
         assert raised.value.code == code
+    transactional = build_batch([(None, b"t")], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
+    assert check_producer_batch(transactional, 1000, segment).is_transactional

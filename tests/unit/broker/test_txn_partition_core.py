@@ -1,0 +1,229 @@
+"""The partition side of transactions, as cores: producer state, markers, the LSO, read_committed bounds."""
+
+from __future__ import annotations
+
+import cbor2
+import pytest
+
+from kraftpy.broker.replication import (
+    CompleteProduce,
+    FetchPartition,
+    FetchPartitionResponse,
+    IndexAbortedTxn,
+    LogState,
+    Partition,
+    PartitionRegistration,
+    ProduceRequest,
+    ProducerStateManager,
+    ReplicationConfig,
+)
+from kraftpy.broker.replication.model import READ_COMMITTED
+from kraftpy.broker.replication.producer_state import CompletedTxn
+from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records.batch import build_batch
+from kraftpy.protocol.records.control import TxnMarker, build_marker_batch, read_marker
+from kraftpy.protocol.records.header import BatchHeader, crc32c, parse_header
+
+EPOCH = 1
+
+
+def txn(pid: int, seq: int, n: int = 1, epoch: int = 0, offset: int = 0) -> bytes:
+    return build_batch(
+        [(None, b"v", (), 1_000)] * n,
+        base_offset=offset,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+
+
+def plain(offset: int = 0) -> bytes:
+    return build_batch([(None, b"p", (), 1_000)], base_offset=offset)
+
+
+def marker_header(pid: int, committed: bool, epoch: int = 0, coordinator_epoch: int = 0) -> BatchHeader:
+    return parse_header(build_marker_batch(pid, epoch, TxnMarker(committed, coordinator_epoch), timestamp_ms=1_000))
+
+
+def at(data: bytes, offset: int) -> BatchHeader:
+    return parse_header(data)._replace(base_offset=offset)
+
+
+# -- control records ---------------------------------------------------------------------------------------
+
+
+def test_a_marker_is_kafkas_control_record_layout() -> None:
+    data = build_marker_batch(9, 3, TxnMarker(True, 7), timestamp_ms=5)
+    header = parse_header(data)
+    assert header.is_control and header.is_transactional and header.compression == 0
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 3, -1)
+    # key: version 0, type 1 (COMMIT); value: version 0, coordinator epoch 7 (Kafka's EndTransactionMarker)
+    assert b"\x00\x00\x00\x01" in data and b"\x00\x00\x00\x00\x00\x07" in data
+    assert read_marker(data, header) == TxnMarker(True, 7)
+    abort = build_marker_batch(9, 3, TxnMarker(False, 2), timestamp_ms=5)
+    assert read_marker(abort, parse_header(abort)) == TxnMarker(False, 2)
+
+
+# -- producer state ----------------------------------------------------------------------------------------
+
+
+def test_producer_state_tracks_an_open_transaction_until_its_marker() -> None:
+    state = ProducerStateManager()
+    assert state.update(at(txn(1, 0, 2), 0)) is None
+    assert state.update(at(txn(1, 2), 5)) is None
+    assert state.entry(1).current_txn_first_offset == 0
+    assert state.ongoing_txns() == {1: 0}
+    assert state.last_stable_offset(high_watermark=10) == 0
+    done = state.update(marker_header(1, committed=False, coordinator_epoch=4), 8, 8, TxnMarker(False, 4))
+    assert done == CompletedTxn(1, 0, 8, aborted=True)
+    assert state.entry(1).current_txn_first_offset == -1 and state.entry(1).coordinator_epoch == 4
+    # Until the HW passes the marker it may still be truncated away: the LSO stays at the transaction.
+    assert state.last_stable_offset(high_watermark=8) == 0
+    state.on_high_watermark(9)
+    assert state.last_stable_offset(high_watermark=9) == 9
+
+
+def test_the_lso_is_the_earliest_open_transaction_and_never_above_the_hw() -> None:
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0), 3))
+    state.update(at(txn(2, 0), 1))
+    assert state.last_stable_offset(10) == 1
+    assert state.last_stable_offset(0) == 0
+    done = state.update(marker_header(2, committed=True), 4, 4, TxnMarker(True, 0))
+    assert done is not None and not done.aborted
+    assert state.stable_offset_after(done) == 3  # producer 1's transaction is still open
+    state.on_high_watermark(5)
+    assert state.last_stable_offset(10) == 3
+
+
+def test_plain_writes_inside_a_transaction_and_stale_markers_are_refused() -> None:
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0, epoch=2), 0))
+    plain_idem = parse_header(build_batch([(None, b"x")], producer_id=1, producer_epoch=2, base_sequence=1))
+    assert state.check_append(plain_idem).error == ErrorCode.INVALID_TXN_STATE
+    assert state.check_append(parse_header(txn(1, 1, epoch=2))).should_append
+    assert state.check_marker(1, 1, 0).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert state.check_marker(1, 2, 0).should_append
+    state.update(marker_header(1, True, epoch=2, coordinator_epoch=5), 1, 1, TxnMarker(True, 5))
+    assert state.check_marker(1, 2, 4).error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert state.check_marker(1, 2, 5).should_append
+    assert state.check_marker(99, 0, 0).should_append  # no state: written all the same, as Kafka
+    assert state.check_append(parse_header(build_batch([(None, b"x")], is_transactional=True))).error == (
+        ErrorCode.INVALID_RECORD
+    )
+
+
+def test_snapshots_carry_open_transactions_and_version_1_still_loads() -> None:
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0), 0))
+    state.update(at(txn(2, 0), 1))
+    state.update(marker_header(2, True, coordinator_epoch=3), 2, 2, TxnMarker(True, 3))
+    restored = ProducerStateManager.from_snapshot(state.snapshot())
+    assert restored.ongoing_txns() == {1: 0}
+    assert restored.entry(2).coordinator_epoch == 3
+    # A version-1 snapshot (before transactions) has no such fields: no open transaction, epoch -1.
+    payload = cbor2.dumps({"version": 1, "offset": 5, "producers": [[7, 0, 1_000, [[0, 0, 4, 4, 1_000]]]]})
+    old = ProducerStateManager.from_snapshot(cbor2.dumps({"crc": crc32c(payload), "payload": payload}))
+    assert old.entry(7).current_txn_first_offset == -1 and old.entry(7).last_seq == 0
+
+
+def test_a_replay_rebuilds_open_transactions_and_reports_aborts() -> None:
+    log = [
+        (at(txn(1, 0), 0), None),
+        (at(txn(2, 0), 1), None),
+        (marker_header(1, False)._replace(base_offset=2), TxnMarker(False, 0)),
+        (at(plain(), 3), None),
+    ]
+    aborted: list[tuple[CompletedTxn, int]] = []
+    rebuilt = ProducerStateManager.rebuild(None, log, 4, on_aborted=lambda t, lso: aborted.append((t, lso)))
+    assert rebuilt.ongoing_txns() == {2: 1}
+    assert aborted == [(CompletedTxn(1, 0, 2, aborted=True), 1)]  # the LSO then: producer 2's first offset
+    # From a snapshot at 2 (producer 1's transaction open there) the rest replays the same.
+    snapshot_state = ProducerStateManager.rebuild(None, log[:2], 2)
+    again = ProducerStateManager.rebuild(snapshot_state.snapshot(), log, 4)
+    assert again.ongoing_txns() == {2: 1}
+
+
+def test_retention_past_a_producers_data_forgets_its_transaction() -> None:
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0), 0))
+    state.update(at(txn(2, 0), 5))
+    state.evict_unretained(3)
+    assert state.ongoing_txns() == {2: 5}
+
+
+# -- the leader and the follower ---------------------------------------------------------------------------
+
+
+def leader() -> Partition:
+    partition = Partition(0, ReplicationConfig(min_insync_replicas=1))
+    partition.apply_registration(PartitionRegistration((0, 1), (0, 1), 0, EPOCH, 1), LogState(0, 0, 0), 0)
+    return partition
+
+
+def append(partition: Partition, rid: str, header: BatchHeader, marker: TxnMarker | None = None) -> list:
+    return partition.handle_produce(ProduceRequest(rid, header, acks=1, marker=marker), 0)
+
+
+def follower_catches_up(partition: Partition, offset: int) -> None:
+    partition.handle_fetch(FetchPartition(1, offset, EPOCH), None, 1)
+
+
+def consumer_bound(partition: Partition, isolation: int) -> int:
+    return partition.check_fetch(FetchPartition(-1, 0, EPOCH, isolation_level=isolation), None).max_offset
+
+
+def test_the_leader_bounds_read_committed_fetches_and_list_offsets_by_the_lso() -> None:
+    partition = leader()
+    append(partition, "p", parse_header(plain()))
+    append(partition, "t", parse_header(txn(7, 0, 2)))
+    append(partition, "q", parse_header(plain()))
+    follower_catches_up(partition, 4)
+    assert partition.high_watermark == 4
+    assert consumer_bound(partition, 0) == 4
+    assert consumer_bound(partition, READ_COMMITTED) == 1
+    assert partition.list_offsets_latest(read_committed=True) == (ErrorCode.NONE, 1)
+    assert partition.list_offsets_latest() == (ErrorCode.NONE, 4)
+    actions = append(partition, "m", marker_header(7, committed=False), TxnMarker(False, 0))
+    [index] = [a for a in actions if isinstance(a, IndexAbortedTxn)]
+    assert (index.producer_id, index.first_offset, index.last_offset, index.last_stable_offset) == (7, 1, 4, 5)
+    assert consumer_bound(partition, READ_COMMITTED) == 1  # the marker is not replicated yet
+    follower_catches_up(partition, 5)
+    assert consumer_bound(partition, READ_COMMITTED) == 5
+    # Followers are never bounded by the LSO.
+    decision = partition.check_fetch(FetchPartition(1, 5, EPOCH, isolation_level=READ_COMMITTED), None)
+    assert decision.max_offset == partition.leader.log_end_offset
+
+
+def test_a_stale_marker_is_answered_with_its_error_and_not_appended() -> None:
+    partition = leader()
+    append(partition, "t", parse_header(txn(7, 0, epoch=3)))
+    [answer] = append(partition, "m", marker_header(7, True, epoch=2), TxnMarker(True, 0))
+    assert isinstance(answer, CompleteProduce) and answer.error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert partition.leader.log_end_offset == 1
+
+
+def test_a_follower_learns_transactions_and_indexes_aborts_from_fetched_bytes() -> None:
+    partition = Partition(1)
+    partition.apply_registration(PartitionRegistration((0, 1), (0, 1), 0, EPOCH, 1), LogState(0, 0, 0), 0)
+    records = txn(7, 0, offset=0) + plain(1) + bytes(_marker_at(7, False, 2)) + txn(8, 0, offset=3)
+    request = partition.build_fetch(LogState(0, 0, 0), 0)
+    actions = partition.on_fetch_response(request, FetchPartitionResponse(high_watermark=0, records=records), 0)
+    [index] = [a for a in actions if isinstance(a, IndexAbortedTxn)]
+    assert (index.producer_id, index.first_offset, index.last_offset, index.last_stable_offset) == (7, 0, 2, 3)
+    assert partition.producers.ongoing_txns() == {8: 3}
+
+
+def _marker_at(pid: int, committed: bool, offset: int) -> bytes:
+    from kraftpy.protocol.records.header import patch_offset_and_epoch
+
+    data = bytearray(build_marker_batch(pid, 0, TxnMarker(committed, 0), timestamp_ms=1_000))
+    patch_offset_and_epoch(data, 0, offset, 0)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_read_marker_rejects_nothing_it_wrote(committed: bool) -> None:
+    data = _marker_at(3, committed, 10)
+    assert read_marker(data, parse_header(data)) == TxnMarker(committed, 0)
