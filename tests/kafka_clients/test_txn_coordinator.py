@@ -152,3 +152,45 @@ def test_confluent_init_transactions_and_zombie_fencing(kafka_cluster: LocalClus
         new.purge()
         old.flush(1)
         new.flush(1)
+
+
+def test_confluent_commit_and_abort_read_committed(kafka_cluster: LocalCluster) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    kafka_cluster.ok("topics", "create", "txn-basic", "--partitions", "1", "--replication-factor", "3")
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "transactional.id": "basic-app"})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("txn-basic", value=b"committed-1")
+    producer.commit_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("txn-basic", value=b"aborted")
+    producer.abort_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("txn-basic", value=b"committed-2")
+    producer.commit_transaction(TIMEOUT_S)
+    wire = Wire(txn_coordinator(kafka_cluster, "basic-app"))
+    try:
+        # the commit is answered once PrepareCommit is durable; CompleteCommit follows the markers
+        wait_for("CompleteCommit", lambda: describe(wire, "basic-app").transaction_state == "CompleteCommit")
+    finally:
+        wire.close()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "group.id": "basic-reader",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("txn-basic", 0, OFFSET_BEGINNING)])
+        values: list[bytes] = []
+
+        def read_both():
+            values.extend(m.value() for m in consumer.consume(10, timeout=0.5) if m.error() is None)
+            return len(values) >= 2
+
+        wait_for("the committed records", read_both)
+        assert values == [b"committed-1", b"committed-2"]
+    finally:
+        consumer.close()
