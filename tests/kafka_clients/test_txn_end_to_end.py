@@ -56,11 +56,9 @@ def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         positions = dict.fromkeys(ends, 0)
         while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
-            for m in consumer.consume(num_messages=500, timeout=0.5):
-                if m.error() is not None:
-                    continue
-                positions[m.partition()] = m.offset() + 1
-                values.append(m.value())
+            values.extend(m.value() for m in consumer.consume(num_messages=500, timeout=0.5) if m.error() is None)
+            # the position, not the last record: it also steps over control records (markers)
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
         assert all(positions[p] >= ends[p] for p in ends), (positions, ends)
     finally:
         consumer.close()
