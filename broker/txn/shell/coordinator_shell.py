@@ -41,6 +41,17 @@ MAX_TIMER_SLEEP_MS = 1_000
 BACKSTOP_MARGIN_MS = 30_000
 
 
+# The coordinator's routes -> the method serving each (InitProducerId comes through /kafka/init_producer_id).
+ROUTES = {
+    "/kafka/add_partitions_to_txn": "add_partitions_to_txn",
+    "/kafka/add_offsets_to_txn": "add_offsets_to_txn",
+    "/kafka/end_txn": "end_txn",
+    "/kafka/verify_txn_partitions": "verify_txn_partitions",  # a partition leader's (KIP-890): cluster-internal
+    "/kafka/describe_transactions": "describe_transactions",
+    "/kafka/list_transactions": "list_transactions",
+}
+
+
 def creation_request(image: MetadataImage, settings: TxnShellSettings) -> dict[str, Any]:
     """The CreateTopics body for __transaction_state (Kafka's defaults; min ISR capped by the replicas)."""
     body = internal_topic_request(
@@ -119,14 +130,7 @@ class TransactionCoordinatorShell:
     # -- the component interface -------------------------------------------------------------------------------
 
     def routes(self) -> Mapping[str, Handler]:
-        return {
-            "/kafka/add_partitions_to_txn": self.add_partitions_to_txn,
-            "/kafka/add_offsets_to_txn": self.add_offsets_to_txn,
-            "/kafka/end_txn": self.end_txn,
-            "/kafka/verify_txn_partitions": self.verify_txn_partitions,
-            "/kafka/describe_transactions": self.describe_transactions,
-            "/kafka/list_transactions": self.list_transactions,
-        }
+        return {path: getattr(self, method) for path, method in ROUTES.items()}
 
     async def start(self) -> None:
         if self._started:
