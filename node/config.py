@@ -5,7 +5,8 @@ names the key, what it must be and what was given. Times carry `_ms`.
 
 Besides its own fields, a node config takes every setting the broker's
 components declare (ReplicaManagerSettings, GroupShellSettings,
-GroupCoordinatorConfig: retention and cleaner intervals, fetcher limits, ...),
+GroupCoordinatorConfig, TxnShellSettings, TransactionCoordinatorConfig:
+retention and cleaner intervals, fetcher limits, ...),
 typed and checked by the component itself, and keeps them in `extra`; the
 component reads them back with kraftpy.protocol.settings.
 """
@@ -21,6 +22,8 @@ from typing import Any
 from kraftpy.broker.groups import GroupCoordinatorConfig
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.broker.txn.config import TransactionCoordinatorConfig
+from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
 from kraftpy.metadata.records import Listener
@@ -150,6 +153,16 @@ class NodeConfig:
     group_min_session_timeout_ms: int = default_of(GroupCoordinatorConfig, "group_min_session_timeout_ms")
     group_max_session_timeout_ms: int = default_of(GroupCoordinatorConfig, "group_max_session_timeout_ms")
     group_max_size: int = default_of(GroupCoordinatorConfig, "group_max_size")
+    # Transactions (Kafka's transaction.* broker settings; docs/operations.md)
+    transaction_state_log_num_partitions: int = default_of(
+        TransactionCoordinatorConfig, "transaction_state_log_num_partitions"
+    )
+    transaction_state_log_replication_factor: int = default_of(
+        TxnShellSettings, "transaction_state_log_replication_factor"
+    )
+    transaction_state_log_min_isr: int = default_of(TxnShellSettings, "transaction_state_log_min_isr")
+    transaction_max_timeout_ms: int = default_of(TransactionCoordinatorConfig, "transaction_max_timeout_ms")
+    transactional_id_expiration_ms: int = default_of(TransactionCoordinatorConfig, "transactional_id_expiration_ms")
     # The listener's resource bounds (Kafka's max.connections, connections.max.idle.ms; docs/operations.md)
     max_connections: int = default_of(ListenerLimits, "max_connections")
     connections_max_idle_ms: int = default_of(ListenerLimits, "connections_max_idle_ms")
@@ -235,7 +248,13 @@ _FIELDS = {f.name: f for f in dataclasses.fields(NodeConfig) if f.name != "extra
 # The broker components' own settings, declared (with their defaults) once, in the component.
 _COMPONENT_FIELDS = {
     f.name: f
-    for cls in (ReplicaManagerSettings, GroupShellSettings, GroupCoordinatorConfig)
+    for cls in (
+        ReplicaManagerSettings,
+        GroupShellSettings,
+        GroupCoordinatorConfig,
+        TxnShellSettings,
+        TransactionCoordinatorConfig,
+    )
     for f in dataclasses.fields(cls)
     if f.name not in _FIELDS and f.name != "coordinator"
 }
@@ -332,7 +351,11 @@ def _check(c: NodeConfig) -> None:
         raise config_error(f"connections_max_idle_ms must be >= 1000, got {c.connections_max_idle_ms}")
     if c.broker_heartbeat_interval_ms >= c.broker_session_timeout_ms:
         raise config_error("broker_heartbeat_interval_ms must be below broker_session_timeout_ms")
-    for component, what in ((GroupShellSettings, "group coordinator"), (ReplicaManagerSettings, "replica manager")):
+    for component, what in (
+        (GroupShellSettings, "group coordinator"),
+        (TxnShellSettings, "transaction coordinator"),
+        (ReplicaManagerSettings, "replica manager"),
+    ):
         try:  # each component's own rules, in one place
             component.from_node_config(c)
         except ValueError as exc:

@@ -76,6 +76,13 @@ ROUTES: dict[str, Requirement | None] = {
     "/kafka/heartbeat": OPEN,
     "/kafka/leave_group": OPEN,
     "/kafka/offset_commit": OPEN,
+    "/kafka/txn_offset_commit": OPEN,
+    # transactions (a producer's; /kafka/verify_txn_partitions is a partition leader's: cluster-internal)
+    "/kafka/add_partitions_to_txn": OPEN,
+    "/kafka/add_offsets_to_txn": OPEN,
+    "/kafka/end_txn": OPEN,
+    "/kafka/describe_transactions": OPEN,
+    "/kafka/list_transactions": OPEN,
     "/kafka/offset_fetch": OPEN,
     "/kafka/list_groups": OPEN,
     "/kafka/describe_groups": OPEN,

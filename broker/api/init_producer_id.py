@@ -4,14 +4,14 @@ Without a transactional id any broker answers (Kafka does the same): a new
 producer (producer_id -1) gets the next id of this broker's block, epoch 0.
 A producer that names its current id and epoch gets the epoch bumped
 (KIP-360: it lost track of a sequence); at the last epoch it gets a new id
-instead. Transactions are not supported: a transactional_id is refused.
+instead. With a transactional_id the request goes to this broker's transaction coordinator
+(broker/txn/shell/coordinator_shell.py), which answers NOT_COORDINATOR unless it owns the id.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT16_MAX, INT64_MAX, field, invalid
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class InitProducerIdHandler:
         producer_id = field(body, "producer_id", int, default=-1, min_value=-1, max_value=INT64_MAX)
         producer_epoch = field(body, "producer_epoch", int, default=-1, min_value=-1, max_value=INT16_MAX)
         if transactional_id is not None:
-            raise KafkaError("transactions are not supported; use transactional_id null", ErrorCode.UNSUPPORTED_VERSION)
+            return await self.rm.txn.init_producer_id(body)
         if (producer_id == -1) != (producer_epoch == -1):
             raise invalid("field 'producer_id' and 'producer_epoch' must both be -1 or both be set")
         if producer_id >= 0 and producer_epoch < INT16_MAX:

@@ -25,6 +25,9 @@ class Append:
     records: tuple[Record, ...]
     # Why the records are written: "offset_commit", "group_metadata" or "cleanup" (for logs and metrics).
     kind: str
+    # A transactional batch of this producer (TxnOffsetCommit), or -1: a plain one.
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 Action = Respond | Append

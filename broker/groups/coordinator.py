@@ -13,7 +13,7 @@ from kraftpy.broker.groups.actions import Action
 from kraftpy.broker.groups.admin import GroupAdmin
 from kraftpy.broker.groups.config import GroupCoordinatorConfig
 from kraftpy.broker.groups.group import GroupMetadata
-from kraftpy.broker.groups.loader import build_groups
+from kraftpy.broker.groups.loader import build_groups, replay
 from kraftpy.broker.groups.offsets import OffsetManager
 from kraftpy.broker.groups.rebalance import Rebalancer
 from kraftpy.broker.groups.records import Record
@@ -29,6 +29,7 @@ from kraftpy.broker.groups.requests import (
     OffsetFetchRequest,
     RequestParser,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from kraftpy.broker.groups.runtime import CoordinatorRuntime, PartitionStatus
 from kraftpy.protocol.errors import ErrorCode
@@ -63,22 +64,37 @@ class GroupCoordinator:
 
     # --- owning offsets partitions ------------------------------------------------------------
 
-    def begin_loading(self, partition: int) -> None:
-        """This broker leads `partition` now; its groups answer COORDINATOR_LOAD_IN_PROGRESS until loaded."""
+    def begin_loading(self, partition: int, leader_epoch: int = -1) -> None:
+        """This broker leads `partition` now; its groups answer COORDINATOR_LOAD_IN_PROGRESS until loaded.
+
+        `leader_epoch` (the partition's, which the shared loader passes) is not needed by groups.
+        """
         self._check_partition(partition)
         if self._rt.partitions.get(partition) is PartitionStatus.ACTIVE:
             raise ValueError(f"__consumer_offsets-{partition} is already loaded; unload it first")
         self._rt.partitions[partition] = PartitionStatus.LOADING
         self._rt.load_epochs[partition] = self._rt.load_epochs.get(partition, 0) + 1
 
-    def complete_loading(self, partition: int, records: Iterable[Record], now_ms: int) -> list[Action]:
+    def complete_loading(
+        self,
+        partition: int,
+        records: Iterable[Record],
+        now_ms: int,
+        open_txns: Mapping[int, Iterable[Record]] | None = None,
+    ) -> list[Action]:
         """Rebuild the partition's groups from its records (log order) and start serving them.
 
-        A record that does not decode is logged and skipped (loader.py): a load never blocks on one.
+        `open_txns`: per producer id, TxnOffsetCommit records whose transaction has no marker yet;
+        they wait as pending transactional offsets. A record that does not decode is logged and
+        skipped (loader.py): a load never blocks on one.
         """
         if self._rt.partitions.get(partition) is not PartitionStatus.LOADING:
             self.begin_loading(partition)
         loaded = build_groups(records, partition)
+        for producer_id, held in (open_txns or {}).items():
+            for group_id, entry in replay(held).items():
+                group = loaded.setdefault(group_id, GroupMetadata(group_id, partition))
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(entry.offsets)
         self._rt.run_due_timers(now_ms)
         for group_id, group in loaded.items():
             self._rt.groups[group_id] = group
@@ -121,6 +137,8 @@ class GroupCoordinator:
                 self._rebalancer.leave_group(request_id, request, now_ms)
             case OffsetCommitRequest():
                 self._offsets.commit(request_id, request, now_ms)
+            case TxnOffsetCommitRequest():
+                self._offsets.commit(request_id, request.commit, now_ms, txn=request)
             case OffsetFetchRequest():
                 self._offsets.fetch(request_id, request)
             case ListGroupsRequest():
@@ -140,6 +158,14 @@ class GroupCoordinator:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         self._rt.run_due_timers(now_ms)
         self._rt.complete_append(append_id, code, now_ms)
+        return self._rt.drain()
+
+    def complete_txn_offsets(
+        self, tp: tuple[str, int], producer_id: int, producer_epoch: int, committed: bool, now_ms: int | None = None
+    ) -> list[Action]:
+        """The partition side's hook (docs/transactions.md): a marker of `producer_id` landed on offsets
+        partition `tp`; the producer's pending transactional offsets there are materialized or dropped."""
+        self._offsets.complete_txn_offsets(tp[1], producer_id, committed)
         return self._rt.drain()
 
     def tick(self, now_ms: int) -> list[Action]:

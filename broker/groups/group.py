@@ -98,6 +98,9 @@ class GroupMetadata:
     storing_generation: int | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     pending_offset_commits: dict[TopicPartition, int] = field(default_factory=dict)  # appends in flight per tp
+    # TxnOffsetCommit offsets written but not yet committed, per producer id (Kafka's
+    # pendingTransactionalOffsetCommits): the transaction's COMMIT marker materializes them.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     subscribed_topics: frozenset[str] | None = None  # consumer groups only; None: unknown
 
     # --- state --------------------------------------------------------------------------------
@@ -254,7 +257,17 @@ class GroupMetadata:
     # --- offsets ------------------------------------------------------------------------------
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offsets)
+
+    def has_unstable_offset(self, tp: TopicPartition) -> bool:
+        """Whether a commit of `tp` is in flight or in an open transaction (OffsetFetch require_stable)."""
+        return tp in self.pending_offset_commits or any(tp in p for p in self.pending_txn_offsets.values())
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended: its offsets become the committed ones, or are dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending and committed:
+            self.offsets.update(pending)
 
     def add_pending_commits(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:

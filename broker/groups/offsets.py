@@ -17,7 +17,12 @@ from kraftpy.broker.groups.records import (
     offset_commit_record,
     tombstone,
 )
-from kraftpy.broker.groups.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from kraftpy.broker.groups.requests import (
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    TxnOffsetCommitRequest,
+)
 from kraftpy.broker.groups.responses import (
     commit_storage_error,
     offset_commit_response,
@@ -47,7 +52,10 @@ class OffsetManager:
 
     # --- OffsetCommit -------------------------------------------------------------------------
 
-    def commit(self, rid: Hashable, req: OffsetCommitRequest, now_ms: int) -> None:
+    def commit(
+        self, rid: Hashable, req: OffsetCommitRequest, now_ms: int, txn: TxnOffsetCommitRequest | None = None
+    ) -> None:
+        """OffsetCommit, or with `txn` TxnOffsetCommit: the same checks, the offsets held until the transaction ends."""
         rt = self.rt
         keys = [(p.topic, p.partition) for p in req.partitions]
 
@@ -58,17 +66,17 @@ class OffsetManager:
             return answer_all(*err)
         group = rt.groups.get(req.group_id)
         if group is None:
-            if req.generation_id >= 0:
+            if req.generation_id >= 0 and txn is None:  # Kafka creates the group for a transactional commit
                 return answer_all(E.ILLEGAL_GENERATION, f"group {req.group_id!r} does not exist")
             group = rt.create_group(req.group_id)
         try:
             if (err := self._validate(group, req)) is not None:
                 return answer_all(*err)
-            if group.state is GroupState.COMPLETING_REBALANCE:
+            if group.state is GroupState.COMPLETING_REBALANCE and txn is None:
                 return answer_all(E.REBALANCE_IN_PROGRESS, "the group is completing a rebalance; commit after it")
-            if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and req.member_id in group.members:
                 self._reschedule_session(group, group.members[req.member_id], now_ms)
-            self._store(rid, group, req, now_ms)
+            self._store(rid, group, req, now_ms, txn)
         finally:
             rt.drop_if_blank(req.group_id)
 
@@ -88,7 +96,14 @@ class OffsetManager:
             return E.UNKNOWN_MEMBER_ID, "the group has active members; only they may commit"
         return None
 
-    def _store(self, rid: Hashable, group: GroupMetadata, req: OffsetCommitRequest, now_ms: int) -> None:
+    def _store(
+        self,
+        rid: Hashable,
+        group: GroupMetadata,
+        req: OffsetCommitRequest,
+        now_ms: int,
+        txn: TxnOffsetCommitRequest | None = None,
+    ) -> None:
         rt = self.rt
         limit = rt.config.offset_metadata_max_bytes
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -114,13 +129,26 @@ class OffsetManager:
             # A group deleted while this was in flight stays deleted: its tombstones (which cover
             # pending commits too) were asked for after this append, so they follow it in the log.
             if error is E.NONE and rt.is_active(partition, epoch) and rt.groups.get(group_id) is group:
-                group.offsets.update(accepted)
+                if txn is None:
+                    group.offsets.update(accepted)
+                else:
+                    group.pending_txn_offsets.setdefault(txn.producer_id, {}).update(accepted)
             code = E.NONE if error is E.NONE else commit_storage_error(error)
             for tp in accepted:
                 results[(tp.topic, tp.partition)] = code
             rt.respond(rid, offset_commit_response(results, messages))
 
-        rt.append(partition, records, "offset_commit", stored)
+        if txn is None:
+            rt.append(partition, records, "offset_commit", stored)
+        else:
+            producer = (txn.producer_id, txn.producer_epoch)
+            rt.append(partition, records, "txn_offset_commit", stored, producer)
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` landed on offsets partition `partition`."""
+        for group in self.rt.groups.values():
+            if group.partition == partition and producer_id in group.pending_txn_offsets:
+                group.complete_txn_offsets(producer_id, committed)
 
     # --- OffsetFetch --------------------------------------------------------------------------
 
@@ -130,11 +158,10 @@ class OffsetManager:
             return rt.respond(rid, offset_fetch_response(err[0], message=err[1]))
         group = rt.groups.get(req.group_id)
         offsets = group.offsets if group is not None else {}
-        pending = group.pending_offset_commits if group is not None else {}
         wanted = sorted(offsets) if req.partitions is None else [TopicPartition(t, p) for t, p in req.partitions]
         rows = []
         for tp in wanted:
-            if req.require_stable and tp in pending:
+            if req.require_stable and group is not None and group.has_unstable_offset(tp):
                 rows.append((tp.topic, tp.partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
                 continue
             om = offsets.get(tp)
@@ -208,7 +235,7 @@ class OffsetManager:
         retention = self.rt.config.offsets_retention_ms
 
         def due(base: int, tp: TopicPartition) -> bool:
-            return tp not in group.pending_offset_commits and now_ms - base >= retention
+            return not group.has_unstable_offset(tp) and now_ms - base >= retention
 
         if group.protocol_type is not None and group.state is GroupState.EMPTY:
             return [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.broker.groups.config import GroupCoordinatorConfig
-from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field, invalid
+from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, INT64_MAX, field, invalid
 
 MAX_ITEMS = 100_000  # topics, partitions, members or groups in one request
 
@@ -83,6 +83,16 @@ class OffsetCommitRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """OffsetCommit inside a transaction (Kafka's TxnOffsetCommit): held until the transaction ends."""
+
+    commit: OffsetCommitRequest
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetchRequest:
     group_id: str
     partitions: tuple[tuple[str, int], ...] | None  # None: every committed offset of the group
@@ -116,6 +126,7 @@ GroupRequest = (
     | HeartbeatRequest
     | LeaveGroupRequest
     | OffsetCommitRequest
+    | TxnOffsetCommitRequest
     | OffsetFetchRequest
     | ListGroupsRequest
     | DescribeGroupsRequest
@@ -259,6 +270,14 @@ class RequestParser:
                 )
         return OffsetCommitRequest(group_id, generation, member_id, instance, tuple(partitions))
 
+    def txn_offset_commit(self, body: Mapping[str, Any]) -> TxnOffsetCommitRequest:
+        return TxnOffsetCommitRequest(
+            commit=self.offset_commit(body),
+            transactional_id=self._id(body, "transactional_id"),
+            producer_id=field(body, "producer_id", int, min_value=0, max_value=INT64_MAX),
+            producer_epoch=field(body, "producer_epoch", int, min_value=0, max_value=INT16_MAX),
+        )
+
     def offset_fetch(self, body: Mapping[str, Any]) -> OffsetFetchRequest:
         # Missing or null topics: every committed offset of the group, as Kafka's null.
         topics = _items(body, "topics", nullable=True) if "topics" in body else None
@@ -314,6 +333,7 @@ GROUP_APIS = (
     "heartbeat",
     "leave_group",
     "offset_commit",
+    "txn_offset_commit",
     "offset_fetch",
     "list_groups",
     "describe_groups",

@@ -102,11 +102,20 @@ class CoordinatorRuntime:
     def respond(self, request_id: Hashable, body: dict) -> None:
         self._outbox.append(Respond(request_id, body))
 
-    def append(self, partition: int, records: list[Record], kind: str, callback: AppendCallback) -> None:
+    def append(
+        self,
+        partition: int,
+        records: list[Record],
+        kind: str,
+        callback: AppendCallback,
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """Ask the shell to write `records`; `producer` (id, epoch) makes it a transactional batch."""
         append_id = self._next_append_id
         self._next_append_id += 1
         self._appends[append_id] = _PendingAppend(partition, callback)
-        self._outbox.append(Append(append_id, partition, tuple(records), kind))
+        pid, epoch = producer if producer is not None else (-1, -1)
+        self._outbox.append(Append(append_id, partition, tuple(records), kind, pid, epoch))
 
     def complete_append(self, append_id: int, error: ErrorCode, now_ms: int) -> None:
         pending = self._appends.pop(append_id, None)

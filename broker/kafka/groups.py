@@ -82,16 +82,12 @@ def coordinator_keys(request: Any, version: int) -> tuple[int, list[str]]:
 
 
 def key_type_refusal(key_type: int) -> KafkaError | None:
-    """Why a key type is not served, or None for groups.
+    """Why a key type is not served, or None for groups (0) and transactions (1).
 
-    Transactions (key_type 1) get UNSUPPORTED_VERSION, as Redpanda answers while
-    its transactions are off: a transactional producer fails at once instead of
-    retrying a COORDINATOR_NOT_AVAILABLE forever. Other types: Kafka's INVALID_REQUEST.
+    Other types (share groups...): Kafka's INVALID_REQUEST.
     """
-    if key_type == KEY_TYPE_GROUP:
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return None
-    if key_type == KEY_TYPE_TRANSACTION:
-        return KafkaError("kraftpy has no transaction coordinators yet", ErrorCode.UNSUPPORTED_VERSION)
     return KafkaError(f"unknown coordinator type {key_type}", ErrorCode.INVALID_REQUEST)
 
 

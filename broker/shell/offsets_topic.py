@@ -1,4 +1,4 @@
-"""`__consumer_offsets`: how it is created on first use (its name is in kraftpy.protocol.topics).
+"""`__consumer_offsets` (and `__transaction_state`): how an internal topic is created on first use.
 
 The first FindCoordinator for a group asks the active controller to create the topic (Kafka's
 AutoTopicCreationManager for internal topics): `offsets_topic_num_partitions` partitions, replication
@@ -26,31 +26,49 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS_PATH = "/controller/create_topics"
 
 
-def creation_request(image: MetadataImage, settings: GroupShellSettings) -> dict[str, Any]:
-    """The CreateTopics body for __consumer_offsets as the cluster looks now (docs/protocol.md)."""
+def internal_topic_request(
+    image: MetadataImage,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: dict[str, str],
+) -> dict[str, Any]:
+    """The CreateTopics body of a compacted internal topic; the replication factor capped by live brokers."""
     live = len(image.cluster.usable_brokers())
-    replication_factor = max(1, min(settings.offsets_topic_replication_factor, live))
     topic = {
-        "name": OFFSETS_TOPIC,
-        "num_partitions": settings.coordinator.offsets_topic_num_partitions,
-        "replication_factor": replication_factor,
-        "configs": {"cleanup_policy": "compact", "segment_bytes": str(settings.offsets_topic_segment_bytes)},
+        "name": name,
+        "num_partitions": num_partitions,
+        "replication_factor": max(1, min(replication_factor, live)),
+        "configs": {"cleanup_policy": "compact", **configs},
     }
     return {"topics": [topic], "validate_only": False}
 
 
-class OffsetsTopicCreator:
-    """Creates __consumer_offsets through the active controller, one attempt in flight at a time."""
+def creation_request(image: MetadataImage, settings: GroupShellSettings) -> dict[str, Any]:
+    """The CreateTopics body for __consumer_offsets as the cluster looks now (docs/protocol.md)."""
+    return internal_topic_request(
+        image,
+        OFFSETS_TOPIC,
+        settings.coordinator.offsets_topic_num_partitions,
+        settings.offsets_topic_replication_factor,
+        {"segment_bytes": str(settings.offsets_topic_segment_bytes)},
+    )
+
+
+class InternalTopicCreator:
+    """Creates one internal topic through the active controller, one attempt in flight at a time."""
 
     def __init__(
         self,
         controller_call: Callable[[str, dict[str, Any]], Any],
         image_provider: Callable[[], MetadataImage],
-        settings: GroupShellSettings,
+        name: str,
+        request: Callable[[MetadataImage], dict[str, Any]],
     ) -> None:
         self._call = controller_call
         self._image = image_provider
-        self._settings = settings
+        self.name = name
+        self._request = request
         self._task: asyncio.Task[None] | None = None
         self.attempts = 0
 
@@ -58,27 +76,41 @@ class OffsetsTopicCreator:
         """Start a creation unless one is running or the topic exists; never waits."""
         if self._task is not None and not self._task.done():
             return
-        if self._image().topic(OFFSETS_TOPIC) is not None:
+        if self._image().topic(self.name) is not None:
             return
-        self._task = asyncio.get_running_loop().create_task(self._create(), name="kraftpy-create-offsets-topic")
+        self._task = asyncio.get_running_loop().create_task(self._create(), name=f"kraftpy-create-{self.name}")
 
     async def _create(self) -> None:
         self.attempts += 1
-        body = creation_request(self._image(), self._settings)
+        body = self._request(self._image())
         try:
             answer = await self._call(CREATE_TOPICS_PATH, body)
         except KafkaError as exc:
-            log.warning("creating %s failed: %s (the next FindCoordinator tries again)", OFFSETS_TOPIC, exc)
+            log.warning("creating %s failed: %s (the next FindCoordinator tries again)", self.name, exc)
             return
         for result in answer.get("topics") or []:
             code = result.get("error_code", 0) if isinstance(result, dict) else 0
             if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.info("%s created (or already there): %s", OFFSETS_TOPIC, body["topics"][0])
+                log.info("%s created (or already there): %s", self.name, body["topics"][0])
             else:
-                log.warning("creating %s failed: %s", OFFSETS_TOPIC, result)
+                log.warning("creating %s failed: %s", self.name, result)
 
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+class OffsetsTopicCreator(InternalTopicCreator):
+    """Creates __consumer_offsets (its settings: the group coordinator's)."""
+
+    def __init__(
+        self,
+        controller_call: Callable[[str, dict[str, Any]], Any],
+        image_provider: Callable[[], MetadataImage],
+        settings: GroupShellSettings,
+    ) -> None:
+        super().__init__(
+            controller_call, image_provider, OFFSETS_TOPIC, lambda image: creation_request(image, settings)
+        )

@@ -44,6 +44,8 @@ from kraftpy.broker.shell.partition_host import (
     producer_state,
 )
 from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
+from kraftpy.broker.txn.shell.coordinator_shell import TransactionCoordinatorShell
+from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
@@ -52,7 +54,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.shell.rpc import Handler
-from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.protocol.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kraftpy.protocol.types import Address
 from kraftpy.storage import LogConfig, PartitionLog
 from kraftpy.storage.integrity import find_corruption
@@ -113,6 +115,11 @@ class ReplicaManager:
         produce = ProduceHandler(self)
         group_settings = group_settings or GroupShellSettings.from_node_config(node.config)
         self.groups = GroupCoordinatorShell(self, produce, group_settings)
+        self.txn = TransactionCoordinatorShell(self, produce, TxnShellSettings.from_node_config(node.config))
+        self.groups.find_coordinator.transactions = (
+            self.txn.creator,
+            self.txn.settings.coordinator.transaction_state_log_num_partitions,
+        )
         self._handlers: dict[str, Handler] = {
             "/kafka/metadata": MetadataHandler(self),
             "/kafka/produce": produce,
@@ -122,6 +129,7 @@ class ReplicaManager:
             "/kafka/init_producer_id": InitProducerIdHandler(self),
             "/broker/write_txn_markers": WriteTxnMarkersHandler(self, produce),
             **self.groups.routes(),
+            **self.txn.routes(),
         }
         self._applied: MetadataImage | None = None
         self._tick_task: asyncio.Task[None] | None = None
@@ -151,6 +159,7 @@ class ReplicaManager:
         # No partition role from the image at start: it may be this node's stale replay of the metadata
         # log. The owner hands over the first image it may act on (docs/replication.md, restarts).
         await self.groups.start()
+        await self.txn.start()
 
     async def stop(self, graceful: bool = True) -> None:
         """Stop fetching, fail what waits, snapshot producer state, close every log (flushed, checkpointed)."""
@@ -158,6 +167,7 @@ class ReplicaManager:
             return
         self._stopped = True
         await self.groups.stop()  # before the partitions stop: waiting members hear NOT_COORDINATOR
+        await self.txn.stop()
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -209,6 +219,7 @@ class ReplicaManager:
             "waiting_fetches": self.fetch_handler.waiting,
             "waiting_produces": len(self.produce_waiters),
             "groups": self.groups.status(),
+            "transactions": self.txn.status(),
         }
 
     # -- metadata ----------------------------------------------------------------------------------------------
@@ -244,6 +255,7 @@ class ReplicaManager:
             # broker could have hosted before it started: what it does not assign here is a stray.
             self.logs.mark_strays({partition_dir_name(*key) for key in (*self.partitions, *self._opening)})
         self.groups.on_metadata()
+        self.txn.on_metadata()
         for key in list(self._corrupt):
             self._maybe_repair(key)
 
@@ -276,6 +288,8 @@ class ReplicaManager:
         hosted.notify()
         if key[0] == OFFSETS_TOPIC:
             self.groups.on_metadata()  # its leadership may have changed here (also after a log opened late)
+        elif key[0] == TRANSACTION_STATE_TOPIC:
+            self.txn.on_metadata()
 
     def _begin_open(self, local: LocalPartition, image: MetadataImage) -> None:
         """Open the partition's log (and rebuild its producer state) in the log manager's thread."""

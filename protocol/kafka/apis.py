@@ -44,7 +44,11 @@ _RANGES = (
     ApiRange(21, "DeleteRecords", 0, 2),
     ApiRange(22, "InitProducerId", 0, 6),
     ApiRange(23, "OffsetForLeaderEpoch", 2, 4),
+    ApiRange(24, "AddPartitionsToTxn", 0, 4),
+    ApiRange(25, "AddOffsetsToTxn", 0, 4),
+    ApiRange(26, "EndTxn", 0, 4),
     ApiRange(27, "WriteTxnMarkers", 0, 1),
+    ApiRange(28, "TxnOffsetCommit", 0, 4),
     ApiRange(32, "DescribeConfigs", 1, 4),
     ApiRange(33, "AlterConfigs", 0, 2),
     ApiRange(35, "DescribeLogDirs", 1, 5),
@@ -55,6 +59,8 @@ _RANGES = (
     ApiRange(47, "OffsetDelete", 0, 0),
     ApiRange(60, "DescribeCluster", 0, 2),
     ApiRange(61, "DescribeProducers", 0, 0),
+    ApiRange(65, "DescribeTransactions", 0, 0),
+    ApiRange(66, "ListTransactions", 0, 1),
 )
 
 SUPPORTED_APIS: dict[int, ApiRange] = {r.api_key: r for r in _RANGES}

@@ -50,7 +50,14 @@ from kafka.protocol.admin.topics import (
     ElectLeadersRequest,
     ElectLeadersResponse,
 )
-from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -81,8 +88,16 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -123,6 +138,12 @@ _MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (OffsetDeleteRequest, OffsetDeleteResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeProducersRequest, DescribeProducersResponse),
+        (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        (EndTxnRequest, EndTxnResponse),
+        (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+        (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        (ListTransactionsRequest, ListTransactionsResponse),
         (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     )
 }

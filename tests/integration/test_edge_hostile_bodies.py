@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftpy.broker.groups import GROUP_APIS
+from kraftpy.broker.txn.shell.coordinator_shell import ROUTES as TXN_ROUTES
 from kraftpy.metadata.controller import wire
 from kraftpy.protocol import auth
 from kraftpy.protocol.credentials import Credential
@@ -151,6 +152,31 @@ BROKER: dict[str, dict[str, Any]] = {
     "/kafka/describe_groups": {"groups": ["g"]},
     "/kafka/delete_groups": {"groups_names": ["g"]},
     "/kafka/offset_delete": {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+    "/kafka/txn_offset_commit": {
+        "transactional_id": "tx",
+        "group_id": "g",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "topics": [{"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+    },
+    "/kafka/add_partitions_to_txn": {
+        "transactional_id": "tx",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [{"name": "nope", "partitions": [0]}],
+    },
+    "/kafka/verify_txn_partitions": {
+        "transactional_id": "tx",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [{"name": "nope", "partitions": [0]}],
+    },
+    "/kafka/add_offsets_to_txn": {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+    "/kafka/end_txn": {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+    "/kafka/describe_transactions": {"transactional_ids": ["tx"]},
+    "/kafka/list_transactions": {"state_filters": ["Ongoing"], "producer_id_filters": [1], "duration_filter_ms": -1},
     "/admin/status": {},
 }
 
@@ -242,7 +268,7 @@ def post(url: str, body: Any, credential: Credential | None = None) -> tuple[int
 def test_every_route_is_covered(node) -> None:
     _, _, routes = node
     served = set(codec.REQUEST_BY_ROUTE) | {f"/controller/{n}" for n in wire.ROUTES}
-    served |= {f"/kafka/{api}" for api in GROUP_APIS}
+    served |= {f"/kafka/{api}" for api in GROUP_APIS} | set(TXN_ROUTES)
     assert served <= set(routes)
 
 

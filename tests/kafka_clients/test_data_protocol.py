@@ -3,7 +3,7 @@
 What clients rarely show: Produce v0-v2 refused, acks=0 answered by silence (or
 a closed connection on an error), incremental fetch sessions refused, replica
 fetches refused, topic ids (v13), ListOffsets specials, OffsetForLeaderEpoch,
-InitProducerId with and without a transactional id, DescribeProducers.
+InitProducerId without a transactional id, DescribeProducers.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def test_offset_for_leader_epoch_ends_at_the_log_end(kafka_cluster: LocalCluster
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, epoch, end)
 
 
-def test_init_producer_id_idempotent_yes_transactional_no(leader: Raw) -> None:
+def test_init_producer_id_idempotent(leader: Raw) -> None:
     ok = leader.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000))
     assert ok.error_code == 0 and ok.producer_id >= 0 and ok.producer_epoch == 0
     bumped = leader.call(
@@ -244,8 +244,7 @@ def test_init_producer_id_idempotent_yes_transactional_no(leader: Raw) -> None:
                                      producer_id=ok.producer_id, producer_epoch=0)
     )  # fmt: skip
     assert (bumped.producer_id, bumped.producer_epoch) == (ok.producer_id, 1)
-    txn = leader.call(22, 4, InitProducerIdRequest(transactional_id="txn-1", transaction_timeout_ms=60_000))
-    assert (txn.error_code, txn.producer_id) == (int(ErrorCode.UNSUPPORTED_VERSION), -1)
+    # With a transactional id: tests/kafka_clients/test_txn_coordinator.py.
 
 
 def test_describe_producers_lists_an_idempotent_producer(kafka_cluster: LocalCluster, leader: Raw, topic: str) -> None:

@@ -98,9 +98,6 @@ def test_find_coordinator_answers_kafka_listeners_at_every_version(kafka_cluster
             answer = wire.call(10, 6, batch)
             assert [c.key for c in answer.coordinators] == ["fc-a", "fc-b", "fc-c"]
             assert all(c.error_code == 0 and str(c.port) in kafka_ports for c in answer.coordinators), answer
-            # No transaction coordinators: refused at once, not "retry later".
-            txn = wire.call(10, 6, FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"], version=6))
-            assert txn.coordinators[0].error_code == ErrorCode.UNSUPPORTED_VERSION
         finally:
             wire.close()
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.common import leading_partition
 from kraftpy.broker.api.produce import check_producer_batch
@@ -19,6 +19,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records import build_batch
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.protocol.validate import INT32_MAX
 
 if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
@@ -31,6 +32,25 @@ NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 _EPOCH_ERRORS = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
+def transactional_fields(hosted: Any, action: Append) -> dict[str, Any]:
+    """The producer fields of a TxnOffsetCommit batch: transactional, at the producer's next sequence here.
+
+    Only the coordinator writes to this partition, so the partition's producer state is the
+    sequence's one source; appends start synchronously, in order, so no two get the same sequence.
+    """
+    if action.producer_id < 0:
+        return {}
+    entry = hosted.core.producers.entry(action.producer_id)
+    same_epoch = entry is not None and entry.producer_epoch == action.producer_epoch
+    sequence = entry.last_seq + 1 if same_epoch and entry.last_seq >= 0 else 0
+    return {
+        "producer_id": action.producer_id,
+        "producer_epoch": action.producer_epoch,
+        "base_sequence": sequence % (INT32_MAX + 1),
+        "is_transactional": True,
+    }
+
+
 class OffsetsAppender:
     def __init__(
         self,
@@ -40,8 +60,10 @@ class OffsetsAppender:
         timeout_ms: int,
         on_complete: Callable[[int, ErrorCode], None],
         on_unknown_fate: Callable[[int], None],
+        topic: str = OFFSETS_TOPIC,
     ) -> None:
         self.rm = rm
+        self.topic = topic  # __consumer_offsets, or __transaction_state for the transaction coordinator
         self.produce = produce
         self.timeout_ms = timeout_ms
         self.on_complete = on_complete
@@ -62,22 +84,22 @@ class OffsetsAppender:
         waits = {}
         try:
             if action.records:
-                hosted = leading_partition(self.rm, OFFSETS_TOPIC, action.partition, leader_epoch)
-                batch = build_batch(action.records)
+                hosted = leading_partition(self.rm, self.topic, action.partition, leader_epoch)
+                batch = build_batch(action.records, **transactional_fields(hosted, action))
                 config = hosted.log.config
                 header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
                 rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)
-                waits[rid] = ((OFFSETS_TOPIC, action.partition), hosted, future)
+                waits[rid] = ((self.topic, action.partition), hosted, future)
             error = ErrorCode.NONE
         except KafkaError as exc:
             error = NOT_LEADER if exc.code in _EPOCH_ERRORS else exc.code
-            log.debug("append %d to %s-%d refused: %s", action.append_id, OFFSETS_TOPIC, action.partition, exc)
+            log.debug("append %d to %s-%d refused: %s", action.append_id, self.topic, action.partition, exc)
         except Exception:  # a bug here must still complete the append, or its group would wait forever
-            log.exception("append %d to %s-%d failed", action.append_id, OFFSETS_TOPIC, action.partition)
+            log.exception("append %d to %s-%d failed", action.append_id, self.topic, action.partition)
             error = ErrorCode.UNKNOWN_SERVER_ERROR
         previous = self._tails.get(action.partition)
         task = asyncio.get_running_loop().create_task(
-            self._finish(action, previous, waits, error, now + self.timeout_ms), name="kraftpy-offsets-append"
+            self._finish(action, previous, waits, error, now + self.timeout_ms), name=f"kraftpy-append-{self.topic}"
         )
         self._tails[action.partition] = task
         self._tasks.add(task)
@@ -107,7 +129,7 @@ class OffsetsAppender:
             self.appended += 1
         else:
             self.failed += 1
-            log.warning("write of %s to %s-%d failed: %s", action.kind, OFFSETS_TOPIC, action.partition, error.name)
+            log.warning("write of %s to %s-%d failed: %s", action.kind, self.topic, action.partition, error.name)
         self.on_complete(action.append_id, error)
         if error == ErrorCode.REQUEST_TIMED_OUT:
             self.on_unknown_fate(action.partition)

@@ -86,7 +86,7 @@ async def handle_init_producer_id(
 ) -> InitProducerIdResponse:
     body = producers.read_init_producer_id(request, ctx.header.api_version)
     answer = await apis.route("/kafka/init_producer_id")(body)
-    return producers.init_producer_id_response(answer or {})
+    return producers.init_producer_id_response(answer or {}, ctx.header.api_version)
 
 
 async def handle_describe_producers(

@@ -32,6 +32,7 @@ FAMILIES = (
     "kraftpy.broker.kafka.shell.data_apis",
     "kraftpy.broker.kafka.shell.group_apis",
     "kraftpy.broker.kafka.shell.admin_apis",
+    "kraftpy.broker.kafka.shell.txn_apis",
     "kraftpy.broker.kafka.shell.txn_marker_apis",
 )
 

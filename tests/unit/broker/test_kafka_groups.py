@@ -107,7 +107,7 @@ def test_find_coordinator_names_the_kafka_listener_or_is_not_available() -> None
 
 def test_find_coordinator_key_types() -> None:
     assert g.key_type_refusal(0) is None
-    assert g.key_type_refusal(1).code is E.UNSUPPORTED_VERSION
+    assert g.key_type_refusal(1) is None  # transactions
     assert g.key_type_refusal(2).code is E.INVALID_REQUEST
     request = wire_request(10, 0, FindCoordinatorRequest(key="g", version=0))
     assert g.coordinator_keys(request, 0) == (0, ["g"])  # v0 has no key type: a group

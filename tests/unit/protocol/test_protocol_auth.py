@@ -139,6 +139,7 @@ def test_credential_files_are_private_and_checked(tmp_path: Path) -> None:
 
 def test_every_route_a_node_serves_is_named_in_the_access_table() -> None:
     from kraftpy.broker.groups import GROUP_APIS
+    from kraftpy.broker.txn.shell.coordinator_shell import ROUTES as TXN_ROUTES
 
     served = {
         *RAFT_ROUTES.values(),
@@ -148,9 +149,11 @@ def test_every_route_a_node_serves_is_named_in_the_access_table() -> None:
         "/kafka/find_coordinator",
         METADATA_PATH, PRODUCE_PATH, FETCH_PATH, LIST_OFFSETS_PATH, OFFSETS_FOR_LEADER_EPOCH_PATH,
         INIT_PRODUCER_ID_PATH, STATUS_PATH,
+        *(p for p in TXN_ROUTES if p != "/kafka/verify_txn_partitions"),
     }  # fmt: skip
     assert served - set(access.ROUTES) == set()
     assert access.static_requirement("/something/new") is access.CLUSTER  # closed by default
+    assert access.static_requirement("/kafka/verify_txn_partitions") is access.CLUSTER  # brokers only
     assert access.required(FETCH_PATH, {"replica_id": -1}) is None
     assert access.required(FETCH_PATH, {"replica_id": 3}) is access.CLUSTER
     assert access.required(FETCH_PATH, {"replica_id": "3"}) is access.CLUSTER

@@ -1,0 +1,176 @@
+"""Exactly-once consume-transform-produce through confluent-kafka, with the transaction coordinator's node killed.
+
+Input records are read with isolation.level=read_committed, each is written to two output topics
+and the input offsets are committed in the same transaction (send_offsets_to_transaction,
+KIP-447); one transaction is aborted on purpose; midway the node that coordinates the
+transactional id is SIGKILLed (the coordinator moves; its successor resumes from
+__transaction_state). Read back with read_committed, every input appears exactly once in each
+output topic and nothing of the aborted transaction does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.kafka_clients.test_groups_clients import Wire
+
+IN, OUT_A, OUT_B = "eos-in", "eos-out-a", "eos-out-b"
+RECORDS = 300
+PER_TXN = 15
+TXN_ID = "eos-app"
+GROUP = "eos-group"
+DEADLINE_S = 300
+
+
+def coordinator_node(cluster: LocalCluster, txn_id: str) -> int:
+    def found():
+        wire = Wire(cluster.bootstrap_servers.split(",")[0])
+        try:
+            answer = wire.call(10, 3, FindCoordinatorRequest(key=txn_id, key_type=1, version=3))
+        finally:
+            wire.close()
+        return answer.node_id if answer.error_code == 0 else None
+
+    return wait_for(f"the coordinator of {txn_id}", found, timeout_s=60)
+
+
+def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline: float) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "eos-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    values: list[bytes] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        # read_committed: the high watermark of a read_committed consumer is the LSO
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        positions = dict.fromkeys(ends, 0)
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            values.extend(m.value() for m in consumer.consume(num_messages=500, timeout=0.5) if m.error() is None)
+            # the position, not the last record: it also steps over control records (markers)
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
+        assert all(positions[p] >= ends[p] for p in ends), (positions, ends)
+    finally:
+        consumer.close()
+    return values
+
+
+def test_consume_transform_produce_exactly_once_across_a_coordinator_kill(kafka_cluster: LocalCluster) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    for topic, partitions in ((IN, 3), (OUT_A, 2), (OUT_B, 2)):
+        kafka_cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
+    source = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "enable.idempotence": True})
+    for i in range(RECORDS):
+        source.produce(IN, key=b"k%d" % i, value=b"in-%d" % i, partition=i % 3)
+    assert source.flush(60) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "transactional.id": TXN_ID,
+            "transaction.timeout.ms": 60_000,
+        }
+    )
+    assignment = [TopicPartition(IN, p) for p in range(3)]
+    killed: int | None = None
+    committed_txns = aborted_on_purpose = 0
+
+    def rewind() -> None:
+        """Back to the group's committed offsets (what the aborted transaction consumed is read again)."""
+        committed = consumer.committed(assignment, timeout=30)
+        for tp in committed:
+            consumer.seek(TopicPartition(IN, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+    def commit_with_retries() -> bool:
+        while True:
+            try:
+                producer.commit_transaction(30)
+                return True
+            except KafkaException as exc:
+                error = exc.args[0]
+                assert not error.fatal(), error
+                if error.txn_requires_abort():
+                    producer.abort_transaction(30)
+                    rewind()
+                    return False
+                assert error.retriable(), error
+                assert time.monotonic() < deadline, "the commit never went through"
+
+    try:
+        producer.init_transactions(60)
+        consumer.assign([TopicPartition(IN, p, OFFSET_BEGINNING) for p in range(3)])
+        done_inputs = 0
+        while time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(num_messages=PER_TXN, timeout=1.0) if m.error() is None]
+            if not batch:
+                positions = consumer.position(assignment)
+                ends = [consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in assignment]
+                if all(p.offset >= e for p, e in zip(positions, ends, strict=True)):
+                    break
+                continue
+            try:
+                producer.begin_transaction()
+                for m in batch:
+                    producer.produce(OUT_A, key=m.key(), value=m.value())
+                    producer.produce(OUT_B, key=m.key(), value=m.value())
+                if aborted_on_purpose == 0:
+                    # its offsets too: an aborted transaction's offsets must not count (else these inputs
+                    # would be skipped after the rewind and missing from the outputs)
+                    producer.produce(OUT_A, value=b"aborted-marker")
+                    producer.send_offsets_to_transaction(
+                        consumer.position(assignment), consumer.consumer_group_metadata(), 30
+                    )
+                    producer.abort_transaction(30)
+                    aborted_on_purpose += 1
+                    rewind()
+                    continue
+                producer.send_offsets_to_transaction(
+                    consumer.position(assignment), consumer.consumer_group_metadata(), 30
+                )
+            except KafkaException as exc:
+                error = exc.args[0]
+                assert not error.fatal(), error
+                producer.abort_transaction(30)
+                rewind()
+                continue
+            if commit_with_retries():
+                committed_txns += 1
+                done_inputs += len(batch)
+            if killed is None and done_inputs >= RECORDS // 2:
+                killed = coordinator_node(kafka_cluster, TXN_ID)
+                kafka_cluster.kill(killed)
+        assert time.monotonic() < deadline, "the loop did not finish in time"
+    finally:
+        producer.flush(5)
+        consumer.close()
+        if killed is not None:
+            kafka_cluster.start()  # the killed node comes back (the others kept running)
+    assert killed is not None and committed_txns >= RECORDS // PER_TXN and aborted_on_purpose == 1
+
+    expected = Counter(b"in-%d" % i for i in range(RECORDS))
+    for topic in (OUT_A, OUT_B):
+        values = read_committed(kafka_cluster, topic, 2, deadline + 60)
+        assert b"aborted-marker" not in values
+        counts = Counter(values)
+        duplicates = {v: n for v, n in counts.items() if n > 1}
+        assert not duplicates, f"{topic}: {len(duplicates)} inputs written more than once"
+        assert counts == expected, f"{topic}: {len(expected - counts)} inputs missing"
