@@ -30,7 +30,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 TIMEOUT_S = 30
 _correlation = itertools.count(1)
@@ -148,13 +148,18 @@ def test_produce_and_fetch_by_topic_id(kafka_cluster: LocalCluster, leader: Raw,
 
 
 def test_acks_zero_gets_no_answer_and_its_records_are_written(leader: Raw, topic: str) -> None:
+    before = leader.call(2, 7, list_offsets(topic, -1)).topics[0].partitions[0].offset
     leader.send(0, 9, produce(topic, batch(b"silent-1", b"silent-2"), acks=0))
     # The next answer on the connection is the next request's: nothing was written for the produce.
     versions = leader.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     assert versions.error_code == 0
-    end = leader.call(2, 7, list_offsets(topic, -1)).topics[0].partitions[0].offset
-    got = leader.call(1, 12, fetch(topic, end - 2))
-    assert values_in(got.responses[0].partitions[0].records)[-2:] == [b"silent-1", b"silent-2"]
+    # acks=0 promises nothing about when: the records become readable once the followers have them (HW).
+    wait_for(
+        "the acks=0 records below the high watermark",
+        lambda: leader.call(2, 7, list_offsets(topic, -1)).topics[0].partitions[0].offset >= before + 2,
+    )
+    got = leader.call(1, 12, fetch(topic, before))
+    assert values_in(got.responses[0].partitions[0].records)[:2] == [b"silent-1", b"silent-2"]
 
 
 def test_acks_zero_with_an_error_closes_the_connection(leader: Raw) -> None:
