@@ -4,14 +4,9 @@
     kpf-<run>-n<i> node i: `eth0` = 10.207.N.(10+i)/24, the peer of `v<i>`
     kpf-<run>-c    the clients: `eth0` = 10.207.N.2/24
 
-Every veth is created inside the bridge namespace with its peer moved straight into the
-member's namespace, so the root namespace never sees an interface, a route or a rule of
-the run. N is chosen so that 10.207.N.0/24 overlaps no address of the root namespace.
-Partitions are nftables rules inside the receivers' namespaces (partitions.py).
-
-A run's namespaces name their owner in /run/kraftpy-faults/<run>.pid; `cleanup_stale()`
-removes those of a run whose owner is gone (processes inside first, then the namespaces,
-which takes their veths and bridge with them), and `setup()` calls it first.
+Veths are made inside the bridge namespace, so the root namespace never sees a link, route or
+rule of the run; 10.207.N.0/24 overlaps no root address. A run's owner pid is in
+/run/kraftpy-faults/<run>.pid: `cleanup_stale()` (called by `setup()`) removes runs whose owner is gone.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The partition planner (a pure core): a partition spec over node ids -> directed drops -> nftables rules.
 
-A partition is the set of directed `(src, dst)` pairs whose packets are dropped.
-Every spec is two-way (both directions cut) except `one_way`. The shell
-(netns.py) loads `nft_scripts(...)` into each namespace; the rules sit in the
-receiver's input hook, so a dropped packet is lost silently on the wire, as a
-cut cable or a dead switch port would lose it (a drop on the sender's output
-would fail its send at once, which no real network does).
-
-Node ids are anything hashable and ordered; the fault run uses the node ids
-1..n and `CLIENT` for the client namespace, so a client can be cut off too.
+A partition is the set of directed `(src, dst)` pairs whose packets are dropped; every spec is
+two-way except `one_way`. The rules sit in the receiver's input hook, so a packet is lost silently
+as on a cut cable (a drop on the sender's output would fail its send at once, which no network does).
+Node ids: 1..n for the nodes, `CLIENT` for the client namespace, so a client can be cut off too.
 """
 
 from __future__ import annotations
