@@ -8,6 +8,7 @@ collide with nothing on the machine) and removes them, and stops every process i
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults import partitions
-from kraftpy.tools.faults.netns import FaultNet, list_namespaces, supported
+from kraftpy.tools.faults.netns import OWNERS_DIR, FaultNet, list_namespaces, supported
 from kraftpy.tools.faults.partitions import CLIENT
 from tests.integration.test_cluster_support import CLI_TIMEOUT_S, CliResult, LocalCluster, wait_for
 
@@ -174,3 +176,37 @@ def test_a_cluster_in_namespaces_survives_isolating_the_partition_leader(net: Fa
         assert all(value in read for value in during)
     finally:
         cluster.stop()
+
+
+def kraftpy(*args: str, timeout_s: float = CLI_TIMEOUT_S, cwd: Path | None = None) -> CliResult:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftpy.tools.cli", *args], capture_output=True, text=True, timeout=timeout_s, cwd=cwd
+    )
+    return CliResult(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_cleanup_removes_the_network_of_a_run_whose_owner_died(net: FaultNet) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (OWNERS_DIR / f"{net.run_id}.pid").write_text(dead.stdout)  # as if the run had been killed
+    with listeners(net, (1,)):  # a process left inside, as a killed run's node would be
+        result = kraftpy("faults", "cleanup")
+        assert result.code == 0, str(result)
+        assert not [n for n in list_namespaces() if n.startswith(f"kpf-{net.run_id}-")], str(result)
+
+
+def test_faults_run_exits_0_on_a_valid_run_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    ok, why = supported()
+    if not ok:
+        pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
+    before = set(list_namespaces())
+    out = tmp_path / "run"
+    args = ("faults", "run", "--seed", "3", "--time-limit-s", "8", "--nemesis", "isolate", "--nemesis", "kill")
+    result = kraftpy(*args, "--rate", "100", "--out", str(out), timeout_s=400)
+    assert result.code == 0, str(result)
+    assert "fault run: valid" in result.stdout and "replay" in result.stdout
+    assert json.loads((out / "check.json").read_text())["valid"] is True
+    nemeses = [json.loads(x)["f"] for x in (out / "history.jsonl").read_text().splitlines() if '"nemesis"' in x]
+    assert nemeses and all(f.split("-")[0] in ("isolate", "kill") for f in nemeses), nemeses
+    assert set(list_namespaces()) <= before, "the run left namespaces behind"
+    layout = ClusterLayout.load(out / "cluster")
+    assert all(layout.read_pid(n) is None for n in layout.nodes), "the run left a node running"
