@@ -201,7 +201,7 @@ def new_layout(
     if len(hosts) != nodes or not all(hosts):
         raise click.BadParameter(f"give one address, or one per node ({nodes}); got {host!r}", param_hint="--host")
     namespaces = [n.strip() for n in netns.split(",")] if netns else [""] * nodes
-    if len(namespaces) != nodes or not all(namespaces):
+    if netns and (len(namespaces) != nodes or not all(namespaces)):
         raise click.BadParameter(f"give one namespace per node ({nodes}); got {netns!r}", param_hint="--netns")
     entries = tuple(
         NodeEntry(
