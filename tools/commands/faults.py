@@ -74,6 +74,10 @@ def run(
     except (CouldNotRun, NetError) as exc:
         err_console.print(f"[red]could not run: {exc}[/]\nreplay: {replay}")
         sys.exit(2)
+    except Exception:  # a bug or a stuck phase: the run says nothing about the cluster, so not exit 1
+        err_console.print_exception()
+        err_console.print(f"[red]could not run[/]\nreplay: {replay}")
+        sys.exit(2)
     finally:
         fault_run.close()
     table = narrow_table("", "", title=f"fault run: {'valid' if result.valid else 'ANOMALIES'}")
