@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("kraftpy.tools.commands.cluster:cluster", "Start, inspect and stop a local cluster."),
     "configs": ("kraftpy.tools.commands.configs:configs", "Describe, set and delete topic and broker configs."),
     "consume": ("kraftpy.tools.commands.consume:consume", "Print records of a topic."),
+    "faults": ("kraftpy.tools.commands.faults:faults", "Run a workload under real network faults and check it."),
     "groups": ("kraftpy.tools.commands.groups:groups", "List, describe, reset offsets of and delete consumer groups."),
     "log": ("kraftpy.tools.commands.log:log", "Inspect segment, index and checkpoint files."),
     "perf": ("kraftpy.tools.commands.perf:perf", "Measure produce/consume throughput, latency and failover."),

@@ -25,6 +25,7 @@ class NodeEntry:
     port: int
     roles: tuple[str, ...]
     kafka_port: int = 0  # the Kafka listener's port; 0: none (a cluster made before issue 15)
+    netns: str = ""  # the network namespace the node runs in (`ip netns exec`); "": the caller's
 
     @property
     def folder(self) -> str:
@@ -95,7 +96,12 @@ class ClusterLayout:
             body = json.loads(path.read_text())
             nodes = tuple(
                 NodeEntry(
-                    int(n["node_id"]), str(n["host"]), int(n["port"]), tuple(n["roles"]), int(n.get("kafka_port", 0))
+                    int(n["node_id"]),
+                    str(n["host"]),
+                    int(n["port"]),
+                    tuple(n["roles"]),
+                    int(n.get("kafka_port", 0)),
+                    str(n.get("netns", "")),
                 )
                 for n in body["nodes"]
             )

@@ -35,7 +35,7 @@ from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.compression import CompressionType
 from kraftpy.protocol.records.header import HEADER_SIZE, write_crc
 from kraftpy.raft.messages import BeginQuorumEpochRequest, VoteRequest, to_dict
-from tests.jepsen_like.history import RunEnd
+from kraftpy.tools.faults.history import RunEnd
 
 INT32_MAX = 2**31 - 1
 REQUEST_TIMEOUT_S = 5.0

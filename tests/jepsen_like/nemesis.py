@@ -20,8 +20,8 @@ import asyncio
 import random
 from collections import Counter
 
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from tests.jepsen_like.cluster import JepsenCluster
-from tests.jepsen_like.history import HistoryWriter, RunEnd
 
 HOLD_S = (0.5, 2.5)  # how long a fault lasts
 QUIET_S = (0.5, 1.5)  # how long the cluster gets between faults

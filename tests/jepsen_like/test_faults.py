@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.workload import produce, read_all
 from tests.integration.test_cluster_support import wait_for
 from tests.jepsen_like.cluster import JepsenCluster, partition_supported
 from tests.jepsen_like.disk import loop_disk_supported
-from tests.jepsen_like.history import HistoryWriter, RunEnd
 from tests.jepsen_like.hostile import HostileClient
 from tests.jepsen_like.nemesis import FAULTS, run_nemesis
-from tests.jepsen_like.workload import produce, read_all
 
 pytestmark = pytest.mark.slow
 

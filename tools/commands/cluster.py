@@ -190,13 +190,19 @@ def check_health(layout: ClusterLayout) -> ClusterHealth:
 COMBINED_ROLES = ("broker", "controller")
 
 
-def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_base_port: int = 0) -> ClusterLayout:
-    """`host` is one address for every node, or a comma-separated list with one per node (127.0.0.2,127.0.0.3,...)."""
+def new_layout(
+    directory: Path, nodes: int, host: str, base_port: int, kafka_base_port: int = 0, netns: str = ""
+) -> ClusterLayout:
+    """`host` is one address for every node, or a comma-separated list with one per node (127.0.0.2,127.0.0.3,...);
+    `netns` is empty or one network namespace per node, comma-separated."""
     hosts = [h.strip() for h in host.split(",")]
     if len(hosts) == 1:
         hosts *= nodes
     if len(hosts) != nodes or not all(hosts):
         raise click.BadParameter(f"give one address, or one per node ({nodes}); got {host!r}", param_hint="--host")
+    namespaces = [n.strip() for n in netns.split(",")] if netns else [""] * nodes
+    if netns and (len(namespaces) != nodes or not all(namespaces)):
+        raise click.BadParameter(f"give one namespace per node ({nodes}); got {netns!r}", param_hint="--netns")
     entries = tuple(
         NodeEntry(
             i,
@@ -204,6 +210,7 @@ def new_layout(directory: Path, nodes: int, host: str, base_port: int, kafka_bas
             base_port + i - 1,
             COMBINED_ROLES,
             kafka_base_port + i - 1 if kafka_base_port else 0,
+            namespaces[i - 1],
         )
         for i in range(1, nodes + 1)
     )
@@ -266,9 +273,19 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def spawn_node(layout: ClusterLayout, entry: NodeEntry) -> int:
+    # `ip netns exec` execs the server in place, so the pid is the server's (and its command line names the config).
+    in_netns = ["ip", "netns", "exec", entry.netns] if entry.netns else []
     with open(layout.log_path(entry), "ab") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kraftpy.tools.cli", "server", "--config", str(layout.config_path(entry))],
+            [
+                *in_netns,
+                sys.executable,
+                "-m",
+                "kraftpy.tools.cli",
+                "server",
+                "--config",
+                str(layout.config_path(entry)),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -340,6 +357,12 @@ def cluster() -> None:
 )
 @click.option("--timeout-ms", type=click.IntRange(1_000, 600_000), default=60_000, show_default=True)
 @click.option("--timeout-s", type=click.FloatRange(1, 600), hidden=True, help="Deprecated: --timeout-ms.")
+@click.option(
+    "--netns",
+    default="",
+    help="One network namespace per node, comma-separated (fault runs: docs/jepsen.md); run this command "
+    "inside a namespace that reaches the nodes' --host addresses.",
+)
 def start(
     node_count: int,
     cluster_dir: Path,
@@ -348,6 +371,7 @@ def start(
     base_port: int,
     timeout_ms: int,
     timeout_s: float | None,
+    netns: str,
 ) -> None:
     """Format and start N combined nodes, wait until healthy, print the bootstrap servers."""
     timeout_s = timeout_ms / 1000 if timeout_s is None else timeout_s
@@ -357,14 +381,16 @@ def start(
     except KafkaError:
         if (cluster_dir / "cluster.json").exists():
             raise
-        layout = new_layout(cluster_dir, node_count, host, base_port, kafka_base_port)
+        layout = new_layout(cluster_dir, node_count, host, base_port, kafka_base_port, netns)
         created = True
     if not created and len(layout.nodes) != node_count and node_count != 3:
         err_console.print(f"[yellow]{cluster_dir} holds a {len(layout.nodes)}-node cluster; --nodes ignored[/]")
     started: dict[int, int] = {}
     to_start = [n for n in layout.nodes if layout.read_pid(n) is None]
-    busy = [n.address for n in to_start if port_in_use(n.host, n.port)]
-    busy += [n.kafka_address for n in to_start if n.kafka_port and port_in_use(n.host, n.kafka_port)]
+    # A node in a namespace of its own binds an address only that namespace has: nothing here can take it.
+    local = [n for n in to_start if not n.netns]
+    busy = [n.address for n in local if port_in_use(n.host, n.port)]
+    busy += [n.kafka_address for n in local if n.kafka_port and port_in_use(n.host, n.kafka_port)]
     if busy:
         raise click.ClickException(
             f"address(es) in use: {', '.join(busy)}; choose another --kafka-base-port, --base-port or --host"

@@ -117,3 +117,12 @@ def test_overlapping_rpc_and_kafka_port_runs_are_refused() -> None:
         new_layout(Path("/tmp/none"), 3, "127.0.0.1", 9092, kafka_base_port=9094)
     per_node_hosts = new_layout(Path("/tmp/none"), 3, "127.0.0.2,127.0.0.3,127.0.0.4", 9092, kafka_base_port=9093)
     assert [n.kafka_port for n in per_node_hosts.nodes] == [9093, 9094, 9095]  # other hosts: no clash
+
+
+def test_new_layout_takes_one_namespace_per_node_or_none() -> None:
+    plain = new_layout(Path("/tmp/none"), 3, "127.0.0.1", 19092)
+    assert [n.netns for n in plain.nodes] == ["", "", ""]
+    inside = new_layout(Path("/tmp/none"), 3, "10.0.0.11,10.0.0.12,10.0.0.13", 19092, netns="a,b,c")
+    assert [(n.host, n.netns) for n in inside.nodes] == [("10.0.0.11", "a"), ("10.0.0.12", "b"), ("10.0.0.13", "c")]
+    with pytest.raises(click.BadParameter, match="namespace per node"):
+        new_layout(Path("/tmp/none"), 3, "127.0.0.1", 19092, netns="a,b")

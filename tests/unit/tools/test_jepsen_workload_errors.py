@@ -6,7 +6,7 @@ import pytest
 
 from kraftpy.client.errors import KafkaTimeoutError
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from tests.jepsen_like.workload import indeterminate
+from kraftpy.tools.faults.workload import indeterminate
 
 
 @pytest.mark.parametrize(

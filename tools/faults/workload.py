@@ -1,18 +1,10 @@
 """The workload: producer processes that record every send, and a consumer that reads everything back.
 
-Each producer process sends one unique message at a time (`p<process>-<n>`) to
-a partition it picks at random, through one shared idempotent producer with
-acks=all, and records the send's invocation and outcome in the kafka history
-format: `ok` with the acknowledged offset, `info` when the outcome is unknown:
-a timeout or a retriable Kafka error (with retries and idempotence such an
-error does not prove the record is absent). Anything else (a non-retriable
-Kafka error, a TypeError in the client) is recorded as `info` and then fails
-the run: a client bug that shows only under faults must not pass as a fault.
-A process that saw `info` retires and a fresh process number continues, as
-Jepsen does. Bounded by the run's end and a send count.
-
-The final read assigns every partition, reads from the beginning to the end
-offsets and records each poll.
+One unique message per send (`p<process>-<n>`) to a random partition through one idempotent acks=all
+producer; the history gets `ok` with the offset, or `info` when the outcome is unknown (a timeout or a
+retriable error). Any other error is written as `info` and then fails the run: a client bug that shows
+only under faults must not pass as a fault. After `info` a fresh process number continues (Jepsen).
+The final read assigns every partition and reads to the end offsets. docs/jepsen.md has the details.
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.protocol.errors import KafkaError
-from tests.jepsen_like.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 
 SEND_TIMEOUT_S = 10.0  # bound on one send's wait; the producer's delivery timeout is below it
 READ_TIMEOUT_S = 60.0
@@ -56,7 +48,10 @@ async def produce(
     end: RunEnd,
     max_sends: int,
     rng: random.Random,
+    rate_per_s: float | None = None,
 ) -> WorkloadStats:
+    """`rate_per_s` bounds the sends of all processes together (None: as fast as the cluster answers)."""
+    pause_s = processes / rate_per_s if rate_per_s else 0.0
     stats = WorkloadStats(acked={p: {} for p in range(partitions)})
     next_process = processes
 
@@ -92,6 +87,8 @@ async def produce(
                     await asyncio.sleep(0.05)
                     continue
                 stats.ok += 1
+                if pause_s:
+                    await asyncio.sleep(pause_s)
                 if metadata.offset >= 0:
                     stats.acked[partition][message] = metadata.offset
                     history.event(process, "ok", "send", key=partition, value=message, offset=metadata.offset)

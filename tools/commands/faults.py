@@ -1,0 +1,104 @@
+"""`kraftpy faults run|cleanup`: a fault run on a cluster whose nodes each have a network namespace.
+
+Exit codes of `run`: 0 the history is valid, 1 anomalies found, 2 the run could not happen.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kraftpy.tools.faults.netns import NetError, cleanup_stale, supported
+from kraftpy.tools.faults.schedule import NEMESES
+from kraftpy.tools.tables import narrow_table
+
+err_console = Console(stderr=True)
+
+
+@click.group("faults")
+def faults() -> None:
+    """Run a workload under faults (real partitions in network namespaces) and check it."""
+
+
+@faults.command("run")
+@click.option("--seed", type=int, help="Seed of the nemesis schedule and the workload [default: random].")
+@click.option("--time-limit-s", type=click.FloatRange(1, 24 * 3600), default=30, show_default=True)
+@click.option("--nodes", "node_count", type=click.IntRange(3, 9), default=3, show_default=True)
+@click.option(
+    "--nemesis",
+    "nemeses",
+    type=click.Choice(NEMESES),
+    multiple=True,
+    help="A fault to inject (repeat for several) [default: all].",
+)
+@click.option("--rate", type=click.FloatRange(min=0.1), help="Sends per second, all producers together.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the history, the verdict and the cluster's files go [default: ./faults-<time>].",
+)
+def run(
+    seed: int | None,
+    time_limit_s: float,
+    node_count: int,
+    nemeses: tuple[str, ...],
+    rate: float | None,
+    out_dir: Path | None,
+) -> None:
+    """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
+    from kraftpy.tools.faults.run import CouldNotRun, FaultRun
+
+    seed = random.randrange(2**32) if seed is None else seed
+    out_dir = out_dir or Path(f"faults-{time.strftime('%Y%m%d-%H%M%S')}")
+    nemeses = nemeses or NEMESES
+    ok, why = supported()
+    if not ok:
+        err_console.print(f"[red]cannot run: {why}[/] (docs/jepsen.md)")
+        sys.exit(2)
+    replay = (
+        f"kraftpy faults run --seed {seed} --time-limit-s {time_limit_s:g} --nodes {node_count} "
+        + " ".join(f"--nemesis {n}" for n in nemeses)
+        + (f" --rate {rate:g}" if rate else "")
+    )
+    err_console.print(f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}")
+    fault_run = FaultRun(out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print)
+    try:
+        result = fault_run.run()
+    except (CouldNotRun, NetError) as exc:
+        err_console.print(f"[red]could not run: {exc}[/]\nreplay: {replay}")
+        sys.exit(2)
+    except Exception:  # a bug or a stuck phase: the run says nothing about the cluster, so not exit 1
+        err_console.print_exception()
+        err_console.print(f"[red]could not run[/]\nreplay: {replay}")
+        sys.exit(2)
+    finally:
+        fault_run.close()
+    table = narrow_table("", "", title=f"fault run: {'valid' if result.valid else 'ANOMALIES'}")
+    table.show_header = False
+    table.add_row("seed", str(seed))
+    table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
+    table.add_row("sends", f"{result.invoked} invoked, {result.ok} ok, {result.info} unknown (info)")
+    table.add_row("verdict", "valid" if result.valid else json.dumps(result.anomalies)[:400])
+    table.add_row("history", str(result.history))
+    table.add_row("replay", replay)
+    Console().print(table)
+    sys.exit(0 if result.valid else 1)
+
+
+@faults.command("cleanup")
+@click.option("--all", "everything", is_flag=True, help="Also the networks of runs that are still going.")
+def cleanup(everything: bool) -> None:
+    """Remove what killed fault runs left: their namespaces (veths and bridges go with them), their processes."""
+    ok, why = supported()
+    if not ok:
+        err_console.print(f"[red]cannot clean up: {why}[/]")
+        sys.exit(2)
+    removed = cleanup_stale(everything=everything)
+    click.echo(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}" if removed else ""))

@@ -1,0 +1,1 @@
+"""Fault runs (`kraftpy faults`): real network partitions in namespaces, nemeses, the run itself."""
