@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def bootstrap(cluster: LocalCluster) -> str:
-    return cluster.layout().bootstrap_servers
+    return cluster.layout().kafka_bootstrap_servers
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
