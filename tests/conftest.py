@@ -1,4 +1,4 @@
-"""Suite-wide rules: a skipped test fails the run, and shared fixtures.
+"""Suite-wide rules: a skipped test fails the run, process tests run one at a time, shared fixtures.
 
 A skip usually means a missing dependency (pyspark, Java, ...); the bar is
 that such a run fails loudly instead of passing with less coverage. That holds
@@ -41,6 +41,22 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests.integration.test_cluster_support import free_base_port
 
     os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(free_base_port(9)))
+
+
+# Tests that start real processes (clusters, client subprocesses, fault runs) share the machine's two
+# cores with the processes they start and assume the ports they probed stay free: they run one at a
+# time, on one xdist worker, while the in-process tests (unit, simulation) take the other.
+_PROCESS_TEST_DIRS = ("integration", "kafka_clients", "jepsen_like")
+PROCESS_GROUP = "processes"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marker into the node id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        relative = item.path.resolve().relative_to(tests_dir) if item.path.is_relative_to(tests_dir) else None
+        if relative is not None and relative.parts[0] in _PROCESS_TEST_DIRS:
+            item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -69,6 +69,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.protocol.consumer.offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -221,6 +222,34 @@ def decode_response(header: RequestHeader, frame: bytes | memoryview) -> tuple[i
         raise KafkaError(exc.message, ErrorCode.CORRUPT_MESSAGE) from None
     except Exception as exc:  # as in decode_request
         raise KafkaError(f"response does not parse: {type(exc).__name__}: {exc}", ErrorCode.CORRUPT_MESSAGE) from None
+
+
+# Schemas that travel inside other messages as opaque bytes: a version int16, then the fields.
+_EMBEDDED: dict[str, Any] = {
+    "consumer_subscription": ConsumerProtocolSubscription,
+    "consumer_assignment": ConsumerProtocolAssignment,
+}
+
+
+def encode_embedded(schema: str, version: int, fields: dict[str, Any]) -> bytes:
+    """One embedded schema's bytes (Kafka's ConsumerProtocolSubscription/Assignment), its version first."""
+    cls = _EMBEDDED[schema]
+    return bytes(cls(version=version, **fields).encode(version=version))
+
+
+def decode_embedded(schema: str, data: bytes) -> tuple[int, dict[str, Any]]:
+    """(version, fields as plain dicts and lists) of one embedded schema's bytes.
+
+    A version above the schema's highest is read as the highest, trailing bytes
+    ignored (Kafka's ConsumerProtocol does the same, so newer members can join);
+    ValueError for bytes that do not decode.
+    """
+    cls = _EMBEDDED[schema]
+    try:
+        message = cls.decode(data)
+    except Exception as exc:  # struct.error, ValueError, UnicodeDecodeError...: all mean "not this schema"
+        raise ValueError(f"not a {schema} ({type(exc).__name__}: {exc})") from None
+    return message.version, message.to_dict(json=False)
 
 
 def _framed(head: bytes, body: bytes) -> bytes:

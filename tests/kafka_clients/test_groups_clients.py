@@ -17,6 +17,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -338,3 +339,54 @@ def test_kafka_python_pinned_to_kafka_1_0_versions_consumes_and_commits(kafka_cl
         assert sum(consumer.committed(TopicPartition(topic, p)) for p in range(2)) == 20
     finally:
         consumer.close()
+
+
+def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: LocalCluster) -> None:
+    """Members of two clients split the partitions, and describe reads the Kafka client's assignment."""
+    from kraftpy.client.shell.sync import SyncConsumer
+
+    topic, group = "mixed-group", "mixed-group"
+    kafka_cluster.ok("topics", "create", topic, "--partitions", "4", "--replication-factor", "3")
+    theirs = KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        group_id=group,
+        partition_assignment_strategy=[RangePartitionAssignor],
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+    )
+    ours = SyncConsumer(
+        kafka_cluster.layout().bootstrap_servers,
+        group_id=group,
+        partition_assignment_strategy=["range"],
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+    )
+    try:
+        ours.subscribe([topic])
+
+        def split() -> tuple[set[int], set[int]] | None:
+            theirs.poll(timeout_ms=100)
+            ours.poll(timeout_ms=100)
+            a = {tp.partition for tp in theirs.assignment()}
+            b = {tp.partition for tp in ours.assignment()}
+            return (a, b) if a and b and a | b == {0, 1, 2, 3} and not a & b else None
+
+        their_parts, our_parts = wait_for("both members assigned, disjointly", split, timeout_s=TIMEOUT_S)
+        assert len(their_parts) == len(our_parts) == 2  # range over 4 partitions and 2 members
+
+        def described() -> dict | None:
+            result = kafka_cluster.cli("groups", "describe", group, "--json")
+            if result.code != 0:
+                return None
+            body = result.json()
+            return body if len(body["members"]) == 2 and body["state"] == "Stable" else None
+
+        body = wait_for("the group described with both members", described, timeout_s=TIMEOUT_S)
+        assignments = sorted(sorted(p["partition"] for p in m["assignment"]) for m in body["members"])
+        assert assignments == sorted([sorted(their_parts), sorted(our_parts)])
+    finally:
+        ours.close()
+        theirs.close()

@@ -62,3 +62,26 @@ def test_an_xfail_that_fails_is_allowed(suite: pytest.Pytester) -> None:
         test_xfail="import pytest\n\n@pytest.mark.xfail(reason='bug 1')\ndef test_z():\n    assert False\n"
     )
     assert suite.runpytest().ret == 0
+
+
+def test_a_skip_on_an_xdist_worker_fails_the_run_too(suite: pytest.Pytester) -> None:
+    # The README's test command runs two workers: a skip there must reach the controller's verdict.
+    suite.makepyfile(
+        test_ok="def test_ok():\n    assert True\n",
+        test_skip="import pytest\n\ndef test_x():\n    pytest.skip('no java')\n",
+    )
+    result = suite.runpytest("-n", "2", "--dist", "loadgroup")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*FAILED RUN: 1 test(s) skipped*test_skip.py::test_x*"])
+
+
+def test_tests_that_start_processes_run_on_one_worker(suite: pytest.Pytester) -> None:
+    for folder in ("integration", "kafka_clients", "jepsen_like", "unit", "simulation"):
+        (suite.path / folder).mkdir()
+        (suite.path / folder / f"test_{folder}.py").write_text(
+            "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
+        )
+    result = suite.runpytest("-n", "2", "--dist", "loadgroup", "-v")
+    assert result.ret == 0
+    grouped = {line.split("::")[0].split()[-1] for line in result.outlines if "@processes" in line}
+    assert grouped == {f"{folder}/test_{folder}.py" for folder in ("integration", "kafka_clients", "jepsen_like")}
