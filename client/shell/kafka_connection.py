@@ -12,6 +12,7 @@ as Kafka's NetworkClient does, failing every request still on it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -55,7 +56,8 @@ class KafkaConnection:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_response_bytes = max_response_bytes
         self.versions: dict[int, int] = {}
-        self._in_flight = asyncio.Semaphore(max_in_flight)
+        self._free_slots = max_in_flight
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[RequestHeader, asyncio.Future[Any]]] = {}
         self._reader: asyncio.StreamReader | None = None
@@ -112,13 +114,7 @@ class KafkaConnection:
             raise self.closed_error or KafkaError(f"connection to {self.where} is closed", ErrorCode.NETWORK_EXCEPTION)
         header = RequestHeader(api_key, version, next(self._ids) & 0x7FFFFFFF, self.client_id)
         frame = encode_request(header, message)
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await self._in_flight.acquire()
-        except TimeoutError:
-            raise KafkaError(
-                f"request to {self.where} waited {timeout_ms} ms for a free in-flight slot", ErrorCode.REQUEST_TIMED_OUT
-            ) from None
+        await self._take_slot(timeout_ms)
         future: asyncio.Future[Any] | None = None
         written = False
         try:
@@ -155,7 +151,40 @@ class KafkaConnection:
             # a caller that gave up (cancelled) must not leave an answer the reader cannot place.
             if not written:
                 self._pending.pop(header.correlation_id, None)
-            self._in_flight.release()
+            self._give_slot()
+
+    async def _take_slot(self, timeout_ms: int) -> None:
+        """An in-flight slot, strictly first come first served: requests are written in call order
+        (an idempotent producer's batches must reach the broker in sequence order)."""
+        if self._free_slots > 0 and not self._slot_waiters:
+            self._free_slots -= 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(turn)
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                await turn
+        except BaseException as exc:
+            if turn.done() and not turn.cancelled():
+                self._give_slot()  # handed a slot just as we gave up: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._slot_waiters.remove(turn)
+            if isinstance(exc, TimeoutError):
+                raise KafkaError(
+                    f"request to {self.where} waited {timeout_ms} ms for a free in-flight slot",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                ) from None
+            raise
+
+    def _give_slot(self) -> None:
+        """Hand the slot to the first waiter (a newcomer cannot overtake it), else free it."""
+        while self._slot_waiters:
+            turn = self._slot_waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free_slots += 1
 
     async def _read_loop(self) -> None:
         assert self._reader is not None

@@ -36,6 +36,7 @@ class ScriptedBroker:
         self.in_flight = 0
         self.most_in_flight = 0
         self.metadata_versions: list[int] = []
+        self.order: list[int] = []
 
     async def handle(self, ctx: RequestContext, request: Any) -> Any:
         if ctx.header.api_key == API_VERSIONS:
@@ -45,6 +46,7 @@ class ScriptedBroker:
             ]
             return ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
         self.metadata_versions.append(ctx.header.api_version)
+        self.order.append(ctx.header.correlation_id)
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -95,6 +97,20 @@ async def test_versions_are_negotiated_and_in_flight_requests_are_bounded(broker
         assert apis.most_in_flight == 2 and apis.metadata_versions == [9] * 5
         # Each caller got its own answer (the broker echoes the correlation id as controller_id).
         assert len({a.controller_id for a in answers}) == 5
+    finally:
+        await conn.close()
+
+
+async def test_requests_reach_the_broker_in_call_order_while_they_wait_for_a_slot(broker) -> None:
+    apis, port = broker
+    conn = KafkaConnection(("127.0.0.1", port), client_id="t", max_in_flight=1)
+    await conn.open(5_000)
+    try:
+        calls = [asyncio.create_task(conn.request(METADATA, 9, metadata_request(), 5_000)) for _ in range(20)]
+        await asyncio.sleep(0.05)
+        apis.release.set()
+        await asyncio.gather(*calls)
+        assert len(apis.order) == 20 and apis.order == sorted(apis.order)  # ids are given in call order
     finally:
         await conn.close()
 
