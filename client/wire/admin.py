@@ -32,6 +32,8 @@ RESOURCE_TYPES = {"topic": 2, "broker": 4}
 RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
 OPS = {"set": 0, "delete": 1}
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+# Kafka's ConfigType (DescribeConfigs v3+): the values read back as numbers and booleans.
+_INTEGER_TYPES, _BOOLEAN, _DOUBLE = {3, 4, 5}, 1, 6
 # Kafka's ConfigSource numbers as kraftpy's answer names the source.
 SOURCES = {1: "topic", 2: "broker", 3: "broker", 4: "broker", 5: "default"}
 
@@ -56,6 +58,22 @@ def _text(value: Any) -> str | None:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def _typed(value: str | None, config_type: int | None) -> Any:
+    """A value in Kafka's string form, as its type says (kraftpy's answers carry typed values)."""
+    if value is None:
+        return None
+    try:
+        if config_type in _INTEGER_TYPES:
+            return int(value)
+        if config_type == _DOUBLE:
+            return float(value)
+    except ValueError:
+        return value
+    if config_type == _BOOLEAN and value in ("true", "false"):
+        return value == "true"
+    return value
 
 
 def build_create_topics(body: Mapping[str, Any], version: int) -> Any:
@@ -170,7 +188,7 @@ def read_describe_configs(response: Any, version: int) -> dict[str, Any]:
                 "configs": [
                     {
                         "name": _kraftpy_name(kind, c.name),
-                        "value": c.value,
+                        "value": _typed(c.value, getattr(c, "config_type", None)),
                         "source": SOURCES.get(getattr(c, "config_source", -1), "default"),
                         "is_default": bool(getattr(c, "is_default", False)) or getattr(c, "config_source", -1) == 5,
                     }

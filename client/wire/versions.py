@@ -3,7 +3,8 @@
 The client's range per API is the codec's (protocol/kafka/apis.py) capped at
 what the translators in this package build and read: Produce from v3 (Kafka
 4's floor), topic names rather than ids (Produce and Fetch below v13, the
-group APIs' commit and offset fetch below their id and multi-group versions).
+group APIs' commit and offset fetch below their id and multi-group versions,
+DescribeGroups below v6, whose unknown group is an error, not state Dead).
 ApiVersions negotiation picks, per API, the highest version both sides
 support (Kafka's NetworkClient does the same); an API the broker lacks, or
 whose range does not overlap ours, has no version and a call to it fails
@@ -24,6 +25,7 @@ _CLIENT_MAX = {
     1: 12,  # Fetch v13 names topics by id
     8: 9,  # OffsetCommit v10 names topics by id
     9: 7,  # OffsetFetch v8 asks for many groups in one request
+    15: 5,  # DescribeGroups v6 answers GROUP_ID_NOT_FOUND for a group the client reads as "Dead" (KIP-1043)
 }
 _CLIENT_MIN = {0: PRODUCE_REFUSED_BELOW}
 # ApiVersions v3 carries the client's software name (KIP-511); a broker without it answers

@@ -75,7 +75,7 @@ def test_unclean_election_through_the_real_controller_after_session_expiry(clust
     wait_for("both replicas in sync", lambda: len(partition(cluster, "u")["isr"]) == 2, timeout_s=60)
     leader = partition(cluster, "u")["leader"]
     (follower,) = [n for n in partition(cluster, "u")["replicas"] if n != leader]
-    survivor = next(n for n in cluster.layout().nodes if n.node_id == leader).address
+    survivor = next(n for n in cluster.layout().nodes if n.node_id == leader).kafka_address
     # The follower dies; its session expires and the controller shrinks the ISR to the leader.
     cluster.kill(follower)
     wait_for("the ISR shrunk to the leader", lambda: partition(cluster, "u")["isr"] == [leader], timeout_s=60)

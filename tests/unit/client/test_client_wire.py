@@ -44,6 +44,7 @@ def test_the_highest_version_both_sides_speak_is_chosen() -> None:
     assert choose_version(0, 0, 2) is None  # only below Kafka 4's floor: no common version
     assert choose_version(1, 13, 18) is None  # a broker that only takes topic ids
     assert choose_version(9999, 0, 5) is None  # an API the client does not know
+    assert choose_version(15, 0, 6) == 5  # DescribeGroups v6 would make an unknown group an error
 
 
 def test_negotiation_keeps_only_apis_with_a_common_version_and_a_missing_one_is_unsupported() -> None:
@@ -422,6 +423,6 @@ def test_describe_configs_answers_come_back_under_kraftpy_names_and_sources() ->
     [resource] = admin.read_describe_configs(_answer(32, 4, response), 4)["resources"]
     assert resource["resource_type"] == "broker" and resource["resource_name"] == "1"
     assert [(c["name"], c["value"], c["source"], c["is_default"]) for c in resource["configs"]] == [
-        ("retention_ms", "1000", "broker", False),
-        ("segment_ms", "604800000", "default", True),
+        ("retention_ms", 1000, "broker", False),  # typed by Kafka's config_type, as kraftpy's answers were
+        ("segment_ms", 604800000, "default", True),
     ]
