@@ -391,7 +391,7 @@ async def run(only: set[str], trials: int, rate: float, latency_rate: float, dur
         cluster = BenchCluster(Path(tmp) / "cluster")
         err.print(f"[dim]starting a 3-node cluster in {cluster.dir} ...[/]")
         cluster.start()
-        servers = ",".join(f"{h}:{p}" for h, p in cluster.voters().values())
+        servers = cluster.layout.kafka_bootstrap_servers  # the brokers' Kafka listeners
         admin_credential = cluster.layout.secrets_dir / ADMIN_FILE  # creating topics is an admin operation
         try:
             if "rebalance" in only:

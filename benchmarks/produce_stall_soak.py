@@ -139,7 +139,7 @@ async def soak(
     kraftpy = [sys.executable, "-m", "kraftpy.tools.cli"]
     tallies: dict[str, Tally] = {}
     lines = b"".join(b"%d\n" % i for i in range(1, 3001))
-    async with Consumer(layout.bootstrap_servers) as consumer:
+    async with Consumer(layout.kafka_bootstrap_servers) as consumer:
         if only in ("both", "perf") and not await topic_exists(consumer, "p100"):
             create_topic(cluster_dir, "p100")
         for kind in ("cli", "perf"):

@@ -125,6 +125,11 @@ _COMMON: dict[str, Option] = {
     "retry_backoff_ms": Option(100, _int(0, INT32_MAX), "First wait before retrying a failed request."),
     "retry_backoff_max_ms": Option(1_000, _int(0, INT32_MAX), "Cap of the exponential retry backoff."),
     "metadata_max_age_ms": Option(300_000, _int(0, INT32_MAX), "Refresh metadata at least this often."),
+    "wire_protocol": Option(
+        "kafka",
+        _choice("kafka", "kraftpy-rpc"),
+        'Kafka\'s protocol to the Kafka listeners (default), or "kraftpy-rpc": the CBOR routes (retiring).',
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, Option] = {

@@ -69,7 +69,7 @@ class ClusterLayout:
 
     @property
     def bootstrap_servers(self) -> str:
-        """The brokers' RPC addresses (kraftpy's own client and CLI)."""
+        """The nodes' RPC addresses (Raft, replication, the quorum's state)."""
         return ",".join(n.address for n in self.nodes if "broker" in n.roles)
 
     @property
@@ -149,8 +149,16 @@ def signal_node(pid: int, sig: signal.Signals) -> bool:
 
 
 def bootstrap_from(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
-    """Where a client command connects: --bootstrap-server if given, else the cluster in --dir."""
+    """Where a client command connects: --bootstrap-server if given, else the Kafka listeners of --dir's cluster."""
     if bootstrap_servers:
         return bootstrap_servers
+    layout = ClusterLayout.load(cluster_dir)
+    return [(n.host, n.kafka_port) for n in layout.nodes if "broker" in n.roles and n.kafka_port]
+
+
+def rpc_servers_from(cluster_dir: Path, servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
+    """The nodes' RPC addresses, for what only the internal RPC answers (the quorum's state)."""
+    if servers:
+        return servers
     layout = ClusterLayout.load(cluster_dir)
     return [(n.host, n.port) for n in layout.nodes if "broker" in n.roles] or [(n.host, n.port) for n in layout.nodes]

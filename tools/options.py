@@ -19,7 +19,7 @@ import click
 
 from kraftpy.protocol.credentials import ADMIN_FILE
 from kraftpy.protocol.errors import KafkaError
-from kraftpy.tools.cluster_layout import SECRETS_DIR, bootstrap_from
+from kraftpy.tools.cluster_layout import SECRETS_DIR, bootstrap_from, rpc_servers_from
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,7 +78,7 @@ def client_options(func: F) -> F:
         "bootstrap_servers",
         metavar="HOST:PORT[,...]",
         callback=_bootstrap_callback,
-        help="Servers to contact; wins over --dir.",
+        help="Kafka bootstrap servers of any Kafka-compatible cluster; wins over --dir.",
     )(func)
     func = click.option(
         "--dir",
@@ -95,6 +95,14 @@ def servers_for(cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | No
     """The servers a client command contacts (see `bootstrap_from`); a bad --dir is `Error: CODE: ...`, exit 1."""
     try:
         return bootstrap_from(cluster_dir, bootstrap_servers)
+    except KafkaError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def rpc_servers_for(cluster_dir: Path, servers: list[tuple[str, int]] | None) -> list[tuple[str, int]]:
+    """The nodes' RPC addresses (see `rpc_servers_from`); a bad --dir is `Error: CODE: ...`, exit 1."""
+    try:
+        return rpc_servers_from(cluster_dir, servers)
     except KafkaError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -78,6 +78,8 @@ class AdminClient:
                 self._metadata,
                 request_timeout_ms=self.config["request_timeout_ms"],
                 credential=self.config["credential"],
+                client_id=self.config["client_id"],
+                wire_protocol=self.config["wire_protocol"],
             )
             self._cluster.start()
 

@@ -141,7 +141,12 @@ class Consumer:
         if self._cluster is not None:
             return
         self._activity = asyncio.Event()
-        self._cluster = ClusterClient(self._metadata, request_timeout_ms=self.config["request_timeout_ms"])
+        self._cluster = ClusterClient(
+            self._metadata,
+            request_timeout_ms=self.config["request_timeout_ms"],
+            client_id=self.config["client_id"],
+            wire_protocol=self.config["wire_protocol"],
+        )
         self._cluster.add_listener(self._activity.set)
         self._cluster.start()
         if self._group is not None:

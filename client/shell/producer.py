@@ -120,7 +120,11 @@ class Producer:
             raise ProducerClosedError("the producer is closed")
         self._wake = asyncio.Event()
         self._cluster = ClusterClient(
-            self._metadata, request_timeout_ms=self.config.request_timeout_ms, client_id=self.config.client_id
+            self._metadata,
+            request_timeout_ms=self.config.request_timeout_ms,
+            client_id=self.config.client_id,
+            wire_protocol=self.config.wire_protocol,
+            max_in_flight=self.config.max_in_flight_requests_per_connection,
         )
         self._cluster.add_listener(self._wake.set)
         self._cluster.start()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -62,12 +61,6 @@ def call(
 def refused(answer: dict[str, Any], code: ErrorCode) -> None:
     assert answer.get("error_code") == int(code), answer
     assert answer.get("message"), answer  # a readable reason
-
-
-def no_credential_cli(cluster: LocalCluster, tmp_path: Path, *args: str) -> Any:
-    """A CLI call that finds no credential: servers named directly, --dir an empty directory."""
-    bootstrap = cluster.layout().bootstrap_servers
-    return cluster.cli(*args, "--bootstrap-server", bootstrap, "--dir", str(tmp_path))
 
 
 def test_fake_broker_registration_is_refused(cluster: LocalCluster) -> None:
@@ -137,13 +130,25 @@ def test_forged_raft_vote_and_begin_quorum_epoch_are_refused(cluster: LocalClust
     assert epoch < huge
 
 
-def test_config_set_without_credential_is_refused(cluster: LocalCluster, tmp_path: Path) -> None:
-    result = no_credential_cli(cluster, tmp_path, "configs", "set", "--topic", TOPIC, "retention_ms=1000")
-    assert result.code == 1, str(result)
-    assert "CLUSTER_AUTHORIZATION_FAILED" in result.stderr and "credential" in result.stderr, str(result)
-    described = cluster.ok("configs", "describe", "--topic", TOPIC, "--json").json()  # describing stays open
+def test_config_set_without_credential_is_refused(cluster: LocalCluster) -> None:
+    # The RPC's admin route; the CLI speaks Kafka's protocol, whose PLAINTEXT listener has no authorizer
+    # yet (docs/kafka-listener.md, "Security"), so the guard is tested where it is.
+    leader = cluster.controller_id()
+    body = {
+        "resources": [{"resource_type": "topic", "resource_name": TOPIC, "configs": [
+            {"name": "retention_ms", "op": "set", "value": 1000},
+        ]}],
+        "validate_only": False,
+    }  # fmt: skip
+    answer = call(address(cluster, leader), "/controller/incremental_alter_configs", body)
+    refused(answer, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    described = cluster.ok("configs", "describe", "--topic", TOPIC, "--json").json()
     assert "1000" not in str(described)
-    cluster.ok("configs", "set", "--topic", TOPIC, "retention_ms=86400000")  # the cluster dir's admin credential
+    answer = call(
+        address(cluster, leader), "/controller/incremental_alter_configs", body, credential=cluster.credential()
+    )
+    assert answer.get("error_code") == 0 and not answer["resources"][0].get("error_code"), answer
+    cluster.ok("configs", "set", "--topic", TOPIC, "retention_ms=86400000")
     assert "86400000" in str(cluster.ok("configs", "describe", "--topic", TOPIC, "--json").json())
 
 
@@ -155,18 +160,17 @@ def test_unclean_election_without_credential_is_refused(cluster: LocalCluster) -
     assert answer["error_code"] == 0, answer  # with the admin credential it is decided (per-partition results)
 
 
-def test_topic_delete_without_credential_is_refused(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_topic_delete_without_credential_is_refused(cluster: LocalCluster) -> None:
     cluster.ok("topics", "create", "doomed", "--partitions", "1", "--replication-factor", "1")
-    result = no_credential_cli(cluster, tmp_path, "topics", "delete", "doomed")
-    assert result.code == 1, str(result)
-    assert "TOPIC_AUTHORIZATION_FAILED" in result.stderr, str(result)
+    leader = address(cluster, cluster.controller_id())
+    refused(
+        call(leader, "/controller/delete_topics", {"topic_names": ["doomed"]}), ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
     assert cluster.describe("doomed")  # still there
-    result = no_credential_cli(cluster, tmp_path, "topics", "create", "sneaky", "--partitions", "1")
-    assert result.code == 1 and "TOPIC_AUTHORIZATION_FAILED" in result.stderr, str(result)
-    # An explicit --credential works from anywhere.
-    admin_file = str(cluster.layout().secrets_dir / "admin.credential")
-    result = no_credential_cli(cluster, tmp_path, "topics", "delete", "doomed", "--credential", admin_file)
-    assert result.code == 0, str(result)
+    sneaky = {"topics": [{"name": "sneaky", "num_partitions": 1, "replication_factor": 1}], "validate_only": False}
+    refused(call(leader, "/controller/create_topics", sneaky), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    answer = call(leader, "/controller/delete_topics", {"topic_names": ["doomed"]}, credential=cluster.credential())
+    assert answer.get("error_code") == 0 and not answer["topics"][0].get("error_code"), answer
 
 
 def test_group_delete_and_follower_fetch_without_credential_are_refused(cluster: LocalCluster) -> None:

@@ -115,6 +115,11 @@ class BrokerHandle:
         return self.rm is not None
 
 
+# These in-process brokers serve kraftpy's RPC and no Kafka listener: their clients speak the CBOR routes
+# (wire_protocol="kraftpy-rpc") until those retire (issue 16).
+RPC = "kraftpy-rpc"
+
+
 class BrokerCluster:
     def __init__(self, root: Path, broker_ids: tuple[int, ...] = (1, 2, 3), **settings: Any) -> None:
         self.root = root

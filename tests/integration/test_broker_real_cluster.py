@@ -58,7 +58,7 @@ async def wait_async(what: str, probe, timeout_s: float = 60.0, interval_s: floa
 
 
 async def test_sigkill_partition_leaders_while_producing_loses_and_duplicates_nothing(cluster: LocalCluster) -> None:
-    bootstrap = ",".join(f"127.0.0.1:{cluster.base_port + i}" for i in range(cluster.nodes))
+    bootstrap = cluster.bootstrap_servers
     acked: dict[int, dict[bytes, int]] = {p: {} for p in range(PARTITIONS)}
     failed: list[BaseException] = []
     stop = asyncio.Event()

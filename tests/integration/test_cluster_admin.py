@@ -195,6 +195,6 @@ def test_topics_work_with_no_flags_after_cluster_start(cluster: LocalCluster, tm
     """KRAFTPY_DIR (or ./.kraftpy) names the cluster: no --dir or --bootstrap-server needed."""
     listed = cluster.ok("topics", "list")
     assert "dup" in listed.stdout.split()
-    bootstrap = cluster.layout().bootstrap_servers
+    bootstrap = cluster.layout().kafka_bootstrap_servers
     explicit = cluster.ok("topics", "list", "--json", "--bootstrap-server", bootstrap, "--dir", str(tmp_path))
     assert "dup" in explicit.json()["topics"]

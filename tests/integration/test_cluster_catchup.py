@@ -70,12 +70,12 @@ async def read_values(bootstrap: str, topic: str) -> list[bytes]:
 
 def test_unclean_election_through_the_real_controller_after_session_expiry(cluster: LocalCluster) -> None:
     cluster.ok("topics", "create", "u", "--partitions", "1", "--replication-factor", "2")
-    bootstrap = cluster.layout().bootstrap_servers
+    bootstrap = cluster.layout().kafka_bootstrap_servers
     asyncio.run(produce(bootstrap, "u", [b"everyone-has-%d" % i for i in range(10)], acks="all"))
     wait_for("both replicas in sync", lambda: len(partition(cluster, "u")["isr"]) == 2, timeout_s=60)
     leader = partition(cluster, "u")["leader"]
     (follower,) = [n for n in partition(cluster, "u")["replicas"] if n != leader]
-    survivor = next(n for n in cluster.layout().nodes if n.node_id == leader).address
+    survivor = next(n for n in cluster.layout().nodes if n.node_id == leader).kafka_address
     # The follower dies; its session expires and the controller shrinks the ISR to the leader.
     cluster.kill(follower)
     wait_for("the ISR shrunk to the leader", lambda: partition(cluster, "u")["isr"] == [leader], timeout_s=60)
@@ -130,5 +130,7 @@ def test_a_node_far_behind_catches_up_by_fetch_snapshot(cluster: LocalCluster) -
     # Its log now starts above where it ended: the entries between were never in its log, only in a snapshot.
     assert status["raft"]["log_start_offset"] > end_when_stopped
     assert status["metadata"]["snapshots_loaded"] >= 1
-    names = set(cluster.ok("topics", "list", "--json", "--bootstrap-server", status["address"]).json()["topics"])
+    kafka_address = next(n.kafka_address for n in cluster.layout().nodes if n.node_id == lagging)
+    assert kafka_address is not None
+    names = set(cluster.ok("topics", "list", "--json", "--bootstrap-server", kafka_address).json()["topics"])
     assert {f"snap-{i}" for i in range(30)} <= names

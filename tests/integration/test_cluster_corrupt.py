@@ -47,7 +47,7 @@ def partition(cluster: LocalCluster) -> dict:
 def test_a_corrupt_leader_replica_is_never_served_and_is_repaired(tmp_path: Path) -> None:
     with LocalCluster(tmp_path / "cluster") as cluster:
         layout = cluster.layout()
-        bootstrap = layout.bootstrap_servers
+        bootstrap = layout.kafka_bootstrap_servers
         cluster.ok("topics", "create", TOPIC, "--partitions", "1", "--replication-factor", "3",
                    "--config", "min_insync_replicas=2")  # fmt: skip
         values = asyncio.run(produce(bootstrap))
@@ -104,7 +104,7 @@ def test_the_scrubber_of_a_real_node_finds_a_flipped_byte_in_a_follower_and_repa
         layout = cluster.layout()
         cluster.ok("topics", "create", TOPIC, "--partitions", "1", "--replication-factor", "3",
                    "--config", "min_insync_replicas=2")  # fmt: skip
-        values = asyncio.run(produce(layout.bootstrap_servers))
+        values = asyncio.run(produce(layout.kafka_bootstrap_servers))
         state = wait_for("a full ISR", lambda: p if len((p := partition(cluster))["isr"]) == 3 else None, 60)
         # Neither the leader nor the preferred leader, so no election makes the damaged replica lead.
         victim = next(r for r in state["replicas"][1:] if r != state["leader"])

@@ -45,7 +45,7 @@ def create(cluster: LocalCluster, topic: str, **configs: object) -> None:
 
 
 async def produce(cluster: LocalCluster, topic: str, records: list[tuple[bytes | None, bytes]], **config) -> None:
-    async with Producer(cluster.layout().bootstrap_servers, acks="all", **config) as producer:
+    async with Producer(cluster.layout().kafka_bootstrap_servers, acks="all", **config) as producer:
         for key, value in records:
             await producer.send(topic, value, key=key, partition=0)
         await producer.flush()
@@ -54,7 +54,7 @@ async def produce(cluster: LocalCluster, topic: str, records: list[tuple[bytes |
 async def read_all(cluster: LocalCluster, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     tp = TopicPartition(topic, 0)
     out: list[tuple[int, bytes | None, bytes | None]] = []
-    async with Consumer(cluster.layout().bootstrap_servers, auto_offset_reset="earliest") as consumer:
+    async with Consumer(cluster.layout().kafka_bootstrap_servers, auto_offset_reset="earliest") as consumer:
         end = (await consumer.end_offsets([tp]))[tp]
         consumer.assign([tp])
         for _ in range(200):
@@ -66,7 +66,7 @@ async def read_all(cluster: LocalCluster, topic: str) -> list[tuple[int, bytes |
 
 async def log_start(cluster: LocalCluster, topic: str) -> int:
     tp = TopicPartition(topic, 0)
-    async with Consumer(cluster.layout().bootstrap_servers) as consumer:
+    async with Consumer(cluster.layout().kafka_bootstrap_servers) as consumer:
         return (await consumer.beginning_offsets([tp]))[tp]
 
 

@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def bootstrap(cluster: LocalCluster) -> str:
-    return cluster.layout().bootstrap_servers
+    return cluster.layout().kafka_bootstrap_servers
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
@@ -495,7 +495,7 @@ async def test_the_examples_in_docs_groups_run_as_written(cluster: LocalCluster)
     await send_orders(range(6))
     # The queue program runs until stopped: run it as written (on this cluster's port) until it billed every
     # order, then Ctrl-C it: its consumers close, committing their positions and leaving the group.
-    with Program("-c", queue.replace("127.0.0.1:19092", bootstrap(cluster))) as program:
+    with Program("-c", queue.replace("127.0.0.1:9092", bootstrap(cluster))) as program:
         await program.wait_for("every order billed", lambda lines: len(lines) >= 6)
         program.interrupt()
     # Every member left on close: the group is Empty, so a new member joins without waiting for anyone.
@@ -509,7 +509,7 @@ async def test_the_examples_in_docs_groups_run_as_written(cluster: LocalCluster)
 
     # Publish-subscribe: "shipping" and "analytics" see every order; "billing" is the queue's group, which
     # resumes from its committed offsets and so sees only what came since.
-    with Program("-c", pubsub.replace("127.0.0.1:19092", bootstrap(cluster))) as program:
+    with Program("-c", pubsub.replace("127.0.0.1:9092", bootstrap(cluster))) as program:
 
         def saw(lines: list[str], group: str, offset: int) -> list[str]:
             return [line for line in lines if line.startswith(f"{group} saw offset {offset} of ")]

@@ -114,7 +114,7 @@ def test_a_consumer_gets_the_records_before_a_stored_bad_batch_then_the_error(
 ) -> None:
     topic = "legacy"
     cluster.ok("topics", "create", topic, "--partitions", "1", "--replication-factor", "1")
-    bootstrap = cluster.layout().bootstrap_servers
+    bootstrap = cluster.layout().kafka_bootstrap_servers
 
     async def produce(values: list[bytes]) -> None:
         async with Producer(bootstrap, acks="all") as producer:

@@ -33,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 def records_in(cluster: LocalCluster, topic: str) -> int:
     async def count() -> int:
-        async with Consumer(cluster.layout().bootstrap_servers) as consumer:
+        async with Consumer(cluster.layout().kafka_bootstrap_servers) as consumer:
             tps = [TopicPartition(topic, p) for p in await consumer.partitions_for(topic)]
             ends, begins = await consumer.end_offsets(tps), await consumer.beginning_offsets(tps)
             return sum(ends.values()) - sum(begins.values())

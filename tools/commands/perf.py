@@ -467,7 +467,7 @@ def consume(
 async def _leader_and_isr(
     rpc: Any, servers: list[tuple[str, int]], topic: str, partition: int
 ) -> tuple[int, list[int]]:
-    """(leader id, ISR) of a partition from the first server that answers /kafka/metadata."""
+    """(leader id, ISR) of a partition from the first server that answers Metadata."""
     for address in servers:
         try:
             answer = await rpc.call(address, "/kafka/metadata", {"topics": [topic]}, timeout_ms=1000)
@@ -488,14 +488,14 @@ async def failover_trials(
     import subprocess
 
     from kraftpy.client import Producer
-    from kraftpy.protocol.shell.rpc import RpcClient
-    from kraftpy.tools.cluster_layout import ClusterLayout, signal_node
+    from kraftpy.client.shell.kafka_transport import KafkaTransport
+    from kraftpy.tools.cluster_layout import ClusterLayout, bootstrap_from, signal_node
 
     layout = ClusterLayout.load(cluster_dir)
-    servers = [(n.host, n.port) for n in layout.nodes]
+    servers = bootstrap_from(cluster_dir, None)
     acks: list[tuple[float, float]] = []  # (sent, acknowledged) of every acknowledged record
     results: list[float] = []
-    rpc = RpcClient(request_timeout_ms=2000)
+    rpc = KafkaTransport(request_timeout_ms=2000)
     stop = asyncio.Event()
     async with Producer(servers, acks="all", linger_ms=0, request_timeout_ms=3_000, **config) as producer:
         await producer.partitions_for(topic)

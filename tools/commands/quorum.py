@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.tools.commands.topics import echo_json, run_admin, timeout_option
-from kraftpy.tools.options import client_options, servers_for
+from kraftpy.tools.options import client_options, rpc_servers_for
 from kraftpy.tools.tables import narrow_table
 
 UNREACHABLE_AFTER_MS = 2_000  # KRaft's controller.quorum.fetch.timeout.ms: a voter silent this long is gone
@@ -79,9 +79,10 @@ def quorum() -> None:
 @timeout_option
 @client_options
 def status(as_json: bool, timeout_ms: int, cluster_dir: Path, bootstrap_servers: list[tuple[str, int]] | None) -> None:
-    """Leader, epoch, high watermark and each replica's lag."""
-    servers = servers_for(cluster_dir, bootstrap_servers)
-    body = quorum_json(run_admin(servers, timeout_ms, lambda admin: admin.describe_quorum()))
+    """Leader, epoch, high watermark and each replica's lag (asked over the nodes' RPC: --bootstrap-server
+    names RPC addresses here, as Kafka's quorum state is the controllers', not the Kafka listeners')."""
+    servers = rpc_servers_for(cluster_dir, bootstrap_servers)
+    body = quorum_json(run_admin(servers, timeout_ms, lambda admin: admin.describe_quorum(), rpc=True))
     if as_json:
         echo_json(body)
     else:

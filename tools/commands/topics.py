@@ -49,7 +49,9 @@ def fail(error: KafkaError) -> click.ClickException:
     return click.ClickException(str(error))
 
 
-def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]]) -> T:
+def run_admin(
+    servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]], *, rpc: bool = False
+) -> T:
     """Run `action(admin)` with an AdminClient bounded by `timeout_ms`; KafkaError becomes a CLI error."""
     from kraftpy.client.config import admin_config
     from kraftpy.client.errors import ConfigError
@@ -70,6 +72,7 @@ def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[
             default_api_timeout_ms=timeout_ms,
             request_timeout_ms=min(timeout_ms, DEFAULT_TIMEOUT_MS),
             credential=credential,
+            wire_protocol="kraftpy-rpc" if rpc else "kafka",
         )
         try:
             async with asyncio.timeout(timeout_ms / 1000 + 5):  # the admin client bounds itself; this is a backstop

@@ -217,8 +217,13 @@ def coordinator(broker: Broker) -> dict:
 
 
 def admin_for(broker: Broker, timeout_ms: int = 5_000) -> AdminClient:
+    # These scripted brokers answer kraftpy's CBOR routes, so the client speaks those (until they retire).
     return AdminClient(
-        [("127.0.0.1", broker.port)], default_api_timeout_ms=timeout_ms, retry_backoff_ms=10, retry_backoff_max_ms=50
+        [("127.0.0.1", broker.port)],
+        default_api_timeout_ms=timeout_ms,
+        retry_backoff_ms=10,
+        retry_backoff_max_ms=50,
+        wire_protocol="kraftpy-rpc",
     )
 
 

@@ -85,7 +85,7 @@ async def test_exchange_gives_the_core_the_answer_or_the_error_and_an_unreadable
     server: tuple[str, int], closed_port: str
 ) -> None:
     host, port = closed_port.rsplit(":", 1)
-    cluster = ClusterClient(Metadata([server]), request_timeout_ms=5_000)
+    cluster = ClusterClient(Metadata([server]), request_timeout_ms=5_000, wire_protocol="kraftpy-rpc")
     try:
         core = Core()
         await cluster.exchange(server, "/good", {}, core.on_response, core.on_failure)
