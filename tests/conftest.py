@@ -40,14 +40,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # run of ports instead, so a test run never collides with a cluster the machine already runs.
     from tests.integration.test_cluster_support import free_base_port
 
-    os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(free_base_port(9)))
+    # Each xdist worker takes its own run: its process tests and the other worker's run side by side.
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ["KRAFTPY_KAFKA_BASE_PORT"] = str(free_base_port(9))
+    else:
+        os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(free_base_port(9)))
 
 
-# Tests that start real processes (clusters, client subprocesses, fault runs) share the machine's two
-# cores with the processes they start and assume the ports they probed stay free: they run one at a
-# time, on one xdist worker, while the in-process tests (unit, simulation) take the other.
-_PROCESS_TEST_DIRS = ("integration", "kafka_clients", "jepsen_like")
-PROCESS_GROUP = "processes"
+# Tests that start real processes (clusters, client subprocesses, fault runs) assume the ports they
+# probed stay free and leave the machine's cores to the processes they start: within a group they run
+# one at a time, on one xdist worker. The two groups (and the in-process unit and simulation tests,
+# spread over both workers) run side by side.
+PROCESS_GROUPS = {"integration": "processes", "jepsen_like": "processes", "kafka_clients": "kafka-clients"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marker into the node id
@@ -55,8 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests_dir = Path(__file__).resolve().parent
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir) if item.path.is_relative_to(tests_dir) else None
-        if relative is not None and relative.parts[0] in _PROCESS_TEST_DIRS:
-            item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
+        group = PROCESS_GROUPS.get(relative.parts[0]) if relative is not None else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

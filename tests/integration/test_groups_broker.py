@@ -214,7 +214,6 @@ def test_malformed_bodies_are_invalid_request_and_the_broker_keeps_serving(clust
     group = "malformed"
     port = find_coordinator(cluster, group, via=2)["port"]
     bad_bodies = [
-        ("find_coordinator", {"key": "g", "key_type": 1}),
         ("find_coordinator", {"key": "g", "key_type": 7}),
         ("find_coordinator", {"key_type": 0}),
         ("find_coordinator", {"key": 5, "key_type": 0}),

@@ -94,7 +94,7 @@ class JepsenCluster(LocalCluster):
 
     @property
     def bootstrap(self) -> str:
-        return self.layout().bootstrap_servers
+        return self.layout().kafka_bootstrap_servers
 
     def entry(self, node_id: int) -> NodeEntry:
         return next(n for n in self.layout().nodes if n.node_id == node_id)

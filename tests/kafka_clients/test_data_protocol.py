@@ -76,12 +76,21 @@ class Raw:
 
 def leader_of(cluster: LocalCluster, topic: str, partition: int) -> tuple[str, uuid.UUID, int]:
     """(Kafka address of the leader, topic id, leader epoch)."""
-    raw = Raw(cluster.bootstrap_servers.split(",")[0])
-    try:
-        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)])
-        meta = raw.call(3, 12, request)
-    finally:
-        raw.close()
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)])
+    # Any live broker answers; a test may have killed the first one (a client does the same).
+    servers = cluster.bootstrap_servers.split(",")
+    for i, server in enumerate(servers):
+        try:
+            raw = Raw(server)
+        except OSError:
+            if i == len(servers) - 1:
+                raise
+            continue
+        try:
+            meta = raw.call(3, 12, request)
+        finally:
+            raw.close()
+        break
     t = meta.topics[0]
     p = next(x for x in t.partitions if x.partition_index == partition)
     broker = next(b for b in meta.brokers if b.node_id == p.leader_id)

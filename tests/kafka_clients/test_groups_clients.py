@@ -12,6 +12,7 @@ import json
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -354,19 +355,28 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         enable_auto_commit=False,
     )
     ours = SyncConsumer(
-        kafka_cluster.layout().bootstrap_servers,
+        kafka_cluster.bootstrap_servers,
         group_id=group,
         partition_assignment_strategy=["range"],
         session_timeout_ms=10_000,
         heartbeat_interval_ms=500,
         enable_auto_commit=False,
     )
+    # Each member polls on its own thread, as applications do: a rebalance waits for every member's
+    # next poll, so polling them in turn from one thread would make each wait for the other.
+    stop = threading.Event()
+
+    def keep_polling(consumer) -> None:
+        while not stop.is_set():
+            consumer.poll(timeout_ms=100)
+
+    pollers = [threading.Thread(target=keep_polling, args=(c,), daemon=True) for c in (theirs, ours)]
     try:
         ours.subscribe([topic])
+        for poller in pollers:
+            poller.start()
 
         def split() -> tuple[set[int], set[int]] | None:
-            theirs.poll(timeout_ms=100)
-            ours.poll(timeout_ms=100)
             a = {tp.partition for tp in theirs.assignment()}
             b = {tp.partition for tp in ours.assignment()}
             return (a, b) if a and b and a | b == {0, 1, 2, 3} and not a & b else None
@@ -385,5 +395,8 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         assignments = sorted(sorted(p["partition"] for p in m["assignment"]) for m in body["members"])
         assert assignments == sorted([sorted(their_parts), sorted(our_parts)])
     finally:
+        stop.set()
+        for poller in pollers:
+            poller.join(TIMEOUT_S)
         ours.close()
         theirs.close()

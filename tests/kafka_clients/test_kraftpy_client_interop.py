@@ -151,20 +151,32 @@ def test_one_group_with_a_kraftpy_member_and_a_librdkafka_member(kafka_cluster: 
         ) as consumer:
             consumer.subscribe([topic])
             deadline = time.monotonic() + TIMEOUT_S
-            seen: set[bytes] = set()
-            while len(seen) < COUNT and time.monotonic() < deadline:
-                records = await consumer.poll(timeout_ms=200)
-                mine += records
-                seen.update(r.key for r in records)
+
+            def owned() -> tuple[set[int], set[int]]:
+                return {tp.partition for tp in consumer.assignment()}, {tp.partition for tp in rd.assignment()}
+
+            def done() -> bool:
+                # Done once the group has settled on a split and each partition's final owner read all of it
+                # (nobody commits before the end, so a partition that changed hands is read from the start).
+                ours, theirs = owned()
+                if not ours or not theirs or ours & theirs or ours | theirs != set(range(PARTITIONS)):
+                    return False
+                keys = {r.key for r in mine if r.partition in ours} | {
+                    m.key() for m in rd_got if m.partition() in theirs
+                }
+                return len(keys) == COUNT
+
+            while not done() and time.monotonic() < deadline:
+                mine += await consumer.poll(timeout_ms=200)
                 msg = await asyncio.to_thread(rd.poll, 0.2)
                 if msg is not None and msg.error() is None:
                     rd_got.append(msg)
-                    seen.add(msg.key())
+            kraftpy_parts, rd_parts = owned()
+            mine = [r for r in mine if r.partition in kraftpy_parts]
+            rd_got = [m for m in rd_got if m.partition() in rd_parts]
             # Both members commit what they read; each committed offset is that partition's end.
             await consumer.commit()
             await asyncio.to_thread(rd.commit, asynchronous=False)
-            kraftpy_parts = {tp.partition for tp in consumer.assignment()}
-            rd_parts = {tp.partition for tp in rd.assignment()}
         return kraftpy_parts, rd_parts, mine, rd_got
 
     try:

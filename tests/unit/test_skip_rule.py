@@ -83,5 +83,13 @@ def test_tests_that_start_processes_run_on_one_worker(suite: pytest.Pytester) ->
         )
     result = suite.runpytest("-n", "2", "--dist", "loadgroup", "-v")
     assert result.ret == 0
-    grouped = {line.split("::")[0].split()[-1] for line in result.outlines if "@processes" in line}
-    assert grouped == {f"{folder}/test_{folder}.py" for folder in ("integration", "kafka_clients", "jepsen_like")}
+    grouped: dict[str, set[str]] = {}
+    for line in result.outlines:
+        if "@" in line and "::" in line:
+            nodeid = line.split()[-1] if line.split()[-1].count("::") else line.split()[0]
+            path, group = nodeid.split("::")[0], nodeid.rsplit("@", 1)[1]
+            grouped.setdefault(group, set()).add(path)
+    assert grouped == {
+        "processes": {"integration/test_integration.py", "jepsen_like/test_jepsen_like.py"},
+        "kafka-clients": {"kafka_clients/test_kafka_clients.py"},
+    }

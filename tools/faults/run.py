@@ -178,7 +178,7 @@ class FaultRun:
                     raise CouldNotRun(f"the ISRs did not recover within {RECOVER_TIMEOUT_S} s after the heal")
                 time.sleep(0.5)
             self.log("every replica in sync; reading everything back")
-            asyncio.run(read_all(history, self.layout.bootstrap_servers, TOPIC, PARTITIONS))
+            asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
         finally:
             history.close()
         check = self.cli("check", str(result.history), "--model", "kafka", "--json")
@@ -199,7 +199,7 @@ class FaultRun:
 
         async def workload() -> None:
             stats = await produce(
-                history, self.layout.bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
+                history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
                 max_sends=int(self.time_limit_s * 2_000), rng=workload_rng, rate_per_s=self.rate_per_s,
             )  # fmt: skip
             stats_box.append(stats)
