@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler
@@ -18,6 +17,7 @@ from kraftpy.broker.groups import GROUP_APIS, Append, GroupCoordinator, Partitio
 from kraftpy.broker.groups.actions import Action
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
+from kraftpy.broker.groups.shell.pending import PendingAnswers
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -67,8 +67,7 @@ class GroupCoordinatorShell:
             settings.coordinator.offsets_topic_num_partitions,
             settings.coordinator.max_id_length,
         )
-        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._ids = itertools.count(1)
+        self._pending = PendingAnswers()
         self._rearm = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._started = False
@@ -101,10 +100,7 @@ class GroupCoordinatorShell:
             self._timer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer_task
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        self._waiting.clear()
+        self._pending.fail_all(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
     def on_metadata(self) -> None:
         """The replica manager applied an image: follow this broker's leaderships of __consumer_offsets."""
@@ -117,7 +113,7 @@ class GroupCoordinatorShell:
             "partitions_loaded": sum(1 for s in statuses if s is PartitionStatus.ACTIVE),
             "partitions_loading": sum(1 for s in statuses if s is PartitionStatus.LOADING),
             "groups": len(self.coordinator.groups),
-            "waiting_requests": len(self._waiting),
+            "waiting_requests": len(self._pending),
             "appends_in_flight": self.appender.in_flight,
             "appends_failed": self.appender.failed,
         }
@@ -139,17 +135,11 @@ class GroupCoordinatorShell:
             # The RPC's peer; the Kafka listener, which has no RPC peer, passes its client's address.
             peer = request_peer()
             body = {**body, "client_host": peer if peer is not None else body.get("client_host", "")}
-        request_id = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[request_id] = future
-        try:
-            self.perform(self.coordinator.handle(request_id, api, body, wall_ms()))
-            async with asyncio.timeout(self._backstop_ms(body) / 1000):
-                return await future
-        except TimeoutError:
-            raise KafkaError(f"{api} got no answer from the coordinator in time", ErrorCode.REQUEST_TIMED_OUT) from None
-        finally:
-            self._waiting.pop(request_id, None)
+        return await self._pending.ask(
+            lambda request_id: self.perform(self.coordinator.handle(request_id, api, body, wall_ms())),
+            self._backstop_ms(body),
+            f"{api} got no answer from the coordinator in time",
+        )
 
     def _backstop_ms(self, body: Mapping[str, Any]) -> int:
         config = self.settings.coordinator
@@ -167,16 +157,11 @@ class GroupCoordinatorShell:
         """Carry out the coordinator's actions in order, then re-arm the timer."""
         for action in actions:
             if isinstance(action, Respond):
-                self._respond(action.request_id, action.body)
+                self._pending.respond(action.request_id, action.body)
             elif isinstance(action, Append):
                 epoch = self.loader.epoch(action.partition)
                 self.appender.submit(action, -1 if epoch is None else epoch)
         self._rearm.set()
-
-    def _respond(self, request_id: Hashable, body: dict[str, Any]) -> None:
-        future = self._waiting.get(request_id)  # type: ignore[arg-type]
-        if future is not None and not future.done():
-            future.set_result(body)
 
     def _append_completed(self, append_id: int, error: ErrorCode) -> None:
         if not self._stopped:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.groups.actions import Append, Respond
 from kraftpy.broker.groups.runtime import PartitionStatus
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
+from kraftpy.broker.groups.shell.pending import PendingAnswers
 from kraftpy.broker.shell.offsets_topic import InternalTopicCreator, internal_topic_request
 from kraftpy.broker.txn.coordinator import SendMarkers, TransactionCoordinator, TxnAction
 from kraftpy.broker.txn.shell.markers import MarkerWriter
@@ -120,8 +120,7 @@ class TransactionCoordinatorShell:
             self._still_coordinator,
             retry_backoff_ms=settings.transaction_marker_retry_backoff_ms,
         )
-        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._ids = itertools.count(1)
+        self._pending = PendingAnswers()
         self._rearm = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._started = False
@@ -151,10 +150,7 @@ class TransactionCoordinatorShell:
             self._timer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer_task
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        self._waiting.clear()
+        self._pending.fail_all(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
 
     def on_metadata(self) -> None:
         if self._started and not self._stopped:
@@ -177,20 +173,11 @@ class TransactionCoordinatorShell:
         """Run one core call with a fresh request id and wait (bounded) for its answer."""
         if self._stopped:
             raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        rid = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[rid] = future
-        try:
-            self.perform(start(rid, wall_ms()))
-            backstop_ms = self.settings.transaction_state_log_append_timeout_ms + BACKSTOP_MARGIN_MS
-            async with asyncio.timeout(backstop_ms / 1000):
-                return await future
-        except TimeoutError:
-            raise KafkaError(
-                "no answer from the transaction coordinator in time", ErrorCode.REQUEST_TIMED_OUT
-            ) from None
-        finally:
-            self._waiting.pop(rid, None)
+        return await self._pending.ask(
+            lambda rid: self.perform(start(rid, wall_ms())),
+            self.settings.transaction_state_log_append_timeout_ms + BACKSTOP_MARGIN_MS,
+            "no answer from the transaction coordinator in time",
+        )
 
     def _txn_id(self, body: Mapping[str, Any]) -> str:
         return field(body, "transactional_id", str, max_len=self.settings.coordinator.max_id_length)
@@ -266,18 +253,13 @@ class TransactionCoordinatorShell:
     def perform(self, actions: list[TxnAction]) -> None:
         for action in actions:
             if isinstance(action, Respond):
-                self._respond(action.request_id, action.body)
+                self._pending.respond(action.request_id, action.body)
             elif isinstance(action, Append):
                 epoch = self.loader.epoch(action.partition)
                 self.appender.submit(action, -1 if epoch is None else epoch)
             elif isinstance(action, SendMarkers):
                 self.markers.submit(action)
         self._rearm.set()
-
-    def _respond(self, request_id: Hashable, body: dict[str, Any]) -> None:
-        future = self._waiting.get(request_id)  # type: ignore[arg-type]
-        if future is not None and not future.done():
-            future.set_result(body)
 
     def _append_completed(self, append_id: int, error: ErrorCode) -> None:
         if not self._stopped:
