@@ -7,6 +7,8 @@ A topic config's Kafka name is its kraftpy name with dots (`retention_ms` is
 
 from __future__ import annotations
 
+from typing import Any
+
 # Kafka's broker-level synonym of each topic config (ServerTopicConfigSynonyms): the name a broker
 # resource carries it under.
 BROKER_SYNONYMS: dict[str, str] = {
@@ -47,3 +49,14 @@ def topic_kraftpy_name(kafka_name: str) -> str:
 
 
 BROKER_NAMES_BY_KAFKA = {kafka: name for name, kafka in BROKER_SYNONYMS.items()}
+
+
+def kafka_value(value: Any) -> str | None:
+    """A config value as Kafka's string form (booleans lower case, lists comma-separated)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -25,7 +25,7 @@ from kafka.protocol.admin.configs import (
 )
 
 from kraftpy.metadata.configs import TOPIC_CONFIGS, ConfigDef, ConfigResourceType, ConfigType
-from kraftpy.protocol.config_names import BROKER_SYNONYMS
+from kraftpy.protocol.config_names import BROKER_SYNONYMS, kafka_value
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 DescribeResult = DescribeConfigsResponse.DescribeConfigsResult
@@ -87,17 +87,6 @@ def kraftpy_name(resource_type: int, key: str) -> str:
         what = "broker" if resource_type == BROKER else "topic"
         raise KafkaError(f"Unknown {what} config name: {key}", ErrorCode.INVALID_CONFIG)
     return name
-
-
-def kafka_value(value: Any) -> str | None:
-    """A value as Kafka's string form."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 def _check_resource(resource_type: int, name: str, broker_id: int, *, describe: bool) -> None:

@@ -19,6 +19,7 @@ from kraftpy.client.wire.common import error_fields, request_class, topic_id_tex
 from kraftpy.protocol.config_names import (
     BROKER_NAMES_BY_KAFKA,
     BROKER_SYNONYMS,
+    kafka_value,
     topic_kafka_name,
     topic_kraftpy_name,
 )
@@ -50,16 +51,6 @@ def _kraftpy_name(resource_type: str, name: str) -> str:
     return topic_kraftpy_name(name)
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
 def _typed(value: str | None, config_type: int | None) -> Any:
     """A value in Kafka's string form, as its type says (kraftpy's answers carry typed values)."""
     if value is None:
@@ -89,7 +80,7 @@ def build_create_topics(body: Mapping[str, Any], version: int) -> Any:
                 for a in t.get("assignments") or []
             ],
             configs=[
-                topic_cls.CreatableTopicConfig(name=topic_kafka_name(k), value=_text(v))
+                topic_cls.CreatableTopicConfig(name=topic_kafka_name(k), value=kafka_value(v))
                 for k, v in (t.get("configs") or {}).items()
             ],
         )
@@ -211,7 +202,9 @@ def build_incremental_alter_configs(body: Mapping[str, Any], version: int) -> An
                 resource_name=r["resource_name"],
                 configs=[
                     resource_cls.AlterableConfig(
-                        name=_kafka_name(kind, c["name"]), config_operation=OPS[c["op"]], value=_text(c.get("value"))
+                        name=_kafka_name(kind, c["name"]),
+                        config_operation=OPS[c["op"]],
+                        value=kafka_value(c.get("value")),
                     )
                     for c in r["configs"]
                 ],
