@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import socket
-import struct
-from typing import Any
-
 from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest, DeleteRecordsRequest
 
 from kraftpy.broker.kafka.shell import admin_apis
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from tests.integration.test_cluster_support import LocalCluster
+from tests.kafka_clients.raw import call
 
 TIMEOUT_S = 30
-
-
-def call(cluster: LocalCluster, node_id: int, api_key: int, version: int, request: Any) -> Any:
-    """One request to broker `node_id`'s Kafka listener; its decoded response."""
-    host, port = cluster.bootstrap_servers.split(",")[node_id - 1].rsplit(":", 1)
-    header = RequestHeader(api_key, version, 17, "wire-test")
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(encode_request(header, request))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        correlation_id, response = decode_response(header, _read(sock, size))
-    assert correlation_id == 17
-    return response
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
 
 
 def test_create_topics_v7_returns_the_topics_configs_and_id(kafka_cluster: LocalCluster) -> None:

@@ -8,9 +8,6 @@ InitProducerId without a transactional id, DescribeProducers.
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,7 +16,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from kafka.protocol.admin.transactions import DescribeProducersRequest
-from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
@@ -28,50 +24,11 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.records.batch import build_batch, decode_batches
 from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.kafka_clients.raw import Raw
 
 TIMEOUT_S = 30
-_correlation = itertools.count(1)
-
-
-class Raw:
-    """One Kafka connection speaking frames through kraftpy's codec."""
-
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, api_key: int, version: int, request: ApiMessage) -> RequestHeader:
-        header = RequestHeader(api_key, version, next(_correlation), "raw-test")
-        self.sock.sendall(encode_request(header, request))
-        return header
-
-    def read(self, header: RequestHeader) -> Any:
-        head = self._exactly(4)
-        (size,) = struct.unpack(">i", head)
-        correlation_id, body = decode_response(header, self._exactly(size))
-        assert correlation_id == header.correlation_id
-        return body
-
-    def call(self, api_key: int, version: int, request: ApiMessage) -> Any:
-        return self.read(self.send(api_key, version, request))
-
-    def closed_by_peer(self) -> bool:
-        return self.sock.recv(1) == b""
-
-    def _exactly(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            out += chunk
-        return out
 
 
 def leader_of(cluster: LocalCluster, topic: str, partition: int) -> tuple[str, uuid.UUID, int]:

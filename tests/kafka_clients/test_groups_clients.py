@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import struct
 import subprocess
 import threading
 import time
@@ -27,10 +25,11 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.protocol.metadata.metadata import MetadataRequest
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.kafka_clients.raw import Raw
 
 TIMEOUT_S = 60
 
@@ -45,34 +44,8 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
         producer.close(timeout=10)
 
 
-class Wire:
-    """One connection to a Kafka listener, requests answered in order."""
-
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, request):
-        self.correlation_id += 1
-        header = RequestHeader(api_key, version, self.correlation_id, "by-hand")
-        self.sock.sendall(encode_request(header, request))
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation_id, response = decode_response(header, self._read(size))
-        assert correlation_id == self.correlation_id
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = self.sock.recv(n, socket.MSG_WAITALL)
-        assert len(data) == n, "the broker closed the connection"
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def find_coordinator(cluster: LocalCluster, group: str) -> str:
-    wire = Wire(cluster.bootstrap_servers.split(",")[0])
+    wire = Raw(cluster.bootstrap_servers.split(",")[0])
     try:
 
         def found():
@@ -85,11 +58,31 @@ def find_coordinator(cluster: LocalCluster, group: str) -> str:
     return f"{answer.host}:{answer.port}"
 
 
+def wait_until_every_broker_leads(cluster: LocalCluster, topic: str, partitions: int) -> None:
+    """Wait until each broker's own Metadata lists `topic` with a leader for every partition.
+
+    A created topic reaches the brokers through the metadata log, a little later on some than on
+    others (as in Kafka). A consumer group leader that assigns from a broker's view without the topic
+    assigns nothing, and only a later metadata refresh moves it on, so tests that time a group start
+    from here.
+    """
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)])
+
+    def led_on(address: str) -> bool:
+        with Raw(address) as raw:
+            (answer,) = raw.call(3, 12, request).topics
+        led = [p for p in answer.partitions if p.leader_id >= 0]
+        return answer.error_code == 0 and len(led) == partitions
+
+    for address in cluster.bootstrap_servers.split(","):
+        wait_for(f"{topic} led on {address}", lambda a=address: led_on(a), timeout_s=TIMEOUT_S)
+
+
 def test_find_coordinator_answers_kafka_listeners_at_every_version(kafka_cluster: LocalCluster) -> None:
     kafka_ports = {a.rsplit(":", 1)[1] for a in kafka_cluster.bootstrap_servers.split(",")}
     find_coordinator(kafka_cluster, "warm-up")  # __consumer_offsets exists and has leaders
     for address in kafka_cluster.bootstrap_servers.split(","):
-        wire = Wire(address)
+        wire = Raw(address)
         try:
             for version in range(0, 4):
                 request = FindCoordinatorRequest(key="fc-group", key_type=0, version=version)
@@ -105,7 +98,7 @@ def test_find_coordinator_answers_kafka_listeners_at_every_version(kafka_cluster
 
 def test_join_sync_heartbeat_leave_by_hand_old_and_new_versions(kafka_cluster: LocalCluster) -> None:
     group = "by-hand"
-    wire = Wire(find_coordinator(kafka_cluster, group))
+    wire = Raw(find_coordinator(kafka_cluster, group))
     P = JoinGroupRequest.JoinGroupRequestProtocol
     opaque = bytes(range(256))  # the protocol metadata is the client's bytes
     try:
@@ -157,14 +150,13 @@ def test_join_sync_heartbeat_leave_by_hand_old_and_new_versions(kafka_cluster: L
         first = wire.call(11, 9, join9)
         assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED and first.member_id
         # The rebalance this starts needs the v0 member to rejoin too: do both on two connections.
-        other = Wire(find_coordinator(kafka_cluster, group))
+        other = Raw(find_coordinator(kafka_cluster, group))
         try:
             join9.member_id = first.member_id
-            other.sock.sendall(encode_request(RequestHeader(11, 9, 1, "second"), join9))
+            pending = other.send(11, 9, join9)
             join0.member_id = joined.member_id
             rejoined = wire.call(11, 0, join0)
-            size = struct.unpack(">i", other._read(4))[0]
-            _, second = decode_response(RequestHeader(11, 9, 1, "second"), other._read(size))
+            second = other.read(pending)
             assert rejoined.error_code == 0 and second.error_code == 0
             assert second.generation_id == rejoined.generation_id == joined.generation_id + 1
             assert second.protocol_type == "mine" and second.protocol_name == "p"
@@ -282,7 +274,7 @@ def test_kafkajs_produces_and_consumes_in_a_group(kafka_cluster: LocalCluster, k
 
 
 def test_a_malformed_group_request_gets_invalid_request_and_the_connection_goes_on(kafka_cluster: LocalCluster) -> None:
-    wire = Wire(find_coordinator(kafka_cluster, "fine"))
+    wire = Raw(find_coordinator(kafka_cluster, "fine"))
     P = JoinGroupRequest.JoinGroupRequestProtocol
     try:
         too_long = "g" * 5_000  # beyond the coordinator's max_id_length
@@ -345,6 +337,7 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
 
     topic, group = "mixed-group", "mixed-group"
     kafka_cluster.ok("topics", "create", topic, "--partitions", "4", "--replication-factor", "3")
+    wait_until_every_broker_leads(kafka_cluster, topic, 4)
     theirs = KafkaConsumer(
         topic,
         bootstrap_servers=kafka_cluster.bootstrap_servers,
@@ -381,7 +374,15 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
             b = {tp.partition for tp in ours.assignment()}
             return (a, b) if a and b and a | b == {0, 1, 2, 3} and not a & b else None
 
-        their_parts, our_parts = wait_for("both members assigned, disjointly", split, timeout_s=TIMEOUT_S)
+        try:
+            their_parts, our_parts = wait_for("both members assigned, disjointly", split, timeout_s=TIMEOUT_S)
+        except AssertionError as failure:
+            # What the coordinator holds tells a coordinator fault from a client that never rejoined.
+            seen = kafka_cluster.cli("groups", "describe", group, "--json")
+            raise AssertionError(
+                f"{failure}; kafka-python holds {theirs.assignment()}, kraftpy holds {ours.assignment()}; "
+                f"the coordinator says: {seen}"
+            ) from None
         assert len(their_parts) == len(our_parts) == 2  # range over 4 partitions and 2 members
 
         def described() -> dict | None:
