@@ -1,4 +1,7 @@
-"""Records of `__consumer_offsets`: keys and values in CBOR, versioned, after Kafka's GroupMetadataManager.
+"""Records of `__consumer_offsets` in Kafka's layouts: OffsetCommitKey/Value and GroupMetadataKey/Value.
+
+We write key versions 1 and 2 and value version 3 (what Kafka writes) and read value versions 0-4
+(4 is the flexible form), so tools that read Kafka's offsets topic read ours.
 
 Design notes: docs/groups.md, section "broker/groups/records.py".
 """
@@ -6,16 +9,16 @@ Design notes: docs/groups.md, section "broker/groups/records.py".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import cbor2
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.fields import I16, I32, I64, FieldReader, byte_string, nullable_string, string
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+NEWEST_OFFSET_COMMIT_VALUE_VERSION = 4
+NEWEST_GROUP_METADATA_VALUE_VERSION = 4
 
 Record = tuple[bytes, bytes | None]
 
@@ -97,44 +100,51 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return cbor2.dumps([OFFSET_COMMIT_KEY_VERSION, key.group, key.topic, key.partition])
-    return cbor2.dumps([GROUP_METADATA_KEY_VERSION, key.group])
+        return I16.pack(OFFSET_COMMIT_KEY_VERSION) + string(key.group) + string(key.topic) + I32.pack(key.partition)
+    return I16.pack(GROUP_METADATA_KEY_VERSION) + string(key.group)
 
 
 def encode_offset_value(value: OffsetAndMetadata) -> bytes:
-    body = {
-        "version": OFFSET_COMMIT_VALUE_VERSION,
-        "offset": value.offset,
-        "leader_epoch": -1 if value.leader_epoch is None else value.leader_epoch,
-        "metadata": value.metadata,
-        "commit_timestamp": value.commit_timestamp_ms,
-    }
-    return cbor2.dumps(body, canonical=True)
+    return b"".join(
+        (
+            I16.pack(OFFSET_COMMIT_VALUE_VERSION),
+            I64.pack(value.offset),
+            I32.pack(-1 if value.leader_epoch is None else value.leader_epoch),
+            string(value.metadata),
+            I64.pack(value.commit_timestamp_ms),
+        )
+    )
+
+
+def _member(m: MemberRecord) -> bytes:
+    return b"".join(
+        (
+            string(m.member_id),
+            nullable_string(m.group_instance_id),
+            string(m.client_id),
+            string(m.client_host),
+            I32.pack(m.rebalance_timeout_ms),
+            I32.pack(m.session_timeout_ms),
+            byte_string(m.subscription),
+            byte_string(m.assignment),
+        )
+    )
 
 
 def encode_group_value(value: GroupMetadataValue) -> bytes:
-    body = {
-        "version": GROUP_METADATA_VALUE_VERSION,
-        "protocol_type": value.protocol_type,
-        "generation": value.generation,
-        "protocol": value.protocol,
-        "leader": value.leader,
-        "current_state_timestamp": -1 if value.current_state_timestamp_ms is None else value.current_state_timestamp_ms,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "rebalance_timeout": m.rebalance_timeout_ms,
-                "session_timeout": m.session_timeout_ms,
-                "subscription": m.subscription,
-                "assignment": m.assignment,
-            }
-            for m in value.members
-        ],
-    }
-    return cbor2.dumps(body, canonical=True)
+    timestamp = -1 if value.current_state_timestamp_ms is None else value.current_state_timestamp_ms
+    return b"".join(
+        (
+            I16.pack(GROUP_METADATA_VALUE_VERSION),
+            string(value.protocol_type),
+            I32.pack(value.generation),
+            nullable_string(value.protocol),
+            nullable_string(value.leader),
+            I64.pack(timestamp),
+            I32.pack(len(value.members)),
+            *(_member(m) for m in value.members),
+        )
+    )
 
 
 def offset_commit_record(group: str, topic: str, partition: int, value: OffsetAndMetadata) -> Record:
@@ -152,90 +162,78 @@ def tombstone(key: RecordKey) -> Record:
 # --- decoding -------------------------------------------------------------------------------------
 
 
-def _loads(data: bytes, what: str) -> Any:
-    try:
-        return cbor2.loads(data)
-    except Exception as exc:  # cbor2 raises several types for garbage; all mean the same here
-        raise GroupRecordError(f"{what} is not valid CBOR: {exc}") from None
-
-
-def _get(body: dict[str, Any], name: str, kind: type | tuple[type, ...], what: str, nullable: bool = False) -> Any:
-    value = body.get(name)
-    if value is None and nullable:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise GroupRecordError(f"{what}: field {name!r} is missing or of the wrong type ({value!r:.60})")
-    return value
+def _versioned(data: bytes, what: str, newest: int, first_flexible: int | None = None) -> tuple[int, FieldReader]:
+    reader = FieldReader(data, GroupRecordError)
+    version = reader.fixed(I16)
+    if not 0 <= version <= newest:
+        raise GroupRecordError(f"{what} has unsupported version {version}")
+    reader.flexible = first_flexible is not None and version >= first_flexible
+    return version, reader
 
 
 def decode_key(data: bytes) -> RecordKey:
-    key = _loads(data, "record key")
-    if not isinstance(key, list) or not key or type(key[0]) is not int:
-        raise GroupRecordError(f"record key must be a versioned array, got {key!r:.80}")
-    version = key[0]
+    # Kafka's coordinator keys: the leading int16 is the record type (0 and 1: an offset commit, 2: group
+    # metadata); 3 and up are KIP-848's consumer-group records, which this coordinator does not write.
+    version, reader = _versioned(data, "record key", GROUP_METADATA_KEY_VERSION)
     if version in (0, OFFSET_COMMIT_KEY_VERSION):
-        if len(key) != 4 or not (isinstance(key[1], str) and isinstance(key[2], str) and type(key[3]) is int):
-            raise GroupRecordError(f"offset commit key must be [version, group, topic, partition], got {key!r:.80}")
-        return OffsetCommitKey(key[1], key[2], key[3])
-    if version == GROUP_METADATA_KEY_VERSION:
-        if len(key) != 2 or not isinstance(key[1], str):
-            raise GroupRecordError(f"group metadata key must be [version, group], got {key!r:.80}")
-        return GroupMetadataKey(key[1])
-    raise GroupRecordError(f"unknown record key version {version}")
-
-
-def _versioned_map(data: bytes, what: str, newest: int) -> dict[str, Any]:
-    body = _loads(data, what)
-    if not isinstance(body, dict):
-        raise GroupRecordError(f"{what} must be a CBOR map")
-    version = body.get("version")
-    if type(version) is not int or not 0 <= version <= newest:
-        raise GroupRecordError(f"{what} has unsupported version {version!r}")
-    return body
+        return OffsetCommitKey(reader.string(), reader.string(), reader.fixed(I32))
+    return GroupMetadataKey(reader.string())
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
-    what = "offset commit value"
-    body = _versioned_map(data, what, OFFSET_COMMIT_VALUE_VERSION)
-    epoch = body.get("leader_epoch", -1)
-    if type(epoch) is not int:
-        raise GroupRecordError(f"{what}: leader_epoch must be an integer")
-    return OffsetAndMetadata(
-        offset=_get(body, "offset", int, what),
-        leader_epoch=None if epoch < 0 else epoch,
-        metadata=_get(body, "metadata", str, what, nullable=True) or "",
-        commit_timestamp_ms=_get(body, "commit_timestamp", int, what),
+    version, reader = _versioned(data, "offset commit value", NEWEST_OFFSET_COMMIT_VALUE_VERSION, first_flexible=4)
+    offset = reader.fixed(I64)
+    epoch = reader.fixed(I32) if version >= 3 else -1
+    metadata = reader.string()
+    commit_timestamp_ms = reader.fixed(I64)
+    if version == 1:
+        reader.fixed(I64)  # the expire timestamp of v1: Kafka's retention no longer reads it, nor does ours
+    reader.tagged()
+    return OffsetAndMetadata(offset, None if epoch < 0 else epoch, metadata, commit_timestamp_ms)
+
+
+def _read_member(reader: FieldReader, version: int) -> MemberRecord:
+    member_id = reader.string()
+    instance_id = reader.nullable_string() if version >= 3 else None
+    client_id = reader.string()
+    client_host = reader.string()
+    rebalance_timeout_ms = reader.fixed(I32) if version >= 1 else None
+    session_timeout_ms = reader.fixed(I32)
+    member = MemberRecord(
+        member_id=member_id,
+        group_instance_id=instance_id,
+        client_id=client_id,
+        client_host=client_host,
+        # v0 had one timeout for both (Kafka reads it so too).
+        rebalance_timeout_ms=session_timeout_ms if rebalance_timeout_ms is None else rebalance_timeout_ms,
+        session_timeout_ms=session_timeout_ms,
+        subscription=reader.byte_string(),
+        assignment=reader.byte_string(),
     )
+    reader.tagged()
+    return member
 
 
 def decode_group_value(data: bytes) -> GroupMetadataValue:
     what = "group metadata value"
-    body = _versioned_map(data, what, GROUP_METADATA_VALUE_VERSION)
-    raw_members = _get(body, "members", list, what)
-    members = []
-    for m in raw_members:
-        if not isinstance(m, dict):
-            raise GroupRecordError(f"{what}: members must be maps")
-        members.append(
-            MemberRecord(
-                member_id=_get(m, "member_id", str, what),
-                group_instance_id=_get(m, "group_instance_id", str, what, nullable=True),
-                client_id=_get(m, "client_id", str, what),
-                client_host=_get(m, "client_host", str, what),
-                rebalance_timeout_ms=_get(m, "rebalance_timeout", int, what),
-                session_timeout_ms=_get(m, "session_timeout", int, what),
-                subscription=_get(m, "subscription", bytes, what),
-                assignment=_get(m, "assignment", bytes, what),
-            )
-        )
-    timestamp = _get(body, "current_state_timestamp", int, what, nullable=True)
+    version, reader = _versioned(data, what, NEWEST_GROUP_METADATA_VALUE_VERSION, first_flexible=4)
+    protocol_type = reader.string()
+    generation = reader.fixed(I32)
+    protocol = reader.nullable_string()
+    leader = reader.nullable_string()
+    timestamp = reader.fixed(I64) if version >= 2 else -1
+    count = reader.array_len()
+    if count < 0:
+        raise GroupRecordError(f"{what}: members is null")
+    members = tuple(_read_member(reader, version) for _ in range(count))
+    reader.tagged()
     return GroupMetadataValue(
-        protocol_type=_get(body, "protocol_type", str, what),
-        generation=_get(body, "generation", int, what),
-        protocol=_get(body, "protocol", str, what, nullable=True),
-        leader=_get(body, "leader", str, what, nullable=True),
-        current_state_timestamp_ms=None if timestamp is None or timestamp < 0 else timestamp,
-        members=tuple(members),
+        protocol_type=protocol_type,
+        generation=generation,
+        protocol=protocol,
+        leader=leader,
+        current_state_timestamp_ms=None if timestamp < 0 else timestamp,
+        members=members,
     )
 
 

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.fields import I8, I16, I32, I64, FieldReader, string
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -78,31 +79,20 @@ class TxnLogValue:
     previous_producer_id: int = -1
 
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_I8 = struct.Struct(">b")
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _I16.pack(len(data)) + data
-
-
 def encode_key(transactional_id: str) -> bytes:
-    return _I16.pack(KEY_VERSION) + _string(transactional_id)
+    return I16.pack(KEY_VERSION) + string(transactional_id)
 
 
 def encode_value(value: TxnLogValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
-    out += _I64.pack(value.producer_id) + _I16.pack(value.producer_epoch) + _I32.pack(value.txn_timeout_ms)
-    out += _I8.pack(int(value.state))
-    out += _I32.pack(len(value.partitions))
+    out = bytearray(I16.pack(VALUE_VERSION))
+    out += I64.pack(value.producer_id) + I16.pack(value.producer_epoch) + I32.pack(value.txn_timeout_ms)
+    out += I8.pack(int(value.state))
+    out += I32.pack(len(value.partitions))
     for topic, partitions in sorted(value.partitions.items()):
-        out += _string(topic) + _I32.pack(len(partitions))
+        out += string(topic) + I32.pack(len(partitions))
         for p in partitions:
-            out += _I32.pack(p)
-    out += _I64.pack(value.last_update_timestamp_ms) + _I64.pack(value.start_timestamp_ms)
+            out += I32.pack(p)
+    out += I64.pack(value.last_update_timestamp_ms) + I64.pack(value.start_timestamp_ms)
     return bytes(out)
 
 
@@ -110,61 +100,9 @@ def txn_record(transactional_id: str, value: TxnLogValue | None) -> Record:
     return encode_key(transactional_id), None if value is None else encode_value(value)
 
 
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-        self.flexible = flexible
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TxnRecordError(f"record ends early (wanted {n} bytes at {self.pos} of {len(self.data)})")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def fixed(self, s: struct.Struct) -> int:
-        return s.unpack(self.take(s.size))[0]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            if shift > 28:
-                raise TxnRecordError("varint too long")
-            b = self.take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def string(self) -> str:
-        n = self.uvarint() - 1 if self.flexible else self.fixed(_I16)
-        if n < 0:
-            raise TxnRecordError("a null string where one is required")
-        try:
-            return bytes(self.take(n)).decode()
-        except UnicodeDecodeError as exc:
-            raise TxnRecordError(f"a string is not UTF-8: {exc}") from None
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.fixed(_I32)
-        if n > len(self.data) - self.pos:
-            raise TxnRecordError(f"an array of {n} items in a record of {len(self.data)} bytes")
-        return n
-
-    def tagged(self) -> dict[int, memoryview]:
-        if not self.flexible:
-            return {}
-        tags = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            tags[tag] = self.take(self.uvarint())
-        return tags
-
-
 def decode_key(data: bytes) -> str:
-    reader = _Reader(data, flexible=False)
-    version = reader.fixed(_I16)
+    reader = FieldReader(data, TxnRecordError)
+    version = reader.fixed(I16)
     if version != KEY_VERSION:
         raise TxnRecordError(f"unknown __transaction_state key version {version}")
     return reader.string()
@@ -173,15 +111,15 @@ def decode_key(data: bytes) -> str:
 def decode_value(data: bytes | None) -> TxnLogValue | None:
     if data is None:
         return None
-    reader = _Reader(data, flexible=False)
-    version = reader.fixed(_I16)
+    reader = FieldReader(data, TxnRecordError)
+    version = reader.fixed(I16)
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise TxnRecordError(f"unknown __transaction_state value version {version}")
     reader.flexible = version >= 1
-    producer_id = reader.fixed(_I64)
-    producer_epoch = reader.fixed(_I16)
-    timeout_ms = reader.fixed(_I32)
-    status = reader.fixed(_I8)
+    producer_id = reader.fixed(I64)
+    producer_epoch = reader.fixed(I16)
+    timeout_ms = reader.fixed(I32)
+    status = reader.fixed(I8)
     try:
         state = TxnState(status)
     except ValueError:
@@ -189,18 +127,18 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     partitions: dict[str, tuple[int, ...]] = {}
     for _ in range(max(0, reader.array_len())):
         topic = reader.string()
-        ids = tuple(reader.fixed(_I32) for _ in range(max(0, reader.array_len())))
+        ids = tuple(reader.fixed(I32) for _ in range(max(0, reader.array_len())))
         reader.tagged()
         partitions[topic] = tuple(sorted(set(partitions.get(topic, ()) + ids)))
-    last_update = reader.fixed(_I64)
-    start = reader.fixed(_I64)
+    last_update = reader.fixed(I64)
+    start = reader.fixed(I64)
     tags = reader.tagged()
-    previous = _I64.unpack(tags[0])[0] if 0 in tags and len(tags[0]) == 8 else -1
+    previous = I64.unpack(tags[0])[0] if 0 in tags and len(tags[0]) == 8 else -1
     return TxnLogValue(producer_id, producer_epoch, timeout_ms, state, partitions, last_update, start, previous)
 
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, TxnLogValue | None]:
     try:
         return decode_key(key), decode_value(value)
-    except struct.error as exc:  # _Reader.take bounds every read; this is a belt to its braces
+    except struct.error as exc:  # FieldReader.take bounds every read; this is a belt to its braces
         raise TxnRecordError(f"record does not decode: {exc}") from None

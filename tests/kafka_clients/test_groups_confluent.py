@@ -10,10 +10,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_INVALID, Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 PARTITIONS = 6
 PER_PHASE = 300
@@ -226,3 +235,70 @@ def test_a_static_member_restarts_without_a_rebalance(kafka_cluster: LocalCluste
         b.consumer.close()
         if restarted is not None:
             restarted.consumer.close()
+
+
+def _committed(consumer: Consumer, tp: TopicPartition) -> bool:
+    try:
+        consumer.commit(offsets=[tp], asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].retriable():
+            return False
+        raise
+    return True
+
+
+def test_the_offsets_topic_holds_kafkas_record_layouts(kafka_cluster: LocalCluster) -> None:
+    """A tool that reads `__consumer_offsets` (lag monitors do) finds Kafka's OffsetCommit key and value.
+
+    The bytes are taken apart here by hand, from Kafka's OffsetCommitKey (version 1: group, topic,
+    partition) and OffsetCommitValue (version 3: offset, leader epoch, metadata, commit timestamp).
+    """
+    import struct
+
+    topic, group = "layout-check", "layout-check-group"
+    kafka_cluster.ok("topics", "create", topic, "--partitions", "1", "--replication-factor", "3")
+    committer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": group})
+    try:
+        # The offsets topic may still be loading right after the cluster starts (retriable).
+        wait_for("the commit", lambda: _committed(committer, TopicPartition(topic, 0, 17, metadata="note")), TIMEOUT_S)
+    finally:
+        committer.close()
+
+    def string(data: bytes, pos: int) -> tuple[str, int]:
+        (n,) = struct.unpack_from(">h", data, pos)
+        return data[pos + 2 : pos + 2 + n].decode(), pos + 2 + n
+
+    reader = Consumer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers,
+            "group.id": "layout-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    found: list[tuple[int, str, str, int, tuple]] = []
+    try:
+        partitions = reader.list_topics("__consumer_offsets", timeout=TIMEOUT_S).topics["__consumer_offsets"].partitions
+        reader.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not found and time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is None or msg.error() or msg.key() is None or msg.value() is None:
+                continue
+            key = msg.key()
+            (version,) = struct.unpack_from(">h", key)
+            if version != 1:
+                continue
+            g, pos = string(key, 2)
+            t, pos = string(key, pos)
+            (partition,) = struct.unpack_from(">i", key, pos)
+            if g != group:
+                continue
+            value = msg.value()
+            value_version, offset, epoch = struct.unpack_from(">hqi", value)
+            metadata, pos = string(value, 14)
+            metadata = metadata.removesuffix("\x00")  # confluent-kafka sends the C string's terminator too
+            found.append((version, g, t, partition, (value_version, offset, epoch, metadata, len(value) - pos)))
+    finally:
+        reader.close()
+    assert found == [(1, group, topic, 0, (3, 17, -1, "note", 8))]
