@@ -16,7 +16,7 @@ from kafka.protocol.producer.transaction import (
 
 from kraftpy.protocol.errors import ErrorCode as E
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.test_groups_clients import Wire
+from tests.kafka_clients.raw import Raw
 
 TIMEOUT_S = 30
 Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
@@ -27,7 +27,7 @@ def txn_coordinator(cluster: LocalCluster, txn_id: str, version: int = 1) -> str
     kafka_ports = {a.rsplit(":", 1)[1] for a in cluster.bootstrap_servers.split(",")}
 
     def found():
-        wire = Wire(cluster.bootstrap_servers.split(",")[0])
+        wire = Raw(cluster.bootstrap_servers.split(",")[0])
         try:
             if version >= 4:
                 request = FindCoordinatorRequest(key_type=1, coordinator_keys=[txn_id], version=version)
@@ -45,7 +45,7 @@ def txn_coordinator(cluster: LocalCluster, txn_id: str, version: int = 1) -> str
     return wait_for(f"the coordinator of {txn_id}", found, timeout_s=60)
 
 
-def init(wire: Wire, txn_id: str, timeout_ms: int = 60_000, version: int = 4, **producer):
+def init(wire: Raw, txn_id: str, timeout_ms: int = 60_000, version: int = 4, **producer):
     def answered():
         r = wire.call(
             22, version, InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms, **producer)
@@ -55,7 +55,7 @@ def init(wire: Wire, txn_id: str, timeout_ms: int = 60_000, version: int = 4, **
     return wait_for(f"InitProducerId of {txn_id}", answered)
 
 
-def describe(wire: Wire, txn_id: str):
+def describe(wire: Raw, txn_id: str):
     return wire.call(65, 0, DescribeTransactionsRequest(transactional_ids=[txn_id])).transaction_states[0]
 
 
@@ -68,7 +68,7 @@ def test_find_coordinator_for_transactions(kafka_cluster: LocalCluster, version:
 
 def test_init_add_end_by_hand(kafka_cluster: LocalCluster) -> None:
     kafka_cluster.ok("topics", "create", "txn-hand", "--partitions", "2", "--replication-factor", "3")
-    wire = Wire(txn_coordinator(kafka_cluster, "by-hand"))
+    wire = Raw(txn_coordinator(kafka_cluster, "by-hand"))
     try:
         first = init(wire, "by-hand")
         assert (first.error_code, first.producer_epoch) == (0, 0) and first.producer_id >= 0
@@ -124,7 +124,7 @@ def test_init_add_end_by_hand(kafka_cluster: LocalCluster) -> None:
 def test_not_the_coordinator_answers_not_coordinator(kafka_cluster: LocalCluster) -> None:
     owner = txn_coordinator(kafka_cluster, "elsewhere")
     other = next(a for a in kafka_cluster.bootstrap_servers.split(",") if a != owner)
-    wire = Wire(other)
+    wire = Raw(other)
     try:
         answer = wire.call(22, 4, InitProducerIdRequest(transactional_id="elsewhere", transaction_timeout_ms=1000))
         assert answer.error_code == E.NOT_COORDINATOR
@@ -169,7 +169,7 @@ def test_confluent_commit_and_abort_read_committed(kafka_cluster: LocalCluster) 
     producer.begin_transaction()
     producer.produce("txn-basic", value=b"committed-2")
     producer.commit_transaction(TIMEOUT_S)
-    wire = Wire(txn_coordinator(kafka_cluster, "basic-app"))
+    wire = Raw(txn_coordinator(kafka_cluster, "basic-app"))
     try:
         # the commit is answered once PrepareCommit is durable; CompleteCommit follows the markers
         wait_for("CompleteCommit", lambda: describe(wire, "basic-app").transaction_state == "CompleteCommit")

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.test_groups_clients import Wire
+from tests.kafka_clients.raw import Raw
 
 IN, OUT_A, OUT_B = "eos-in", "eos-out-a", "eos-out-b"
 RECORDS = 300
@@ -29,7 +29,7 @@ DEADLINE_S = 300
 
 def coordinator_node(cluster: LocalCluster, txn_id: str) -> int:
     def found():
-        wire = Wire(cluster.bootstrap_servers.split(",")[0])
+        wire = Raw(cluster.bootstrap_servers.split(",")[0])
         try:
             answer = wire.call(10, 3, FindCoordinatorRequest(key=txn_id, key_type=1, version=3))
         finally:

@@ -21,7 +21,8 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, WriteTxnM
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch, decode_batches
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.test_data_protocol import Raw, fetch, leader_of, produce
+from tests.kafka_clients.raw import Raw
+from tests.kafka_clients.test_data_protocol import fetch, leader_of, produce
 
 TOPIC = "txn-partition"
 TIMEOUT_S = 30
