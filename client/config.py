@@ -180,6 +180,11 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "max_partition_fetch_bytes": Option(1_048_576, _int(0, INT32_MAX), "Upper bound of bytes per partition."),
     "max_poll_records": Option(500, _int(1, INT32_MAX), "Records one poll() returns at most."),
     "auto_offset_reset": Option("latest", _choice("latest", "earliest", "none"), "Where to start without a position."),
+    "isolation_level": Option(
+        "read_uncommitted",
+        _choice("read_uncommitted", "read_committed"),
+        "read_committed: only committed transactions' records, up to the last stable offset.",
+    ),
     "check_crcs": Option(True, _bool, "Verify fetched batches' CRC32C; off skips only the CRC, not structure checks."),
     "default_api_timeout_ms": Option(60_000, _int(0, INT32_MAX), "Bound of blocking calls such as position()."),
     "key_deserializer": Option(None, _callable_or_name, "bytes (default), str, json, cbor or a callable."),
