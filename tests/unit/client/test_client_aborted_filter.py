@@ -96,3 +96,41 @@ def test_an_abort_marker_below_the_fetch_offset_still_ends_its_range() -> None:
 def test_compressed_aborted_batches_are_dropped_whole() -> None:
     data = txn(0, 5, [b"z0", b"z1", b"z2"], compression=CompressionType.GZIP) + marker(3, 5, committed=False)
     assert read(data, aborted=[(5, 0)]) == ([], 4)
+
+
+# The fetcher and the other requests of a read_committed consumer ------------------------------------
+
+
+def test_a_read_committed_fetcher_asks_for_isolation_level_1_and_filters_with_the_answers_list() -> None:
+    from kraftpy.client.consumer.fetcher import READ_COMMITTED, Fetcher
+    from kraftpy.client.consumer.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
+    from tests.unit.client.test_client_fixtures import fresh_metadata
+
+    md = fresh_metadata({("t", 0): (1, 5)})
+    subs = SubscriptionState(OffsetResetStrategy("earliest"))
+    subs.assign_from_user([TP])
+    subs.seek_validated(TP, FetchPosition(0, None, md.current_leader(TP)))
+    fetcher = Fetcher(subs, md, isolation_level=READ_COMMITTED)
+    (request,) = fetcher.prepare_requests(0)
+    assert request.body["isolation_level"] == 1
+    part = {"partition": 0, "error_code": 0, "high_watermark": 11, "log_start_offset": 0, "records": LOG}
+    part["aborted_transactions"] = [{"producer_id": 7, "first_offset": 0}]
+    fetcher.handle_response(request, {"error_code": 0, "topics": [{"name": "t", "partitions": [part]}]}, 0)
+    assert [r.value for r in fetcher.collect_fetch()] == [b"c0", b"c1", b"n0", b"n1", b"p"]
+    assert subs.position(TP).offset == 11
+
+
+def test_read_committed_lists_offsets_at_the_lso_and_fetches_committed_offsets_stable() -> None:
+    from kraftpy.client.config import consumer_config
+    from kraftpy.client.consumer.offset_fetcher import build_list_offsets_requests
+    from kraftpy.client.group.commits import fetch_body
+    from kraftpy.client.shell.group_member import membership_config
+    from tests.unit.client.test_client_fixtures import fresh_metadata
+
+    md = fresh_metadata({("t", 0): (1, 5)})
+    (request,), _ = build_list_offsets_requests(md, {TP: -1}, isolation_level=1)
+    assert request.body["isolation_level"] == 1
+    cfg = consumer_config({"group_id": "g", "isolation_level": "read_committed"})
+    assert membership_config(cfg).require_stable
+    assert fetch_body("g", (TP,), require_stable=True)["require_stable"] is True
+    assert not membership_config(consumer_config({"group_id": "g"})).require_stable
