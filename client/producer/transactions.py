@@ -1,21 +1,11 @@
 """The transactional producer's state machine and requests (sans-I/O), as Kafka's TransactionManager.
 
-A producer with a `transactional_id` owns one of these beside its
-IdempotenceManager. The application's calls (`init_transactions`,
-`begin_transaction`, `send_offsets_to_transaction`, `begin_commit`,
-`begin_abort`) change the state and queue requests; the sender asks
-`next_request(now_ms, ...)` for the one request to send next (at most one is
-in flight, as Kafka's) and hands back its answer (`handle_response`) or the
-lack of one (`handle_failure`). Each application call gets a TxnResult that
-completes when its requests are done. FindCoordinator (key_type 1 for the
-transaction, 0 for a group) is queued in front whenever a coordinator is not
-known or moved.
-
-Errors, as Kafka's: a fenced producer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
-and the other errors Kafka treats as fatal put the producer in FATAL_ERROR (it
-can only be closed); any other failure in a transaction (a batch refused, an
-offset commit from a stale generation) puts it in ABORTABLE_ERROR: the
-application must abort_transaction() and may then carry on.
+The application's calls change the state and queue coordinator requests; the
+sender asks `next_request(now_ms, ...)` for the one to send next (one in flight
+at a time) and hands back its answer or the lack of one. Each call gets a
+TxnResult that completes when its requests are done. Fenced and the other
+fatal errors end the producer (FATAL_ERROR); any other failure in a
+transaction leaves it to abort (ABORTABLE_ERROR).
 Design notes: docs/transactions.md, section "The client".
 """
 
@@ -410,7 +400,7 @@ class TransactionManager:
             return float("inf")
         return self._next_attempt_ms
 
-    def next_request(self, now_ms: float, has_incomplete_batches: bool) -> TxnRequest | None:
+    def next_request(self, now_ms: int, has_incomplete_batches: bool) -> TxnRequest | None:
         """The one request to send now (None: nothing, or not yet): Kafka's TransactionManager.nextRequest."""
         if self._in_flight is not None or now_ms < self._next_attempt_ms:
             return None
@@ -534,7 +524,7 @@ class TransactionManager:
 
     # Outcomes ----------------------------------------------------------------
 
-    def _retry(self, step: _Step, now_ms: float, backoff_ms: float | None = None) -> None:
+    def _retry(self, step: _Step, now_ms: int, backoff_ms: float | None = None) -> None:
         """Send `step` again after a backoff (first in line, behind any coordinator lookup)."""
         if backoff_ms is None:
             backoff_ms = min(self.retry_backoff_max_ms, self.retry_backoff_ms * (2 ** min(self._attempts, 16)))
@@ -549,7 +539,7 @@ class TransactionManager:
         self._attempts = 0
         self._next_attempt_ms = 0.0
 
-    def handle_failure(self, request: TxnRequest, error: KafkaError, now_ms: float) -> None:
+    def handle_failure(self, request: TxnRequest, error: KafkaError, now_ms: int) -> None:
         """No answer: the coordinator may have moved (Kafka looks it up again and retries)."""
         step = request.step
         self._in_flight = None
@@ -564,7 +554,7 @@ class TransactionManager:
         else:
             self._retry(step, now_ms)
 
-    def handle_response(self, request: TxnRequest, body: Mapping[str, Any], now_ms: float) -> None:
+    def handle_response(self, request: TxnRequest, body: Mapping[str, Any], now_ms: int) -> None:
         step = request.step
         self._in_flight = None
         handler = getattr(self, f"_on_{step.kind}")
@@ -574,7 +564,7 @@ class TransactionManager:
         code = error_from(body.get("error_code", 0) or 0)
         return error_from(code.code, str(body.get("message") or code.code.name))
 
-    def _common(self, step: _Step, error: KafkaError, now_ms: float) -> bool:
+    def _common(self, step: _Step, error: KafkaError, now_ms: int) -> bool:
         """The answers every coordinator request shares; True when handled."""
         code = error.code
         target = self._coordinator_for(step)
@@ -592,7 +582,7 @@ class TransactionManager:
             return True
         return False
 
-    def _on_find_coordinator(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_find_coordinator(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         error = self._top_error(body)
         if error.code == E.NONE:
             address = (str(body["host"]), int(body["port"]))
@@ -608,7 +598,7 @@ class TransactionManager:
         else:
             self.fatal(error)
 
-    def _on_init_producer_id(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_init_producer_id(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         error = self._top_error(body)
         if error.code == E.NONE:
             self._done(step)
@@ -625,7 +615,7 @@ class TransactionManager:
         if not self._common(step, error, now_ms):
             self.fatal(error)
 
-    def _on_add_partitions(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_add_partitions(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         error = self._top_error(body)
         self.pending_partitions -= step.partitions
         rows = _rows(body) if error.code == E.NONE else [(tp, error.code) for tp in step.partitions]
@@ -663,7 +653,7 @@ class TransactionManager:
         backoff = ADD_PARTITIONS_RETRY_BACKOFF_MS if concurrent and not self.partitions_in_transaction else None
         self._retry(_Step("add_partitions"), now_ms, backoff)
 
-    def _on_add_offsets(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_add_offsets(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         error = self._top_error(body)
         if error.code == E.NONE:
             self._done(step)
@@ -678,7 +668,7 @@ class TransactionManager:
         if step.result is not None:
             step.result.complete(error)
 
-    def _on_txn_offset_commit(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_txn_offset_commit(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         assert step.group is not None
         error = self._top_error(body)
         rows = _rows(body) if error.code == E.NONE else [(tp, error.code) for tp in step.offsets]
@@ -716,7 +706,7 @@ class TransactionManager:
         if retry_lookup:
             self.lookup_coordinator(GROUP_KEY, step.group.group_id)
 
-    def _on_end_txn(self, step: _Step, body: Mapping[str, Any], now_ms: float) -> None:
+    def _on_end_txn(self, step: _Step, body: Mapping[str, Any], now_ms: int) -> None:
         error = self._top_error(body)
         if error.code == E.NONE:
             self._done(step)
