@@ -113,14 +113,17 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
             for r in records:
                 offsets[r.topic_partition] = max(offsets.get(r.topic_partition, 0), r.offset + 1)
             producer.begin_transaction()
+            sent = []
             try:
                 for r in records:
-                    await producer.send(OUT_A, r.value, key=r.key)
-                    await producer.send(OUT_B, r.value, key=r.key)
+                    sent.append(await producer.send(OUT_A, r.value, key=r.key))
+                    sent.append(await producer.send(OUT_B, r.value, key=r.key))
                 if aborts == 0:
                     # Its offsets too: an aborted transaction's offsets must not count, or these inputs
-                    # would be skipped after the rewind and missing from the outputs.
-                    await producer.send(OUT_A, b"aborted-marker")
+                    # would be skipped after the rewind and missing from the outputs. Flushed, so the
+                    # aborted records are in the log (read_uncommitted sees them), not just dropped.
+                    sent.append(await producer.send(OUT_A, b"aborted-marker"))
+                    await producer.flush()
                     await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                     raise KafkaError("the test aborts its first transaction")
                 await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
@@ -130,6 +133,7 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
             except KafkaError as exc:
                 log.info("aborting a transaction: %s", exc)
                 await until_done("abort_transaction", lambda: producer.abort_transaction(CALL_MS), deadline)
+                await asyncio.gather(*sent, return_exceptions=True)  # unsent records fail with the abort
                 aborts += 1
                 await rewind()
                 continue
@@ -151,6 +155,7 @@ def test_kraftpy_consume_transform_produce_exactly_once_across_a_coordinator_kil
     for i in range(RECORDS):
         source.produce(IN, key=b"k%d" % i, value=b"in-%d" % i, partition=i % 3)
     assert source.flush(60) == 0
+    del source  # librdkafka's producer stops with its last reference
 
     killed = None
     try:
