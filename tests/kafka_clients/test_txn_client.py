@@ -126,6 +126,12 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
                     await producer.flush()
                     await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                     raise KafkaError("the test aborts its first transaction")
+                if killed is None and len(committed) >= RECORDS // 2:
+                    # Midway, with this transaction open (its partitions added, records written): the
+                    # coordinator's node dies; its successor resumes the transaction from __transaction_state.
+                    await producer.flush()
+                    killed = await asyncio.to_thread(coordinator_node, cluster, TXN_ID)
+                    await asyncio.to_thread(cluster.kill, killed)
                 await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                 await until_done("commit_transaction", lambda: producer.commit_transaction(CALL_MS), deadline)
             except ProducerFencedError:
@@ -138,9 +144,6 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
                 await rewind()
                 continue
             committed.update(r.value for r in records)
-            if killed is None and len(committed) >= RECORDS // 2:
-                killed = await asyncio.to_thread(coordinator_node, cluster, TXN_ID)
-                await asyncio.to_thread(cluster.kill, killed)
     finally:
         await producer.close(10_000)
         await consumer.close()
