@@ -194,6 +194,7 @@ class TransactionManager:
         self._attempts = 0
         self._next_attempt_ms = 0.0
         self._pending_result: TxnResult | None = None  # of the init/commit/abort under way
+        self._waiting_for_batches = False  # EndTxn is due but batches are still out
 
     # State -----------------------------------------------------------------
 
@@ -395,13 +396,14 @@ class TransactionManager:
         return self._in_flight is not None
 
     def next_attempt_ms(self) -> float:
-        """When next_request may have something (inf: nothing queued)."""
-        if self._in_flight is not None or not (self._queue or self.new_partitions):
-            return float("inf")
+        """When next_request may have something (inf: nothing queued, or only what an answer will unblock)."""
+        if self._in_flight is not None or self._waiting_for_batches or not (self._queue or self.new_partitions):
+            return float("inf")  # the answer (a request's, or the batches' the EndTxn waits for) wakes the sender
         return self._next_attempt_ms
 
     def next_request(self, now_ms: int, has_incomplete_batches: bool) -> TxnRequest | None:
         """The one request to send now (None: nothing, or not yet): Kafka's TransactionManager.nextRequest."""
+        self._waiting_for_batches = False
         if self._in_flight is not None or now_ms < self._next_attempt_ms:
             return None
         adding = self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION)
@@ -412,6 +414,7 @@ class TransactionManager:
         while self._queue:
             step = self._queue[0]
             if step.kind == "end_txn" and has_incomplete_batches:
+                self._waiting_for_batches = True
                 return None  # EndTxn waits until every batch of the transaction has its answer
             if self.has_error and step.kind != "find_coordinator":
                 # Kafka's maybeTerminateRequestWithError: nothing but an abort goes out after an error.

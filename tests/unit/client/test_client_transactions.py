@@ -137,6 +137,7 @@ def test_commit_waits_for_the_batches_then_ends_the_transaction() -> None:
     with pytest.raises(IllegalStateError):
         txn.maybe_add_partition(T1)  # no sends while committing
     assert txn.next_request(0, has_incomplete_batches=True) is None
+    assert txn.next_attempt_ms() == float("inf")  # the batches' answers wake the sender, not a timer
     end = next_request(txn)
     assert end.path == "/kafka/end_txn" and end.body["committed"] is True and end.address == COORD
     answer(txn, end)
