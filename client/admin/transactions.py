@@ -71,12 +71,12 @@ def parse_list_transactions(body: Mapping[str, Any], coordinator_id: int) -> lis
     for item in body.get("transaction_states") or []:
         if not isinstance(item, Mapping) or not isinstance(item.get("transactional_id"), str):
             raise malformed("list_transactions", "transaction_states")
+        producer_id = item.get("producer_id", -1)
+        if type(producer_id) is not int:
+            raise malformed("list_transactions", "producer_id")
         out.append(
             TransactionListing(
-                item["transactional_id"],
-                int(item.get("producer_id", -1)),
-                str(item.get("transaction_state")),
-                coordinator_id,
+                item["transactional_id"], producer_id, str(item.get("transaction_state")), coordinator_id
             )
         )
     return out
@@ -95,6 +95,15 @@ def parse_describe_transaction(
     body: Mapping[str, Any], transactional_id: str, coordinator_id: int
 ) -> TransactionDescription | KafkaError:
     """The one id's description, or its error (TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator lacks)."""
+    try:
+        return _describe(body, transactional_id, coordinator_id)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        return malformed("describe_transactions", repr(exc))
+
+
+def _describe(
+    body: Mapping[str, Any], transactional_id: str, coordinator_id: int
+) -> TransactionDescription | KafkaError:
     for item in body.get("transaction_states") or []:
         if not isinstance(item, Mapping) or item.get("transactional_id") != transactional_id:
             continue

@@ -146,3 +146,41 @@ def test_end_txn_add_offsets_and_the_admin_lists_read_back() -> None:
     read = txn.read_describe_transactions(_answer(65, 0, cls(throttle_time_ms=0, transaction_states=[state])), 0)
     [described] = read["transaction_states"]
     assert described["topics"] == [{"topic": "a", "partitions": [0, 2]}] and described["producer_epoch"] == 2
+
+
+def test_the_admin_reads_transaction_answers_and_names_a_malformed_one() -> None:
+    from kraftpy.client.admin import transactions as txn_admin
+    from kraftpy.protocol.errors import ErrorCode, KafkaError
+
+    listed = txn_admin.parse_list_transactions(
+        {
+            "error_code": 0,
+            "transaction_states": [{"transactional_id": "b", "producer_id": 2, "transaction_state": "Empty"}],
+        },
+        3,
+    )
+    merged = txn_admin.merge_listings([listed, [txn_admin.TransactionListing("a", 1, "Ongoing", 1)], listed])
+    assert [(t.transactional_id, t.coordinator_id) for t in merged] == [("a", 1), ("b", 3)]
+    state = {
+        "error_code": 0,
+        "transactional_id": "a",
+        "transaction_state": "Ongoing",
+        "transaction_timeout_ms": 60_000,
+        "transaction_start_time_ms": 5,
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [{"topic": "t", "partitions": [2, 0]}],
+    }
+    described = txn_admin.parse_describe_transaction({"transaction_states": [state]}, "a", 1)
+    assert not isinstance(described, KafkaError)
+    assert [tp.partition for tp in described.topic_partitions] == [0, 2] and described.transaction_start_time_ms == 5
+    missing = txn_admin.parse_describe_transaction(
+        {"transaction_states": [{"transactional_id": "a", "error_code": int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)}]},
+        "a",
+        1,
+    )
+    assert isinstance(missing, KafkaError) and missing.code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    broken = txn_admin.parse_describe_transaction(
+        {"transaction_states": [{**state, "topics": [{"topic": "t"}, 7]}]}, "a", 1
+    )
+    assert isinstance(broken, KafkaError) and broken.code == ErrorCode.CORRUPT_MESSAGE
