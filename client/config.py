@@ -145,6 +145,12 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         5, _int(1, INT32_MAX), "Unanswered produce requests per broker (at most 5 with idempotence)."
     ),
     "enable_idempotence": Option(True, _bool, "Producer id + sequence numbers: no duplicates, order kept."),
+    "transactional_id": Option(
+        None, _optional_str, "Makes the producer transactional (init_transactions() first); implies idempotence."
+    ),
+    "transaction_timeout_ms": Option(
+        60_000, _int(1, INT32_MAX), "The coordinator aborts a transaction left open this long."
+    ),
     "compression_type": Option(CompressionType.NONE, _compression, "none, gzip, snappy, lz4 or zstd."),
     "max_request_size": Option(1_048_576, _int(1, INT32_MAX), "Largest produce request, and so largest record."),
     "key_serializer": Option(None, _callable_or_name, "bytes (default), str, json, cbor or a callable."),
@@ -174,6 +180,11 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "max_partition_fetch_bytes": Option(1_048_576, _int(0, INT32_MAX), "Upper bound of bytes per partition."),
     "max_poll_records": Option(500, _int(1, INT32_MAX), "Records one poll() returns at most."),
     "auto_offset_reset": Option("latest", _choice("latest", "earliest", "none"), "Where to start without a position."),
+    "isolation_level": Option(
+        "read_uncommitted",
+        _choice("read_uncommitted", "read_committed"),
+        "read_committed: only committed transactions' records, up to the last stable offset.",
+    ),
     "check_crcs": Option(True, _bool, "Verify fetched batches' CRC32C; off skips only the CRC, not structure checks."),
     "default_api_timeout_ms": Option(60_000, _int(0, INT32_MAX), "Bound of blocking calls such as position()."),
     "key_deserializer": Option(None, _callable_or_name, "bytes (default), str, json, cbor or a callable."),
@@ -242,6 +253,13 @@ def producer_config(given: Mapping[str, Any]) -> ProducerConfig:
     """Check a producer's settings, including Kafka's cross-key rules for idempotence and timeouts."""
     values = resolve(PRODUCER_OPTIONS, given, "producer")
     explicit = "enable_idempotence" in given
+    if values["transactional_id"] is not None:
+        # Kafka: a transactional id needs idempotence, so the settings it conflicts with are errors.
+        if values["transactional_id"] == "":
+            raise ConfigError("transactional_id", "must be a non-empty string or None")
+        if explicit and not values["enable_idempotence"]:
+            raise ConfigError("enable_idempotence", "cannot be False with a transactional_id")
+        explicit = True
     conflicts = []
     if values["acks"] != -1:
         conflicts.append(("acks", f'must be "all" with idempotence, got {values["acks"]}'))
@@ -252,7 +270,12 @@ def producer_config(given: Mapping[str, Any]) -> ProducerConfig:
     if values["enable_idempotence"] and conflicts:
         if explicit:
             key, message = conflicts[0]
-            raise ConfigError(key, message + " (enable_idempotence=True was set explicitly)")
+            why = (
+                "a transactional_id is set"
+                if values["transactional_id"] is not None
+                else "enable_idempotence=True was set explicitly"
+            )
+            raise ConfigError(key, f"{message} ({why})")
         # Kafka 3.2+: idempotence is on by default but yields silently to settings that contradict it.
         values["enable_idempotence"] = False
     floor = values["linger_ms"] + values["request_timeout_ms"]

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "server": ("kraftpy.tools.commands.server:server", "Run one node (broker, controller, or both)."),
     "storage": ("kraftpy.tools.commands.server:storage", "Format data directories; make cluster ids."),
     "topics": ("kraftpy.tools.commands.topics:topics", "Create, list, describe, alter and delete topics."),
+    "transactions": ("kraftpy.tools.commands.transactions:transactions", "List and describe transactions."),
 }
 
 

@@ -216,7 +216,7 @@ def parse_describe_quorum(body: Mapping[str, Any]) -> QuorumInfo:
 
 def coordinator_error(body: Mapping[str, Any]) -> KafkaError | None:
     """The first coordinator-level error of a one-group answer (top level, per group or per partition), if any."""
-    entries: list[Mapping[str, Any]] = [body, *_items(body, "groups", "results")]
+    entries: list[Mapping[str, Any]] = [body, *_items(body, "groups", "results", "transaction_states")]
     for topic in _items(body, "topics"):
         entries += [p for p in topic.get("partitions") or [] if isinstance(p, Mapping)]
     for entry in entries:

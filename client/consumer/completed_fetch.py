@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kraftpy.client.consumer.aborted_transactions import AbortedTransactionFilter
 from kraftpy.client.consumer.batch_decoder import FastBatch, decode_for_consumer
 from kraftpy.client.errors import CorruptFetchError, RecordDeserializationError
 from kraftpy.client.types import ConsumerRecord
@@ -39,6 +40,7 @@ class CompletedFetch:
         value_deserializer: Deserializer = _identity,
         max_partition_fetch_bytes: int = 1_048_576,
         check_crcs: bool = True,
+        aborted_transactions: AbortedTransactionFilter | None = None,
     ) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
@@ -61,6 +63,7 @@ class CompletedFetch:
         self._key_de = key_deserializer
         self._value_de = value_deserializer
         self._max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._aborted = aborted_transactions  # read_committed only
 
     @property
     def size_in_bytes(self) -> int:
@@ -172,7 +175,14 @@ class CompletedFetch:
             return False  # decoding it gives the precise error
         if header.last_offset >= self.next_fetch_offset:
             return False
-        return not self._check_crcs or crc_matches(self._buf, pos, header)
+        if self._check_crcs and not crc_matches(self._buf, pos, header):
+            return False
+        if self._aborted is not None:
+            try:
+                self._aborted.skip(header, self._buf, pos)  # an ABORT marker down there still ends its range
+            except CorruptRecordError:
+                return False  # decoding it gives the precise error
+        return True
 
     def _next_batch(self) -> bool:
         """Decode the next whole batch; False when the data ends (or only a cut-off batch is left)."""
@@ -194,17 +204,20 @@ class CompletedFetch:
                 self._pos += size  # a bad batch there, which the application sought past, is never decoded
                 self._decoded_any = True
                 continue
+            start = self._pos
             try:
-                batch = decode_for_consumer(self._buf, self._pos, check_crc=self._check_crcs)
+                batch = decode_for_consumer(self._buf, start, check_crc=self._check_crcs)
+                aborted = self._aborted is not None and self._aborted.skip(batch.header, self._buf, start)
             except CorruptRecordError as exc:
                 # Kafka's consumer stops at the bad offset; the batch's offsets (if its header reads) say where to seek.
-                self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc, self._batch_end(self._pos))
+                self._error = CorruptFetchError(self.tp, self.next_fetch_offset, exc, self._batch_end(start))
                 raise self._error from exc
             self._pos += batch.size
             self._decoded_any = True
             if batch.header.partition_leader_epoch >= 0:
                 self.last_epoch = batch.header.partition_leader_epoch
-            if batch.is_control:
+            if aborted or batch.is_control:
+                # Never returned: an aborted transaction's records, or a marker; the position steps past them.
                 self.next_fetch_offset = max(self.next_fetch_offset, batch.last_offset + 1)
                 continue
             self._batch = batch

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from kraftpy.client.consumer.aborted_transactions import AbortedTransactionFilter
 from kraftpy.client.consumer.completed_fetch import CompletedFetch, Deserializer
 from kraftpy.client.consumer.requests import (
     BrokerRequestCore,
@@ -33,6 +34,8 @@ from kraftpy.protocol.types import TopicPartition
 log = logging.getLogger(__name__)
 
 CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 # Errors after which the partition's leader must be looked up again.
 _REFRESH_ERRORS = frozenset(
@@ -75,8 +78,10 @@ class Fetcher(BrokerRequestCore[FetchRequest]):
         check_crcs: bool = True,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> None:
         super().__init__(subscriptions, metadata, retry_backoff_ms=retry_backoff_ms)
+        self.isolation_level = isolation_level
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -167,6 +172,7 @@ class Fetcher(BrokerRequestCore[FetchRequest]):
                 "max_wait_ms": self.fetch_max_wait_ms,
                 "min_bytes": self.fetch_min_bytes,
                 "max_bytes": self.fetch_max_bytes,
+                "isolation_level": self.isolation_level,
                 "topics": topics_body(entries),
             }
             self._pending_nodes.add(node_id)
@@ -185,6 +191,12 @@ class Fetcher(BrokerRequestCore[FetchRequest]):
             if position is None:
                 continue  # not something we asked for
             diverging = part.get("diverging_epoch")
+            aborted = None
+            if self.isolation_level == READ_COMMITTED:
+                aborted = AbortedTransactionFilter(
+                    (_int(a.get("producer_id")), _int(a.get("first_offset")))
+                    for a in part.get("aborted_transactions") or ()
+                )
             self._completed.append(
                 CompletedFetch(
                     tp,
@@ -203,6 +215,7 @@ class Fetcher(BrokerRequestCore[FetchRequest]):
                     value_deserializer=self._value_de,
                     max_partition_fetch_bytes=self.max_partition_fetch_bytes,
                     check_crcs=self.check_crcs,
+                    aborted_transactions=aborted,
                 )
             )
 

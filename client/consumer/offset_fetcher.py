@@ -56,9 +56,11 @@ class ListOffsetsResult:
 
 
 def build_list_offsets_requests(
-    metadata: Metadata, timestamps: Mapping[TopicPartition, int]
+    metadata: Metadata, timestamps: Mapping[TopicPartition, int], isolation_level: int = 0
 ) -> tuple[list[ListOffsetsRequest], set[TopicPartition]]:
-    """Group lookups by leader; also returns the partitions whose leader is unknown."""
+    """Group lookups by leader; also returns the partitions whose leader is unknown.
+
+    `isolation_level` 1 (read_committed): LATEST is the last stable offset, as the consumer can read."""
     by_node: dict[int, ListOffsetsRequest] = {}
     leaderless: set[TopicPartition] = set()
     for tp, timestamp in timestamps.items():
@@ -77,6 +79,8 @@ def build_list_offsets_requests(
             for tp, timestamp in request.timestamps.items()
         )
         request.body = {"replica_id": -1, "topics": topics_body(entries)}
+        if isolation_level:
+            request.body["isolation_level"] = isolation_level
     return list(by_node.values()), leaderless
 
 
@@ -107,8 +111,11 @@ class OffsetFetcher(BrokerRequestCore[ListOffsetsRequest]):
 
     path = LIST_OFFSETS_PATH
 
-    def __init__(self, subscriptions: SubscriptionState, metadata: Metadata, **timing_ms: int) -> None:
+    def __init__(
+        self, subscriptions: SubscriptionState, metadata: Metadata, *, isolation_level: int = 0, **timing_ms: int
+    ) -> None:
         super().__init__(subscriptions, metadata, **timing_ms)
+        self.isolation_level = isolation_level
         self.error: KafkaError | None = None  # raised to the application at its next poll
 
     def prepare_requests(self, now_ms: int) -> list[ListOffsetsRequest]:
@@ -122,7 +129,7 @@ class OffsetFetcher(BrokerRequestCore[ListOffsetsRequest]):
             strategies[tp] = strategy
         if not wanted:
             return []
-        requests, leaderless = build_list_offsets_requests(self.metadata, wanted)
+        requests, leaderless = build_list_offsets_requests(self.metadata, wanted, self.isolation_level)
         if leaderless:
             self.metadata.request_update()
         for request in requests:

@@ -101,11 +101,17 @@ def commit_body(
     }
 
 
-def fetch_body(group_id: str, partitions: tuple[TopicPartition, ...]) -> dict[str, Any]:
+def fetch_body(group_id: str, partitions: tuple[TopicPartition, ...], require_stable: bool = False) -> dict[str, Any]:
     topics: dict[str, list[int]] = {}
     for tp in sorted(partitions):
         topics.setdefault(tp.topic, []).append(tp.partition)
-    return {"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+    body: dict[str, Any] = {
+        "group_id": group_id,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+    }
+    if require_stable:
+        body["require_stable"] = True
+    return body
 
 
 def _partition_rows(body: Mapping[str, Any], what: str) -> list[tuple[TopicPartition, Mapping[str, Any]]]:

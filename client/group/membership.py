@@ -957,7 +957,9 @@ class GroupMembership:
             if op.done or op.in_flight is not None or now_ms < op.retry_at_ms:
                 continue
             if op.kind == "fetch":
-                op.in_flight = self._send("offset_fetch", fetch_body(self.config.group_id, op.partitions), op)
+                op.in_flight = self._send(
+                    "offset_fetch", fetch_body(self.config.group_id, op.partitions, self.config.require_stable), op
+                )
                 continue
             generation = self.generation
             if self.subscription.active or generation.is_valid:

@@ -28,6 +28,9 @@ class GroupMembershipConfig:
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
     exclude_internal_topics: bool = True
+    # read_committed consumers ask OffsetFetch for stable offsets only (KIP-447): a partition with
+    # transactional offsets still pending answers UNSTABLE_OFFSET_COMMIT, retried until it settles.
+    require_stable: bool = False
 
     def __post_init__(self) -> None:
         if not self.group_id:

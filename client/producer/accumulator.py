@@ -101,6 +101,8 @@ class RecordAccumulator:
         self._drain_index: dict[int, int] = {}
         self._flushes_in_progress = 0
         self.closed = False
+        # A transactional producer's gate: a partition's batches wait until AddPartitionsToTxn added it.
+        self.send_allowed: Callable[[TopicPartition], bool] | None = None
 
     # Appending -------------------------------------------------------------
 
@@ -219,6 +221,8 @@ class RecordAccumulator:
                 # One batch above max_size (possible with compression) still goes, alone.
                 self._drain_index[node_id] = start + i
                 break
+            if self.send_allowed is not None and not self.send_allowed(tp):
+                continue
             if self.idempotence is not None and not self.idempotence.may_drain(first, self.max_in_flight):
                 continue
             batch = dq.popleft()
@@ -304,15 +308,24 @@ class RecordAccumulator:
         """No more appends; everything queued becomes sendable now."""
         self.closed = True
 
-    def abort_undrained(self, error_for: Callable[[ProducerBatch], BaseException]) -> list[ProducerBatch]:
-        """Fail every batch still queued (a forced close or a fatal producer error)."""
+    def abort_undrained(
+        self, error_for: Callable[[ProducerBatch], BaseException], *, only_unsent: bool = False
+    ) -> list[ProducerBatch]:
+        """Fail every batch still queued (a forced close or a fatal producer error).
+
+        `only_unsent`: keep the retries of batches already sent (an aborting transaction still needs
+        their answers; Kafka's abortUndrainedBatches keeps batches that have a sequence)."""
         aborted = []
         for dq in self._batches.values():
-            while dq:
-                batch = dq.popleft()
+            keep = [b for b in dq if only_unsent and b.has_sequence]
+            for batch in dq:
+                if batch in keep:
+                    continue
                 batch.abort(error_for(batch))
                 self.deallocate(batch)
                 aborted.append(batch)
+            dq.clear()
+            dq.extend(keep)
         return aborted
 
     def queued(self, tp: TopicPartition) -> list[ProducerBatch]:

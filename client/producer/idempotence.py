@@ -65,7 +65,10 @@ class _PartitionEntry:
 
 
 class IdempotenceManager:
-    def __init__(self) -> None:
+    def __init__(self, *, transactional: bool = False) -> None:
+        # A transactional producer's id and epoch come from its TransactionManager (InitProducerId with the
+        # transactional id), and a broken sequence is repaired by aborting, not by a local epoch bump.
+        self.transactional = transactional
         self.producer_id_and_epoch = NONE_PID
         self._partitions: dict[TopicPartition, _PartitionEntry] = {}
         self._unresolved: dict[TopicPartition, int] = {}  # tp -> last sequence of the unresolved batch
@@ -82,7 +85,7 @@ class IdempotenceManager:
 
     @property
     def needs_producer_id(self) -> bool:
-        return self._need_producer_id and self.fatal_error is None
+        return self._need_producer_id and self.fatal_error is None and not self.transactional
 
     def init_producer_id_request(self) -> dict[str, object]:
         """Body of `/kafka/init_producer_id`; the idempotent producer always asks for a fresh id."""
@@ -100,7 +103,7 @@ class IdempotenceManager:
 
     def bump_epoch_if_needed(self) -> None:
         """Run before each send round (Kafka's bumpIdempotentEpochAndResetIdIfNeeded)."""
-        if not self._epoch_bump_required:
+        if not self._epoch_bump_required or self.transactional:
             return
         current = self.producer_id_and_epoch
         if current.epoch >= INT16_MAX or not current.is_valid:
@@ -122,6 +125,16 @@ class IdempotenceManager:
     @property
     def epoch_bump_required(self) -> bool:
         return self._epoch_bump_required
+
+    def reset_after_new_epoch(self) -> None:
+        """The coordinator gave a new epoch (a transactional producer): every partition restarts at sequence 0.
+
+        Nothing is in flight then (the transaction ended first), so each partition's entry, still on the old
+        epoch, starts over when its next batch is stamped (maybe_update_producer_id_and_epoch).
+        """
+        self._epoch_bump_required = False
+        self._to_rewrite.clear()
+        self._unresolved.clear()
 
     def request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
         self._epoch_bump_required = True
@@ -200,7 +213,7 @@ class IdempotenceManager:
         """Give a batch drained for the first time its producer state and the partition's next sequence."""
         self.maybe_update_producer_id_and_epoch(batch.tp)
         pid = self.producer_id_and_epoch
-        batch.set_producer_state(pid.producer_id, pid.epoch, self.next_sequence(batch.tp))
+        batch.set_producer_state(pid.producer_id, pid.epoch, self.next_sequence(batch.tp), self.transactional)
         self.increment_sequence(batch.tp, batch.record_count)
         self._entry(batch.tp).add(batch)
 

@@ -153,11 +153,13 @@ class ProducerBatch:
     def last_sequence(self) -> int:
         return increment_sequence(self.base_sequence, self.record_count - 1)
 
-    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Stamp id, epoch and sequence when the batch is first drained."""
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool = False
+    ) -> None:
+        """Stamp id, epoch and sequence when the batch is first drained (and the transactional bit, for good)."""
         self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
         if self._built is None:
-            self.builder.set_producer_state(producer_id, producer_epoch, base_sequence, False)
+            self.builder.set_producer_state(producer_id, producer_epoch, base_sequence, is_transactional)
         else:
             self._rewrite_producer_fields()
 

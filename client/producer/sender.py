@@ -32,6 +32,7 @@ from kraftpy.client.metadata import Address, Metadata
 from kraftpy.client.producer.accumulator import RecordAccumulator
 from kraftpy.client.producer.idempotence import IdempotenceManager
 from kraftpy.client.producer.producer_batch import ProducerBatch
+from kraftpy.client.producer.transactions import TransactionManager, TxnRequest, TxnState
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
 from kraftpy.protocol.validate import INT32_MAX
@@ -52,6 +53,7 @@ _UNKNOWN_OUTCOME = frozenset(
     }
 )
 INIT_PRODUCER_ID_PATH = "/kafka/init_producer_id"
+_TXN_NOT_RETRIED = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER})
 
 
 @dataclass
@@ -69,6 +71,7 @@ class ProduceRequest:
 class SenderOutput:
     requests: list[ProduceRequest] = field(default_factory=list)
     init_producer_id: dict[str, Any] | None = None  # body for /kafka/init_producer_id, when one is needed
+    txn_request: TxnRequest | None = None  # a transactional producer's next coordinator request
     poll_timeout_ms: float = float("inf")
 
 
@@ -129,7 +132,9 @@ class Sender:
         max_request_size: int = 1_048_576,
         max_in_flight: int = 5,
         guarantee_message_order: bool = False,
+        transactions: TransactionManager | None = None,
     ) -> None:
+        self.transactions = transactions
         self.accumulator = accumulator
         self.metadata = metadata
         self.idempotence = idempotence
@@ -144,9 +149,13 @@ class Sender:
         self._pid_request_pending = False
         self._pid_attempts = 0
         self._pid_next_attempt_ms = 0.0
+        self._flushing_for_txn = False
 
     @property
     def fatal_error(self) -> KafkaError | None:
+        txn = self.transactions
+        if txn is not None and txn.has_fatal_error:
+            return txn.last_error
         return None if self.idempotence is None else self.idempotence.fatal_error
 
     # Introspection ---------------------------------------------------------
@@ -175,6 +184,14 @@ class Sender:
                 self._pid_request_pending = True
                 out.init_producer_id = idem.init_producer_id_request()
 
+        txn = self.transactions
+        if txn is not None:
+            if txn.has_fatal_error:
+                assert txn.last_error is not None
+                self._fail_everything(txn.last_error)
+                return out
+            self._poll_transaction(txn, out, now_ms)
+
         cluster = self.metadata.cluster
         result = self.accumulator.ready(cluster, now_ms)
         if result.unknown_leader_topics:
@@ -197,8 +214,34 @@ class Sender:
         if idem is not None and idem.needs_producer_id and not self._pid_request_pending:
             timeout = min(timeout, self._pid_next_attempt_ms - now_ms)
         timeout = min(timeout, self.accumulator.next_expiry_ms() - now_ms, self._next_in_flight_expiry_ms() - now_ms)
+        if txn is not None:
+            timeout = min(timeout, txn.next_attempt_ms() - now_ms)
         out.poll_timeout_ms = 0 if out.requests else max(0.0, timeout)
         return out
+
+    def _poll_transaction(self, txn: TransactionManager, out: SenderOutput, now_ms: int) -> None:
+        """Kafka's Sender.maybeSendAndPollTransactionalRequest: drop what may not go, then the next request."""
+        if txn.state in (TxnState.ABORTABLE_ERROR, TxnState.ABORTING_TRANSACTION):
+            # Batches not yet sent will never be: the transaction is (to be) aborted. Those already sent
+            # keep retrying until answered, so EndTxn(abort) goes out with nothing of ours still in the air.
+            error = txn.last_error or KafkaError("the transaction was aborted", ErrorCode.OPERATION_NOT_ATTEMPTED)
+            self.accumulator.abort_undrained(lambda _batch: error, only_unsent=True)
+        incomplete = bool(self.accumulator.incomplete()) or bool(self._in_flight)
+        if incomplete and txn.wants_end_txn and not self.accumulator.flush_in_progress:
+            self.accumulator.begin_flush()  # EndTxn waits for the batches: send them now, not after linger_ms
+            self._flushing_for_txn = True
+        elif not incomplete and self._flushing_for_txn:
+            self.accumulator.end_flush()
+            self._flushing_for_txn = False
+        out.txn_request = txn.next_request(now_ms, incomplete)
+
+    def handle_txn_response(self, request: TxnRequest, body: Mapping[str, Any], now_ms: int) -> None:
+        assert self.transactions is not None
+        self.transactions.handle_response(request, body, now_ms)
+
+    def handle_txn_failure(self, request: TxnRequest, error: KafkaError, now_ms: int) -> None:
+        assert self.transactions is not None
+        self.transactions.handle_failure(request, error, now_ms)
 
     def _make_request(self, node_id: int, batches: list[ProducerBatch], now_ms: int) -> ProduceRequest:
         node = self.metadata.cluster.node(node_id)
@@ -251,7 +294,10 @@ class Sender:
                 self.idempotence.mark_sequence_unresolved(batch)
             if self.guarantee_message_order:
                 self.accumulator.unmute(batch.tp)
-            batch.fail(_expiry_error(batch, now_ms, batch.last_error))
+            error = _expiry_error(batch, now_ms, batch.last_error)
+            if self.transactions is not None:
+                self.transactions.on_batch_failed(error)
+            batch.fail(error)
             self.accumulator.deallocate(batch)
         for request in self._in_flight.values():
             for batch in request.batches.values():
@@ -259,6 +305,8 @@ class Sender:
                     # Still on the wire: tell the application now, settle the sequence when the answer comes.
                     if self.idempotence is not None and batch.has_sequence:
                         self.idempotence.mark_sequence_unresolved(batch)
+                    if self.transactions is not None:
+                        self.transactions.on_batch_failed(_expiry_error(batch, now_ms))
                     batch.fail(_expiry_error(batch, now_ms))
                     self.accumulator.deallocate(batch)
 
@@ -344,6 +392,10 @@ class Sender:
             return False
         if batch.attempts >= self.retries:
             return False
+        if self.transactions is not None and code in _TXN_NOT_RETRIED:
+            # In a transaction a lost producer state or a sequence gap is repaired by aborting (and a new
+            # epoch from the coordinator), not by renumbering; retry only an answer that may be reordering.
+            return batch.sent_behind_unsettled
         if self.idempotence is not None:
             return self.idempotence.can_retry(batch, code, log_start_offset, is_retriable(code))
         return is_retriable(code)
@@ -355,6 +407,8 @@ class Sender:
         self.accumulator.deallocate(batch)
 
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        if self.transactions is not None:
+            self.transactions.on_batch_failed(error)
         idem = self.idempotence
         if idem is not None and batch.has_sequence:
             if batch.maybe_written and not is_fatal_for_producer(error.code):

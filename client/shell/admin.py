@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kraftpy.client.admin import protocol as proto
+from kraftpy.client.admin import transactions as txn_admin
 from kraftpy.client.admin.types import (
     AdminOperationError,
     AlterConfigOp,
@@ -260,11 +261,11 @@ class AdminClient:
 
     # Consumer groups -------------------------------------------------------
 
-    async def _find_coordinator(self, group_id: str, remaining_ms: float) -> Node:
+    async def _find_coordinator(self, group_id: str, remaining_ms: float, key_type: int = 0) -> Node:
         assert self._cluster is not None
         answer = await self._cluster.call_any(
             proto.GROUP_ADMIN_PATHS["find_coordinator"],
-            find_coordinator_body(group_id),
+            {**find_coordinator_body(group_id), "key_type": key_type},
             timeout_ms=int(min(remaining_ms, self.config["request_timeout_ms"])),
         )
         code, message, node = parse_find_coordinator(answer)
@@ -273,7 +274,7 @@ class AdminClient:
         return node
 
     async def _group_call(
-        self, group_id: str, api: str, body: Mapping[str, Any], deadline: float, timeout: float
+        self, group_id: str, api: str, body: Mapping[str, Any], deadline: float, timeout: float, key_type: int = 0
     ) -> tuple[dict[str, Any], int]:
         """Send `api` to the coordinator of `group_id`; the answer and the coordinator's node id.
 
@@ -293,10 +294,10 @@ class AdminClient:
                 )
             try:
                 if coordinator is None:
-                    coordinator = await self._find_coordinator(group_id, remaining)
+                    coordinator = await self._find_coordinator(group_id, remaining, key_type)
                 answer = await self._cluster.call(
                     coordinator.address,
-                    proto.GROUP_ADMIN_PATHS[api],
+                    proto.GROUP_ADMIN_PATHS.get(api, api),
                     body,
                     timeout_ms=int(min(max(1.0, deadline - monotonic_ms()), self.config["request_timeout_ms"])),
                     raise_errors=False,
@@ -445,6 +446,69 @@ class AdminClient:
 
         ids = list(dict.fromkeys(group_ids))
         return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids)), strict=True))
+
+    # Transactions (kafka-transactions.sh's list and describe) -------------
+
+    async def list_transactions(
+        self,
+        states: Iterable[str] | None = None,
+        producer_ids: Iterable[int] | None = None,
+        duration_filter_ms: int = -1,
+        timeout_ms: float | None = None,
+    ) -> list[txn_admin.TransactionListing]:
+        """Every transactional id the coordinators know (filtered by state, producer id, or running longer
+        than `duration_filter_ms`), from every broker, merged. A broker that does not answer in time is an error."""
+        deadline, timeout = self._deadline(timeout_ms)
+        cluster = await self._cluster_snapshot(timeout)
+        body = txn_admin.list_transactions_body(states, producer_ids, duration_filter_ms)
+
+        async def ask(node_id: int, address: tuple[str, int]) -> list[txn_admin.TransactionListing]:
+            backoff = self._backoff()
+            while True:
+                assert self._cluster is not None
+                remaining = deadline - monotonic_ms()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"list_transactions on node {node_id} did not complete within {timeout} ms")
+                try:
+                    answer = await self._cluster.call(
+                        address,
+                        txn_admin.LIST_TRANSACTIONS_PATH,
+                        body,
+                        timeout_ms=int(min(remaining, self.config["request_timeout_ms"])),
+                        raise_errors=False,
+                    )
+                    return txn_admin.parse_list_transactions(answer, node_id)
+                except KafkaError as exc:
+                    if not is_retriable(exc.code):
+                        raise
+                await asyncio.sleep(min(backoff.next_ms(), max(0.0, deadline - monotonic_ms())) / 1000)
+
+        brokers = sorted(cluster.brokers.values(), key=lambda b: b.node_id)
+        answers = await asyncio.gather(*(ask(b.node_id, b.address) for b in brokers))
+        return txn_admin.merge_listings(answers)
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], timeout_ms: float | None = None
+    ) -> dict[str, txn_admin.TransactionDescription | KafkaError]:
+        """Each id's state, producer id and epoch, timeout, start time and partitions, from its coordinator."""
+        deadline, timeout = self._deadline(timeout_ms)
+
+        async def one(txn_id: str) -> txn_admin.TransactionDescription | KafkaError:
+            try:
+                answer, node = await self._group_call(
+                    txn_id,
+                    txn_admin.DESCRIBE_TRANSACTIONS_PATH,
+                    {"transactional_ids": [txn_id]},
+                    deadline,
+                    timeout,
+                    key_type=txn_admin.TRANSACTION_KEY_TYPE,
+                )
+            except KafkaError as exc:
+                return exc
+            return txn_admin.parse_describe_transaction(answer, txn_id, node)
+
+        ids = list(dict.fromkeys(transactional_ids))
+        return dict(zip(ids, await asyncio.gather(*(one(t) for t in ids)), strict=True))
 
 
 __all__ = ["AdminClient", "AdminOperationError", "raise_for"]

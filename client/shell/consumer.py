@@ -13,7 +13,7 @@ from typing import Any
 
 from kraftpy.client.config import consumer_config, parse_bootstrap_servers
 from kraftpy.client.consumer.fetch_positions import FetchPositions
-from kraftpy.client.consumer.fetcher import Fetcher
+from kraftpy.client.consumer.fetcher import ISOLATION_LEVELS, Fetcher
 from kraftpy.client.consumer.offset_fetcher import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -101,12 +101,14 @@ class Consumer:
             max_poll_records=cfg["max_poll_records"],
             retry_backoff_ms=cfg["retry_backoff_ms"],
             check_crcs=cfg["check_crcs"],
+            isolation_level=ISOLATION_LEVELS[cfg["isolation_level"]],
             key_deserializer=_deserializer("key_deserializer", cfg["key_deserializer"]),
             value_deserializer=_deserializer("value_deserializer", cfg["value_deserializer"]),
         )
         self._offsets = OffsetFetcher(
             self._subscriptions,
             self._metadata,
+            isolation_level=ISOLATION_LEVELS[cfg["isolation_level"]],
             request_timeout_ms=cfg["request_timeout_ms"],
             retry_backoff_ms=cfg["retry_backoff_ms"],
         )
@@ -457,7 +459,7 @@ class Consumer:
         todo = dict(timestamps)
         last_error: KafkaError | None = None
         while todo:
-            requests, leaderless = build_list_offsets_requests(self._metadata, todo)
+            requests, leaderless = build_list_offsets_requests(self._metadata, todo, self._fetcher.isolation_level)
             answers = await asyncio.gather(
                 *(self._cluster.call(r.address, LIST_OFFSETS_PATH, r.body, raise_errors=False) for r in requests),
                 return_exceptions=True,

@@ -53,6 +53,7 @@ def membership_config(cfg: Mapping[str, Any]) -> GroupMembershipConfig:
         enable_auto_commit=cfg["enable_auto_commit"],
         auto_commit_interval_ms=cfg["auto_commit_interval_ms"],
         exclude_internal_topics=cfg["exclude_internal_topics"],
+        require_stable=cfg["isolation_level"] == "read_committed",
     )
 
 

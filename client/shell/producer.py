@@ -16,10 +16,13 @@ from kraftpy.client.config import ProducerConfig, parse_bootstrap_servers, produ
 from kraftpy.client.errors import (
     BufferExhaustedError,
     ConfigError,
+    IllegalStateError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
+    malformed,
 )
+from kraftpy.client.group.commits import OffsetAndMetadata
 from kraftpy.client.interceptors import run_on_acknowledgement, run_on_send
 from kraftpy.client.metadata import Cluster, Metadata
 from kraftpy.client.producer.accumulator import RecordAccumulator, estimate_size_upper_bound
@@ -27,13 +30,14 @@ from kraftpy.client.producer.buffer_pool import BufferPool
 from kraftpy.client.producer.idempotence import IdempotenceManager
 from kraftpy.client.producer.partitioner import Partitioner
 from kraftpy.client.producer.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH, ProduceRequest, Sender
+from kraftpy.client.producer.transactions import GroupMetadata, TransactionManager, TxnRequest, TxnResult
 from kraftpy.client.serde import SerializationError, Serializer, _bytes_ser, serializer_for
 from kraftpy.client.shell.cluster_client import ClusterClient, wait_event
 from kraftpy.client.types import DeliveryCallback, ProducerRecord, RecordMetadata
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.record import normalize_headers
 from kraftpy.protocol.shell.clock import monotonic_ms
-from kraftpy.protocol.types import TopicPartition
+from kraftpy.protocol.types import TopicPartition, as_topic_partition
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,28 @@ def _serializer(key: str, spec: Any) -> Serializer:
         return serializer_for(spec)
     except ValueError as exc:
         raise ConfigError(key, str(exc)) from None
+
+
+def _txn_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, tuple[int, int, str]]:
+    """{tp: offset | OffsetAndMetadata} as the core takes it: (offset, leader epoch or -1, metadata)."""
+    out = {}
+    for tp, value in offsets.items():
+        om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+        epoch = om.leader_epoch if om.leader_epoch is not None else -1
+        out[as_topic_partition(tp)] = (om.offset, epoch, om.metadata)
+    return out
+
+
+def _group(group_metadata: Any) -> GroupMetadata:
+    """The consumer's group_metadata() (any object with its fields), or a bare group id (no generation check)."""
+    if isinstance(group_metadata, str):
+        return GroupMetadata(group_metadata)
+    return GroupMetadata(
+        group_metadata.group_id,
+        group_metadata.generation_id,
+        group_metadata.member_id,
+        group_metadata.group_instance_id,
+    )
 
 
 def _headers(headers: HeadersArg) -> tuple[tuple[str, bytes | None], ...]:
@@ -77,7 +103,18 @@ class Producer:
             refresh_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
         self._pool = BufferPool(cfg.buffer_memory)
-        self._idempotence = IdempotenceManager() if cfg.enable_idempotence else None
+        transactional = cfg.transactional_id is not None
+        self._idempotence = IdempotenceManager(transactional=transactional) if cfg.enable_idempotence else None
+        self._txn: TransactionManager | None = None
+        if transactional:
+            assert self._idempotence is not None  # producer_config makes a transactional id imply idempotence
+            self._txn = TransactionManager(
+                cfg.transactional_id,
+                self._idempotence,
+                transaction_timeout_ms=cfg.transaction_timeout_ms,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            )
         self._accumulator = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -100,7 +137,10 @@ class Producer:
             max_request_size=cfg.max_request_size,
             max_in_flight=cfg.max_in_flight_requests_per_connection,
             guarantee_message_order=cfg.guarantee_message_order,
+            transactions=self._txn,
         )
+        if self._txn is not None:
+            self._accumulator.send_allowed = self._txn.is_send_to_partition_allowed
         self._cluster: ClusterClient | None = None
         self._sender_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -187,6 +227,8 @@ class Producer:
         fatal = self._sender.fatal_error or self._crashed
         if fatal is not None:
             raise fatal
+        if self._txn is not None:
+            self._txn.check_may_send()
         if self._interceptors:
             record = run_on_send(
                 self._interceptors, ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
@@ -245,7 +287,9 @@ class Producer:
             run_on_acknowledgement(self._interceptors, md, exc)
             raise
         self._pending.add(future)
-        if result.batch_is_full or result.new_batch_created:
+        # A transaction's partition is added after the append: the sticky partitioner may have moved on.
+        added = self._txn is not None and self._txn.maybe_add_partition(TopicPartition(topic, chosen))
+        if added or result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future
 
@@ -264,6 +308,68 @@ class Producer:
             await asyncio.wait(pending)
         finally:
             self._accumulator.end_flush()
+
+    # Transactions (Kafka's KafkaProducer API) ---------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError("transactions need a transactional_id in the producer's config")
+        return self._txn
+
+    async def _await(self, result: TxnResult, timeout_ms: float | None) -> None:
+        """Wait for a transactional call's result, at most max_block_ms (None) or `timeout_ms`."""
+        self._wake_sender()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(r: TxnResult) -> None:
+            if not future.done():
+                future.set_result(None)
+
+        result.add_callback(done)
+        bound_ms = self.config.max_block_ms if timeout_ms is None else timeout_ms
+        try:
+            async with asyncio.timeout(bound_ms / 1000):
+                await asyncio.shield(future)
+        except TimeoutError:
+            # As Kafka: the operation goes on; calling the same method again waits for the same result.
+            raise KafkaTimeoutError(
+                f"{result.operation} did not finish within {bound_ms} ms; call it again to keep waiting"
+            ) from None
+        if result.error is not None:
+            raise result.error
+
+    async def init_transactions(self, timeout_ms: float | None = None) -> None:
+        """Register the transactional id with its coordinator: fences older producers with the same id and
+        completes or aborts their unfinished transaction. Call once, before the first begin_transaction()."""
+        txn = self._transactions()
+        await self.start()
+        await self._await(txn.init_transactions(), timeout_ms)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until commit or abort is committed or aborted as one."""
+        self._transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[Any, Any], group_metadata: Any, timeout_ms: float | None = None
+    ) -> None:
+        """Commit the consumer's `offsets` ({tp: next offset or OffsetAndMetadata}) with the transaction.
+
+        `group_metadata` is the consumer's group_metadata() (KIP-447: the coordinator checks its generation
+        and member id, so a consumer that lost its partitions cannot commit), or a group id."""
+        txn = self._transactions()
+        await self.start()
+        await self._await(txn.send_offsets_to_transaction(_txn_offsets(offsets), _group(group_metadata)), timeout_ms)
+
+    async def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        """Send every buffered record, then commit. An error from a record or the commit leaves the
+        transaction to abort (or, fenced, the producer to close)."""
+        txn = self._transactions()
+        await self._await(txn.begin_commit(), timeout_ms)
+
+    async def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        """Abort: records not yet sent fail (their futures raise), those sent are aborted with the transaction."""
+        txn = self._transactions()
+        await self._await(txn.begin_abort(), timeout_ms)
 
     async def partitions_for(self, topic: str) -> list[int]:
         await self.start()
@@ -404,6 +510,8 @@ class Producer:
             out = self._sender.poll(monotonic_ms())
             if out.init_producer_id is not None:
                 self._spawn(self._init_producer_id(out.init_producer_id))
+            if out.txn_request is not None:
+                self._spawn(self._send_txn_request(out.txn_request))
             for request in out.requests:
                 self._spawn(self._send_request(request))
             if self._metadata.update_requested:
@@ -449,6 +557,27 @@ class Producer:
             self._sender.handle_request_failure(request.request_id, exc, monotonic_ms())
         else:
             self._sender.handle_sent(request.request_id, monotonic_ms())
+        self._wake_sender()
+
+    async def _send_txn_request(self, request: TxnRequest) -> None:
+        """One coordinator request of the transaction core: to its coordinator, or any broker when None."""
+        assert self._cluster is not None
+        timeout_ms = self.config.request_timeout_ms
+        try:
+            if request.address is None:
+                answer = await self._cluster.call_any(request.path, request.body, timeout_ms=timeout_ms)
+            else:
+                answer = await self._cluster.call(
+                    request.address, request.path, request.body, timeout_ms=timeout_ms, raise_errors=False
+                )
+        except KafkaError as exc:
+            log.debug("%s failed: %s", request.path, exc)
+            self._sender.handle_txn_failure(request, exc, monotonic_ms())
+        else:
+            try:
+                self._sender.handle_txn_response(request, answer, monotonic_ms())
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a malformed answer: as none
+                self._sender.handle_txn_failure(request, malformed(request.path, repr(exc)), monotonic_ms())
         self._wake_sender()
 
     async def _init_producer_id(self, body: dict[str, Any]) -> None:

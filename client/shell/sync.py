@@ -89,6 +89,28 @@ class SyncProducer(_Wrapped):
     def partitions_for(self, topic: str) -> list[int]:
         return self._call(self._producer.partitions_for(topic))
 
+    # Transactions: the blocking forms of Producer's (docs/transactions.md, "The client").
+
+    def init_transactions(self, timeout_ms: float | None = None) -> None:
+        self._call(self._producer.init_transactions(timeout_ms))
+
+    def begin_transaction(self) -> None:
+        self._on_loop(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout_ms: float | None = None,
+    ) -> None:
+        self._call(self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout_ms))
+
+    def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        self._call(self._producer.commit_transaction(timeout_ms))
+
+    def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        self._call(self._producer.abort_transaction(timeout_ms))
+
     def close(self, timeout_ms: float | None = None) -> None:
         if self._thread.running:
             try:

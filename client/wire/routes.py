@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kraftpy.client.wire import admin, data, groups
+from kraftpy.client.wire import admin, data, groups, txn
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ ROUTES: dict[str, Route] = {
     "/kafka/delete_groups": Route(groups.DELETE_GROUPS, groups.build_delete_groups, groups.read_delete_groups),
     "/kafka/offset_delete": Route(groups.OFFSET_DELETE, groups.build_offset_delete, groups.read_offset_delete),
     **{path: Route(*api) for path, api in admin.APIS.items()},
+    **{path: Route(*api) for path, api in txn.APIS.items()},
 }
 
 

@@ -26,6 +26,7 @@ _CLIENT_MAX = {
     8: 9,  # OffsetCommit v10 names topics by id
     9: 7,  # OffsetFetch v8 asks for many groups in one request
     15: 5,  # DescribeGroups v6 answers GROUP_ID_NOT_FOUND for a group the client reads as "Dead" (KIP-1043)
+    24: 3,  # AddPartitionsToTxn v4 is the brokers' batched form (KIP-890); clients speak v0-v3
 }
 _CLIENT_MIN = {0: PRODUCE_REFUSED_BELOW}
 # ApiVersions v3 carries the client's software name (KIP-511); a broker without it answers

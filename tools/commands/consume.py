@@ -153,6 +153,7 @@ async def consume_records(
     print_offset: bool,
     as_json: bool,
     print_partition: bool = False,
+    isolation_level: str = "read_uncommitted",
 ) -> int:
     """Print records until `stop` says so; returns how many were printed."""
     from kraftpy.client.shell.cluster_client import monotonic_ms
@@ -160,9 +161,15 @@ async def consume_records(
 
     reset = "earliest" if from_beginning else "latest"
     if group is not None:
-        consumer = Consumer(servers, group_id=group, auto_offset_reset=reset, client_id=CONSOLE_CLIENT_ID)
+        consumer = Consumer(
+            servers,
+            group_id=group,
+            auto_offset_reset=reset,
+            client_id=CONSOLE_CLIENT_ID,
+            isolation_level=isolation_level,
+        )
     else:
-        consumer = Consumer(servers, auto_offset_reset=reset)
+        consumer = Consumer(servers, auto_offset_reset=reset, isolation_level=isolation_level)
     done = False
     try:
         if group is not None:
@@ -215,6 +222,13 @@ async def consume_records(
 @click.option("--print-offset", is_flag=True, help="Print Offset:N before the record.")
 @click.option("--print-partition", is_flag=True, help="Print Partition:N before the record.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record.")
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: only records of committed transactions, up to the last stable offset.",
+)
 @client_options
 def consume(
     topic: str,
@@ -228,6 +242,7 @@ def consume(
     print_offset: bool,
     print_partition: bool,
     as_json: bool,
+    isolation_level: str,
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
@@ -258,6 +273,7 @@ def consume(
                 print_key=print_key,
                 print_offset=print_offset,
                 as_json=as_json,
+                isolation_level=isolation_level,
                 print_partition=print_partition,
             )
         )

@@ -33,6 +33,7 @@ from kraftpy.protocol.kafka.codec import (
     encode_response,
     message_classes,
 )
+from tests.unit.client.test_client_txn_wire import TXN_BODIES
 
 # Versions ------------------------------------------------------------------------------
 
@@ -201,6 +202,7 @@ BODIES: dict[str, dict[str, Any]] = {
         "election_type": "preferred",
         "topic_partitions": [{"topic": "a", "partitions": [0]}],
     },
+    **TXN_BODIES,
 }
 
 
