@@ -29,7 +29,7 @@ from kraftpy.client.shell.sync import SyncProducer
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.types import TopicPartition
 from tests.integration.test_cluster_support import LocalCluster
-from tests.kafka_clients.test_txn_end_to_end import coordinator_node
+from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill
 from tests.kafka_clients.test_txn_end_to_end import read_committed as ck_read_committed
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,9 @@ async def until_done(what: str, call, deadline: float) -> None:
             assert time.monotonic() < deadline, f"{what} never completed"
 
 
-async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counter[bytes], int | None, int]:
+async def transform_loop(
+    cluster: LocalCluster, deadline: float, faults: LeaderThenCoordinatorKill
+) -> tuple[Counter[bytes], int]:
     servers = cluster.bootstrap_servers
     consumer = Consumer(
         servers,
@@ -87,7 +89,6 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
     )
     producer = Producer(servers, transactional_id=TXN_ID, transaction_timeout_ms=60_000, linger_ms=2)
     committed: Counter[bytes] = Counter()
-    killed: int | None = None
     aborts = 0
 
     async def rewind() -> None:
@@ -126,12 +127,11 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
                     await producer.flush()
                     await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                     raise KafkaError("the test aborts its first transaction")
-                if killed is None and len(committed) >= RECORDS // 2:
-                    # Midway, with this transaction open (its partitions added, records written): the
-                    # coordinator's node dies; its successor resumes the transaction from __transaction_state.
-                    await producer.flush()
-                    killed = await asyncio.to_thread(coordinator_node, cluster, TXN_ID)
-                    await asyncio.to_thread(cluster.kill, killed)
+                # With this transaction open (its partitions added, records written), a partition leader
+                # and later the coordinator's node die; the coordinator's successor resumes the
+                # transaction from __transaction_state.
+                await producer.flush()
+                await asyncio.to_thread(faults.step, len(committed), RECORDS)
                 await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                 await until_done("commit_transaction", lambda: producer.commit_transaction(CALL_MS), deadline)
             except ProducerFencedError:
@@ -147,10 +147,12 @@ async def transform_loop(cluster: LocalCluster, deadline: float) -> tuple[Counte
     finally:
         await producer.close(10_000)
         await consumer.close()
-    return committed, killed, aborts
+    return committed, aborts
 
 
-def test_kraftpy_consume_transform_produce_exactly_once_across_a_coordinator_kill(kafka_cluster: LocalCluster) -> None:
+def test_kraftpy_client_exactly_once_across_leader_and_coordinator_kills(
+    kafka_cluster: LocalCluster,
+) -> None:
     deadline = time.monotonic() + DEADLINE_S
     for topic, partitions in ((IN, 3), (OUT_A, 2), (OUT_B, 2)):
         kafka_cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
@@ -160,13 +162,13 @@ def test_kraftpy_consume_transform_produce_exactly_once_across_a_coordinator_kil
     assert source.flush(60) == 0
     del source  # librdkafka's producer stops with its last reference
 
-    killed = None
+    faults = LeaderThenCoordinatorKill(kafka_cluster, TXN_ID, OUT_A, (IN, OUT_A, OUT_B))
     try:
-        committed, killed, aborts = asyncio.run(transform_loop(kafka_cluster, deadline))
+        committed, aborts = asyncio.run(transform_loop(kafka_cluster, deadline, faults))
     finally:
-        if killed is not None:
-            kafka_cluster.start()  # the killed node comes back (the others kept running)
-    assert killed is not None and aborts >= 1
+        faults.restore()
+    assert len(faults.killed) == 2, f"the run ended before both faults (killed {faults.killed})"
+    assert aborts >= 1
     assert max(committed.values()) == 1, "the loop itself committed an input twice"
 
     expected = Counter(b"in-%d" % i for i in range(RECORDS))

@@ -39,6 +39,44 @@ def coordinator_node(cluster: LocalCluster, txn_id: str) -> int:
     return wait_for(f"the coordinator of {txn_id}", found, timeout_s=60)
 
 
+class LeaderThenCoordinatorKill:
+    """The faults of an exactly-once run: a partition leader dies, comes back, then the coordinator's node dies.
+
+    A third of the way in, the leader of `topic`'s partition 0 is SIGKILLed (its partitions move, the
+    transaction's writes and markers follow them); halfway, it is restarted, the ISRs refill, and the
+    node of the transaction coordinator is SIGKILLed (the coordinator moves and resumes from
+    __transaction_state). Two nodes down at once would leave min.insync.replicas unmet, so one at a time.
+    """
+
+    def __init__(self, cluster: LocalCluster, txn_id: str, topic: str, topics: tuple[str, ...]) -> None:
+        self.cluster, self.txn_id, self.topic, self.topics = cluster, txn_id, topic, topics
+        self.killed: list[int] = []
+        self.down: int | None = None
+
+    def step(self, done: int, total: int) -> None:
+        """Call between transactions (or with one open) with the inputs committed so far."""
+        if not self.killed and done >= total // 3:
+            self._kill(self.cluster.describe(self.topic)["partitions"][0]["leader"])
+        elif len(self.killed) == 1 and done >= total // 2:
+            self.restore()
+            for topic in self.topics:
+                wait_for(f"{topic}'s ISRs full again", lambda t=topic: self._isrs_full(t), timeout_s=60)
+            self._kill(coordinator_node(self.cluster, self.txn_id))
+
+    def restore(self) -> None:
+        if self.down is not None:
+            self.cluster.start()  # the killed node comes back (the others kept running)
+            self.down = None
+
+    def _kill(self, node_id: int) -> None:
+        self.cluster.kill(node_id)
+        self.killed.append(node_id)
+        self.down = node_id
+
+    def _isrs_full(self, topic: str) -> bool:
+        return all(len(p["isr"]) == len(p["replicas"]) for p in self.cluster.describe(topic)["partitions"])
+
+
 def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline: float) -> list[bytes]:
     consumer = Consumer(
         {
@@ -65,7 +103,9 @@ def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline:
     return values
 
 
-def test_consume_transform_produce_exactly_once_across_a_coordinator_kill(kafka_cluster: LocalCluster) -> None:
+def test_exactly_once_across_leader_and_coordinator_kills(
+    kafka_cluster: LocalCluster,
+) -> None:
     deadline = time.monotonic() + DEADLINE_S
     for topic, partitions in ((IN, 3), (OUT_A, 2), (OUT_B, 2)):
         kafka_cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
@@ -91,7 +131,7 @@ def test_consume_transform_produce_exactly_once_across_a_coordinator_kill(kafka_
         }
     )
     assignment = [TopicPartition(IN, p) for p in range(3)]
-    killed: int | None = None
+    faults = LeaderThenCoordinatorKill(kafka_cluster, TXN_ID, OUT_A, (IN, OUT_A, OUT_B))
     committed_txns = aborted_on_purpose = 0
 
     def rewind() -> None:
@@ -155,16 +195,14 @@ def test_consume_transform_produce_exactly_once_across_a_coordinator_kill(kafka_
             if commit_with_retries():
                 committed_txns += 1
                 done_inputs += len(batch)
-            if killed is None and done_inputs >= RECORDS // 2:
-                killed = coordinator_node(kafka_cluster, TXN_ID)
-                kafka_cluster.kill(killed)
+            faults.step(done_inputs, RECORDS)
         assert time.monotonic() < deadline, "the loop did not finish in time"
     finally:
         producer.flush(5)
         consumer.close()
-        if killed is not None:
-            kafka_cluster.start()  # the killed node comes back (the others kept running)
-    assert killed is not None and committed_txns >= RECORDS // PER_TXN and aborted_on_purpose == 1
+        faults.restore()
+    assert len(faults.killed) == 2, f"the run ended before both faults (killed {faults.killed})"
+    assert committed_txns >= RECORDS // PER_TXN and aborted_on_purpose == 1
 
     expected = Counter(b"in-%d" % i for i in range(RECORDS))
     for topic in (OUT_A, OUT_B):
