@@ -145,7 +145,6 @@ class Consumer:
             self._metadata,
             request_timeout_ms=self.config["request_timeout_ms"],
             client_id=self.config["client_id"],
-            wire_protocol=self.config["wire_protocol"],
         )
         self._cluster.add_listener(self._activity.set)
         self._cluster.start()

@@ -123,7 +123,6 @@ class Producer:
             self._metadata,
             request_timeout_ms=self.config.request_timeout_ms,
             client_id=self.config.client_id,
-            wire_protocol=self.config.wire_protocol,
             max_in_flight=self.config.max_in_flight_requests_per_connection,
         )
         self._cluster.add_listener(self._wake.set)
