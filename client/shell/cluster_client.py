@@ -141,9 +141,8 @@ class ClusterClient:
         *,
         timeout_ms: int | None = None,
         raise_errors: bool = True,
-        stream: bool = False,
     ) -> dict[str, Any]:
-        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors, stream=stream)
+        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors)
 
     async def exchange(
         self,
@@ -154,7 +153,6 @@ class ClusterClient:
         on_failure: Callable[[KafkaError, int], None],
         *,
         timeout_ms: int | None = None,
-        stream: bool = False,
     ) -> None:
         """One request whose outcome a core takes (with `now_ms`): the answer, or the error if none came.
 
@@ -164,7 +162,7 @@ class ClusterClient:
             if address is None:
                 answer = await self.call_any(path, body, timeout_ms=timeout_ms)
             else:
-                answer = await self.call(address, path, body, timeout_ms=timeout_ms, raise_errors=False, stream=stream)
+                answer = await self.call(address, path, body, timeout_ms=timeout_ms, raise_errors=False)
         except KafkaError as exc:
             on_failure(exc, monotonic_ms())
             return
