@@ -33,9 +33,6 @@ ADMIN_TOPIC = Requirement(
 ADMIN_CLUSTER = Requirement(
     frozenset({ROLE_CLUSTER, ROLE_ADMIN}), ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "an admin operation on the cluster"
 )
-ADMIN_GROUP = Requirement(
-    frozenset({ROLE_CLUSTER, ROLE_ADMIN}), ErrorCode.GROUP_AUTHORIZATION_FAILED, "an admin operation on groups"
-)
 OPEN = None
 
 # The broker's cluster-internal routes (clients reach the same handlers through the Kafka listener).

@@ -39,9 +39,10 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
     last: KafkaError | None = None
     try:
         while True:
-            queue = list(servers)
+            queue, tried = list(servers), set()
             while queue:
                 address = queue.pop(0)
+                tried.add(address)
                 remaining = deadline - monotonic_ms()
                 if remaining <= 0:
                     raise KafkaError(
@@ -53,7 +54,7 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
                 except KafkaError as exc:
                     last = exc
                     hint = parse_address(exc.details.get("leader_address"))
-                    if hint is not None and hint != address and hint not in queue[:1]:
+                    if hint is not None and hint not in tried:  # each node once a round: no ping-pong
                         queue.insert(0, hint)
                     continue
                 return parse_describe_quorum(answer)
