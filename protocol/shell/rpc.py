@@ -219,9 +219,9 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
         app[_STREAM_SOCKETS].discard(ws)
         try:
             # Calls read before the peer left still start: a handler changes state before its first
-            # await (a produce appends before it waits for acks), and an acks=0 produce has no answer to
-            # wait for, so its records must not depend on the connection staying open (Kafka handles the
-            # requests it read before a disconnect). What they wait for after that is cancelled.
+            # await (a marker write appends before it waits for acks), so what it does must not depend
+            # on the connection staying open (Kafka handles the requests it read before a disconnect).
+            # What they wait for after that is cancelled.
             await asyncio.sleep(0)
         finally:
             for task in tasks:
@@ -239,8 +239,8 @@ async def _answer_frame(
     started: asyncio.Event | None = None,
 ) -> None:
     """Answer one frame. `after`/`started` keep a stream's handlers starting in arrival order: a large
-    frame is checked off the loop, and a later frame must not overtake it (a producer's batches to a
-    partition would reach the log out of sequence)."""
+    frame is checked off the loop, and a later frame must not overtake it (a peer's requests must
+    take effect in the order it sent them)."""
     call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
 
     async def decode() -> tuple[Handler, dict[str, Any]]:
