@@ -53,7 +53,6 @@ from rich.table import Table
 from kraftpy.client import AdminClient, Consumer, Producer, TopicPartition
 from kraftpy.client.admin.types import NewTopic
 from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
-from kraftpy.protocol.credentials import ADMIN_FILE
 from kraftpy.tools.commands.perf import Throttler, percentile
 
 err = Console(stderr=True)
@@ -262,19 +261,17 @@ async def wait_until(what: str, probe: Any, members: list[Any], timeout_s: float
     raise TimeoutError(f"{what}: not reached within {timeout_s} s; owners {owners(members)}")
 
 
-async def create_topic(servers: str, topic: str, credential: Path) -> None:
-    async with AdminClient(servers, credential=credential) as admin:
+async def create_topic(servers: str, topic: str) -> None:
+    async with AdminClient(servers) as admin:
         results = await admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
         for name, result in results.items():
             if result.error is not None:
                 raise RuntimeError(f"create {name}: {result.error}")
 
 
-async def rebalance_trial(
-    servers: str, credential: Path, strategy: str, trial: int, per_second: float, warmup_s: float
-) -> dict:
+async def rebalance_trial(servers: str, strategy: str, trial: int, per_second: float, warmup_s: float) -> dict:
     topic, group = f"rb-{strategy}-{trial}", f"g-{strategy}-{trial}"
-    await create_topic(servers, topic, credential)
+    await create_topic(servers, topic)
     stop = asyncio.Event()
     producer = asyncio.create_task(produce_steadily(servers, topic, per_second, stop))
     members: list[Member] = []
@@ -348,9 +345,9 @@ async def rebalance_trial(
         await asyncio.gather(producer, return_exceptions=True)
 
 
-async def latency_run(servers: str, credential: Path, per_second: float, duration_s: float) -> dict[str, Any]:
+async def latency_run(servers: str, per_second: float, duration_s: float) -> dict[str, Any]:
     topic, group = "latency", "g-latency"
-    await create_topic(servers, topic, credential)
+    await create_topic(servers, topic)
     stop = asyncio.Event()
     # "earliest": the topic is new, and every record sent must come out (a "latest" reset racing the
     # producer's first sends would skip them).
@@ -392,7 +389,6 @@ async def run(only: set[str], trials: int, rate: float, latency_rate: float, dur
         err.print(f"[dim]starting a 3-node cluster in {cluster.dir} ...[/]")
         cluster.start()
         servers = cluster.layout.kafka_bootstrap_servers  # the brokers' Kafka listeners
-        admin_credential = cluster.layout.secrets_dir / ADMIN_FILE  # creating topics is an admin operation
         try:
             if "rebalance" in only:
                 rows: dict[str, list[dict[str, Any]]] = {}
@@ -400,7 +396,7 @@ async def run(only: set[str], trials: int, rate: float, latency_rate: float, dur
                     for trial in range(trials):
                         err.print(f"[dim]rebalance {strategy} trial {trial + 1}/{trials} ...[/]")
                         rows.setdefault(strategy, []).append(
-                            await rebalance_trial(servers, admin_credential, strategy, trial, rate, warmup_s=3.0)
+                            await rebalance_trial(servers, strategy, trial, rate, warmup_s=3.0)
                         )
                 # The last trial's deliveries per assignor, for --html; the rest are figures.
                 timelines = {s: r[-1]["timeline"] for s, r in rows.items()}
@@ -413,7 +409,7 @@ async def run(only: set[str], trials: int, rate: float, latency_rate: float, dur
                 results["timelines"] = timelines
             if "latency" in only:
                 err.print(f"[dim]end-to-end latency at {latency_rate:.0f} records/s for {duration_s:.0f} s ...[/]")
-                results["latency"] = await latency_run(servers, admin_credential, latency_rate, duration_s)
+                results["latency"] = await latency_run(servers, latency_rate, duration_s)
         finally:
             cluster.stop()
     return results

@@ -79,7 +79,6 @@ class Cluster:
             "--base-port", str(self.rpc_base))  # fmt: skip
         layout = json.loads((self.dir / "cluster.json").read_text())
         self.bootstrap = layout["kafka_bootstrap_servers"]
-        self.rpc_bootstrap = layout["bootstrap_servers"]
 
     def stop(self) -> None:
         subprocess.run([sys.executable, "-m", "kraftpy.tools.cli", "cluster", "stop", "--dir", str(self.dir)],

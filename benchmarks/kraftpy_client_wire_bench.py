@@ -1,12 +1,11 @@
-"""kraftpy's client over Kafka's protocol beside the CBOR RPC path and librdkafka, one 3-node cluster, one run.
+"""kraftpy's client over Kafka's protocol beside librdkafka, one 3-node cluster, one run.
 
     python benchmarks/kraftpy_client_wire_bench.py [RECORDS]   # default 300,000 per row; JSON in /tmp/kc-perf.json
 
 Per repetition (2): librdkafka produce (kafka_clients_bench.produce), then
 `kraftpy perf produce` at default settings and with 256 KiB batches (linger
-10 ms), over the Kafka listeners and over the RPC (`--prop
-wire_protocol=kraftpy-rpc`); 100 B records, acks=all, 6 partitions, RF 3,
-min.insync.replicas=2. Results: docs/perf-kafka-clients.md.
+10 ms), over the Kafka listeners (the client's only protocol since issue 16);
+100 B records, acks=all, 6 partitions, RF 3, min.insync.replicas=2. Results: docs/perf-kafka-clients.md.
 """
 
 import json
@@ -79,17 +78,6 @@ try:
         )
         perf(f"kafka_default_{rep}", c.bootstrap)
         perf(f"kafka_256k_{rep}", c.bootstrap, "--batch-size", "262144", "--linger-ms", "10")
-        perf(f"cbor_default_{rep}", c.rpc_bootstrap, "--prop", "wire_protocol=kraftpy-rpc")
-        perf(
-            f"cbor_256k_{rep}",
-            c.rpc_bootstrap,
-            "--batch-size",
-            "262144",
-            "--linger-ms",
-            "10",
-            "--prop",
-            "wire_protocol=kraftpy-rpc",
-        )
 finally:
     c.stop()
 Path("/tmp/kc-perf.json").write_text(json.dumps(rows, indent=1))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from kraftpy.client.errors import ConfigError
@@ -125,11 +123,6 @@ _COMMON: dict[str, Option] = {
     "retry_backoff_ms": Option(100, _int(0, INT32_MAX), "First wait before retrying a failed request."),
     "retry_backoff_max_ms": Option(1_000, _int(0, INT32_MAX), "Cap of the exponential retry backoff."),
     "metadata_max_age_ms": Option(300_000, _int(0, INT32_MAX), "Refresh metadata at least this often."),
-    "wire_protocol": Option(
-        "kafka",
-        _choice("kafka", "kraftpy-rpc"),
-        'Kafka\'s protocol to the Kafka listeners (default), or "kraftpy-rpc": the CBOR routes (retiring).',
-    ),
 }
 
 PRODUCER_OPTIONS: dict[str, Option] = {
@@ -193,27 +186,9 @@ CONSUMER_OPTIONS: dict[str, Option] = {
 }
 
 
-def _credential(key: str, value: Any) -> Any:
-    from kraftpy.protocol.credentials import Credential
-    from kraftpy.protocol.errors import KafkaError
-    from kraftpy.protocol.shell.credential_files import load_credential
-
-    if value is None or isinstance(value, Credential):
-        return value
-    if isinstance(value, str | PathLike):
-        try:
-            return load_credential(Path(value))
-        except KafkaError as exc:
-            raise ConfigError(key, exc.message) from None
-    raise ConfigError(key, f"must be a Credential or the path of a credential file, got {value!r}")
-
-
 ADMIN_OPTIONS: dict[str, Option] = {
     **_COMMON,
     "default_api_timeout_ms": Option(60_000, _int(0, INT32_MAX), "Bound of each admin call, retries included."),
-    "credential": Option(
-        None, _credential, "A Credential or a credential file's path: signs admin requests (docs/security.md)."
-    ),
 }
 
 

@@ -5,9 +5,7 @@ Design notes: docs/security.md, section "protocol/access.py".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kraftpy.protocol.credentials import ROLE_ADMIN, ROLE_CLUSTER
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -35,12 +33,11 @@ ADMIN_TOPIC = Requirement(
 ADMIN_CLUSTER = Requirement(
     frozenset({ROLE_CLUSTER, ROLE_ADMIN}), ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "an admin operation on the cluster"
 )
-ADMIN_GROUP = Requirement(
-    frozenset({ROLE_CLUSTER, ROLE_ADMIN}), ErrorCode.GROUP_AUTHORIZATION_FAILED, "an admin operation on groups"
-)
 OPEN = None
 
-FETCH_PATH = "/kafka/fetch"  # the one spelling: the broker routes it, followers and consumers call it
+# The broker's cluster-internal routes (clients reach the same handlers through the Kafka listener).
+REPLICA_FETCH_PATH = "/broker/fetch"  # a follower's fetch: moves the HW and the ISR
+WRITE_TXN_MARKERS_PATH = "/broker/write_txn_markers"  # a transaction coordinator's markers
 
 # path -> requirement (None: open). docs/security.md has the same table.
 ROUTES: dict[str, Requirement | None] = {
@@ -63,48 +60,14 @@ ROUTES: dict[str, Requirement | None] = {
     "/controller/elect_leaders": ADMIN_CLUSTER,
     "/controller/describe_configs": OPEN,
     "/controller/describe_quorum": OPEN,
-    # the Kafka API of a broker (PLAINTEXT: open, as Kafka without an authorizer)
-    "/kafka/metadata": OPEN,
-    "/kafka/produce": OPEN,
-    FETCH_PATH: OPEN,  # a follower's fetch (replica_id >= 0) is cluster-internal: see required()
-    "/kafka/list_offsets": OPEN,
-    "/kafka/offsets_for_leader_epoch": OPEN,
-    "/kafka/init_producer_id": OPEN,
-    "/kafka/find_coordinator": OPEN,
-    "/kafka/join_group": OPEN,
-    "/kafka/sync_group": OPEN,
-    "/kafka/heartbeat": OPEN,
-    "/kafka/leave_group": OPEN,
-    "/kafka/offset_commit": OPEN,
-    "/kafka/txn_offset_commit": OPEN,
-    # transactions (a producer's; /kafka/verify_txn_partitions is a partition leader's: cluster-internal)
-    "/kafka/add_partitions_to_txn": OPEN,
-    "/kafka/add_offsets_to_txn": OPEN,
-    "/kafka/end_txn": OPEN,
-    "/kafka/describe_transactions": OPEN,
-    "/kafka/list_transactions": OPEN,
-    "/kafka/offset_fetch": OPEN,
-    "/kafka/list_groups": OPEN,
-    "/kafka/describe_groups": OPEN,
-    "/kafka/delete_groups": ADMIN_GROUP,
-    "/kafka/offset_delete": ADMIN_GROUP,
+    # broker <-> broker
+    REPLICA_FETCH_PATH: CLUSTER,
+    WRITE_TXN_MARKERS_PATH: CLUSTER,
     # the node
     "/admin/status": OPEN,
 }
 
 
-def static_requirement(path: str) -> Requirement | None:
-    """The requirement of `path` whatever the body (routes not in the table are cluster-internal)."""
+def required(path: str) -> Requirement | None:
+    """The requirement of `path` (routes not in the table are cluster-internal)."""
     return ROUTES.get(path, CLUSTER)
-
-
-def depends_on_body(path: str) -> bool:
-    return path == FETCH_PATH
-
-
-def required(path: str, body: Mapping[str, Any]) -> Requirement | None:
-    """What a call of `path` with `body` needs: a follower's fetch is cluster-internal (it moves the HW and ISR)."""
-    if path == FETCH_PATH:
-        replica_id = body.get("replica_id", -1)
-        return CLUSTER if not isinstance(replica_id, int) or replica_id >= 0 else OPEN
-    return static_requirement(path)

@@ -1,6 +1,6 @@
 """Reading and answering the broker's many-partition requests (docs/protocol.md, "Broker").
 
-Every `/kafka/...` request that names partitions has the same shape,
+Every handler request that names partitions has the same shape,
 `topics: [{name, partitions: [{partition, ...}]}]`, and every answer mirrors
 it with a per-partition `error_code` (plus `error` and `message` when it is
 not 0). `read_partitions` checks that shape and hands each partition map to

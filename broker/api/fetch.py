@@ -1,4 +1,5 @@
-"""`/kafka/fetch`: many partitions, long poll, for consumers (replica_id -1) and followers (Kafka's fetchMessages).
+"""Fetch: many partitions, long poll, for consumers (replica_id -1, through the Kafka listener) and followers
+(replica_id >= 0, the internal `/broker/fetch`); Kafka's fetchMessages.
 
 Design notes: docs/broker.md, section "broker/api/fetch.py".
 """
@@ -57,6 +58,16 @@ class FetchHandler:
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self.rm = replica_manager
         self.waiting = 0
+
+    async def follower_fetch(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The internal RPC's fetch (`/broker/fetch`): followers only; a consumer fetches on the Kafka listener."""
+        replica_id = field(body, "replica_id", int, min_value=-1, max_value=INT32_MAX)
+        if replica_id < 0:
+            raise KafkaError(
+                f"replica_id {replica_id}: the internal fetch is a follower's; consumers fetch on a Kafka listener",
+                ErrorCode.INVALID_REQUEST,
+            )
+        return await self(body)
 
     async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         replica_id = field(body, "replica_id", int, min_value=-1, max_value=INT32_MAX)

@@ -1,4 +1,4 @@
-"""`/kafka/find_coordinator`: which broker coordinates a group (key_type 0) or a transactional id (1).
+"""FindCoordinator: which broker coordinates a group (key_type 0) or a transactional id (1).
 
 Any broker answers, from its metadata image: the coordinator of group G is the leader of
 `__consumer_offsets` partition `partition_for(G)`; of transactional id T the leader of

@@ -1,4 +1,4 @@
-"""`/kafka/init_producer_id`: a producer id and epoch for an idempotent producer (Kafka's InitProducerId).
+"""InitProducerId: a producer id and epoch for an idempotent producer (Kafka's InitProducerId).
 
 Without a transactional id any broker answers (Kafka does the same): a new
 producer (producer_id -1) gets the next id of this broker's block, epoch 0.

@@ -1,4 +1,4 @@
-"""`/kafka/list_offsets`: earliest (-2), latest (-1) or the first offset at or after a timestamp (Kafka's ListOffsets).
+"""ListOffsets: earliest (-2), latest (-1) or the first offset at or after a timestamp (Kafka's ListOffsets).
 
 Answered by the partition leader only, after the leader-epoch check
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is

@@ -1,4 +1,4 @@
-"""`/kafka/metadata`: brokers, topics, partitions, leaders and leader epochs, from the metadata image.
+"""Metadata: brokers, topics, partitions, leaders and leader epochs, from the metadata image.
 
 Answers from the image this broker has replayed (as every Kafka broker does;
 it may lag the controller by a metadata fetch). Brokers are the unfenced

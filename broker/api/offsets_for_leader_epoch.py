@@ -1,4 +1,4 @@
-"""`/kafka/offsets_for_leader_epoch`: where a leader epoch ends on the partition leader (KIP-101, KIP-320).
+"""OffsetsForLeaderEpoch: where a leader epoch ends on the partition leader (KIP-101, KIP-320).
 
 For each partition: the largest epoch at or below `leader_epoch` this leader
 knows and its end offset (the next epoch's start, or the log end for the

@@ -1,4 +1,4 @@
-"""`/kafka/produce`: append one batch per partition as leader; answer per acks (Kafka's appendRecords).
+"""Produce: append one batch per partition as leader; answer per acks (Kafka's appendRecords).
 
 Design notes: docs/broker.md, section "broker/api/produce.py".
 """

@@ -22,7 +22,7 @@ from kraftpy.protocol.records.control import TxnMarker, build_marker_batch
 from kraftpy.protocol.records.header import parse_header
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.topics import OFFSETS_TOPIC
-from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, INT64_MAX, field, invalid
+from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, INT64_MAX, field, invalid, show
 
 if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
@@ -58,7 +58,7 @@ def read_markers(body: Mapping[str, Any]) -> list[tuple[int, int, bool, int, lis
             indexes = at(twhere, field, t, "partition_indexes", list, max_len=MAX_PARTITIONS)
             for k, p in enumerate(indexes):
                 if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= INT32_MAX:
-                    raise invalid(f"{twhere}.partition_indexes[{k}] must be a partition number, got {p!r}")
+                    raise invalid(f"{twhere}.partition_indexes[{k}] must be a partition number, got {show(p)}")
             count += len(indexes)
             if count > MAX_PARTITIONS:
                 raise invalid(f"more than {MAX_PARTITIONS} partitions in one request")

@@ -1,4 +1,4 @@
-"""Fetch on the Kafka listener, for consumers: Kafka's FetchRequest to the `/kafka/fetch` body and back.
+"""Fetch on the Kafka listener, for consumers: Kafka's FetchRequest to the `fetch` handler's body and back.
 
 v4-v18. Only consumers fetch here (replica_id -1; Kafka's other negative ids
 are read as -1): followers fetch over kraftpy's internal RPC, so a replica id

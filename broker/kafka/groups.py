@@ -1,7 +1,7 @@
 """The consumer-group APIs' translation: Kafka messages to the group routes' bodies, their answers back.
 
 Pure (no I/O): each `*_body` turns a decoded Kafka request of a given version
-into the dict body of the broker's group route (`/kafka/join_group`, ...; the
+into the dict body of the broker's group handler (`join_group`, ...; the
 shapes are in broker/groups/requests.py and responses.py), each `*_response`
 turns the route's answer into the Kafka response of that version. Protocol
 metadata and assignments are the clients' bytes, passed through untouched.

@@ -2,13 +2,13 @@
 
 ListOffsets v1-v11: latest (-1; the high watermark, or the last stable offset
 for isolation_level read_committed), earliest (-2) and
-timestamp lookups go to `/kafka/list_offsets` (leader only, KIP-320 epoch
+timestamp lookups go to the `list_offsets` handler (leader only, KIP-320 epoch
 check). Without tiered storage earliest-local (-4) is earliest, and
 latest-tiered (-5) and earliest-pending-upload (-6) find nothing (offset -1),
 as Kafka answers without remote storage. Max-timestamp (-3) is not in the
 broker core yet: UNSUPPORTED_VERSION on its partition; any other negative
 timestamp is INVALID_REQUEST there. OffsetForLeaderEpoch v2-v4 maps to
-`/kafka/offsets_for_leader_epoch`. Docs: docs/kafka-listener.md, "Data APIs".
+the `offsets_for_leader_epoch` handler. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Produce on the Kafka listener: Kafka's ProduceRequest to the `/kafka/produce` body, its answer back.
+"""Produce on the Kafka listener: Kafka's ProduceRequest to the `produce` handler's body, its answer back.
 
 v3-v13 are served (v13 names topics by id, looked up in the metadata image:
 an unknown id is UNKNOWN_TOPIC_ID on each of its partitions). v0-v2 are

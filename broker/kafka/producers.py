@@ -1,6 +1,6 @@
 """InitProducerId and DescribeProducers on the Kafka listener: idempotent producers' ids and state.
 
-InitProducerId v0-v6 maps to `/kafka/init_producer_id` (any broker hands out
+InitProducerId v0-v6 maps to the `init_producer_id` handler (any broker hands out
 ids from its block; KIP-360 epoch bumps). With a transactional_id the route asks
 this broker's transaction coordinator (NOT_COORDINATOR unless it owns the id;
 docs/transactions.md); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4, as

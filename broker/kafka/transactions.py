@@ -57,7 +57,7 @@ class AddPartitions:
     topics: TopicPartitions
 
     def body(self, topics: TopicPartitions | None = None) -> dict[str, Any]:
-        """The /kafka/add_partitions_to_txn (or verify) body for `topics` (default: all of them)."""
+        """The add_partitions_to_txn (or verify) handler's body for `topics` (default: all of them)."""
         return {
             "transactional_id": self.transactional_id,
             "producer_id": self.producer_id,
@@ -192,7 +192,7 @@ def end_txn_error(request: EndTxnRequest, version: int, error: KafkaError) -> En
 
 
 def txn_offset_commit_body(request: TxnOffsetCommitRequest, version: int) -> dict[str, Any]:
-    """The /kafka/txn_offset_commit body: OffsetCommit's shape plus the producer."""
+    """The txn_offset_commit handler's body: OffsetCommit's shape plus the producer."""
     return {
         "transactional_id": request.transactional_id,
         "group_id": request.group_id,

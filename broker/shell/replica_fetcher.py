@@ -14,7 +14,7 @@ from typing import Any
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.replication import EpochEndOffset, FetchPartition, FetchPartitionResponse
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError, TopicPartitionKey
-from kraftpy.protocol.access import FETCH_PATH
+from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.shell.rpc import RpcClient
@@ -190,7 +190,9 @@ class ReplicaFetcher:
             timeout_ms = self.settings.replica_fetch_wait_max_ms + self.settings.replica_socket_timeout_ms
             self.requests_sent += 1
             try:
-                answer = await self.rpc.call(address, FETCH_PATH, self._body(batch), timeout_ms=timeout_ms, stream=True)
+                answer = await self.rpc.call(
+                    address, REPLICA_FETCH_PATH, self._body(batch), timeout_ms=timeout_ms, stream=True
+                )
             except KafkaError as exc:
                 log.debug("fetch from broker %d failed: %s", self.source_id, exc)
         if answer is None:

@@ -49,7 +49,7 @@ from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
-from kraftpy.protocol.access import FETCH_PATH
+from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
@@ -120,16 +120,23 @@ class ReplicaManager:
             self.txn.creator,
             self.txn.settings.coordinator.transaction_state_log_num_partitions,
         )
+        write_txn_markers = WriteTxnMarkersHandler(self, produce)
+        # What the Kafka dispatcher calls in-process, by name (broker/kafka/shell/dispatcher.py).
         self._handlers: dict[str, Handler] = {
-            "/kafka/metadata": MetadataHandler(self),
-            "/kafka/produce": produce,
-            FETCH_PATH: self.fetch_handler,
-            "/kafka/list_offsets": ListOffsetsHandler(self),
-            "/kafka/offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
-            "/kafka/init_producer_id": InitProducerIdHandler(self),
-            "/broker/write_txn_markers": WriteTxnMarkersHandler(self, produce),
-            **self.groups.routes(),
-            **self.txn.routes(),
+            "metadata": MetadataHandler(self),
+            "produce": produce,
+            "fetch": self.fetch_handler,
+            "list_offsets": ListOffsetsHandler(self),
+            "offsets_for_leader_epoch": OffsetsForLeaderEpochHandler(self),
+            "init_producer_id": InitProducerIdHandler(self),
+            "write_txn_markers": write_txn_markers,
+            **self.groups.handlers(),
+            **self.txn.handlers(),
+        }
+        # What other nodes call over the cluster's internal RPC (docs/protocol.md); clients use the Kafka listener.
+        self._routes: dict[str, Handler] = {
+            REPLICA_FETCH_PATH: self.fetch_handler.follower_fetch,
+            WRITE_TXN_MARKERS_PATH: write_txn_markers,
         }
         self._applied: MetadataImage | None = None
         self._tick_task: asyncio.Task[None] | None = None
@@ -147,7 +154,12 @@ class ReplicaManager:
     # -- the component interface -------------------------------------------------------------------------------
 
     def routes(self) -> Mapping[str, Handler]:
-        return dict(self._handlers)
+        """The cluster-internal RPC routes this broker serves (follower fetch, transaction markers)."""
+        return dict(self._routes)
+
+    def handlers(self) -> Mapping[str, Handler]:
+        """The request handlers behind the Kafka APIs, by name (`produce`, `join_group`, ...): in-process only."""
+        return self._handlers
 
     async def start(self) -> None:
         if self._started:

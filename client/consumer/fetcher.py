@@ -27,12 +27,12 @@ from kraftpy.client.errors import (
 )
 from kraftpy.client.metadata import Metadata
 from kraftpy.client.types import ConsumerRecord
-from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+FETCH_PATH = "/kafka/fetch"
 CONSUMER_REPLICA_ID = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}

@@ -35,7 +35,6 @@ from kraftpy.client.admin.types import (
     NewTopic,
     OperationResult,
     PartitionDescription,
-    QuorumInfo,
     TopicDescription,
 )
 from kraftpy.client.config import admin_config, parse_bootstrap_servers
@@ -78,9 +77,7 @@ class AdminClient:
             self._cluster = ClusterClient(
                 self._metadata,
                 request_timeout_ms=self.config["request_timeout_ms"],
-                credential=self.config["credential"],
                 client_id=self.config["client_id"],
-                wire_protocol=self.config["wire_protocol"],
             )
             self._cluster.start()
 
@@ -254,10 +251,6 @@ class AdminClient:
         )
         self._metadata.request_update()
         return proto.parse_elect_leaders(answer)
-
-    async def describe_quorum(self, timeout_ms: float | None = None) -> QuorumInfo:
-        answer = await self._controller_call(proto.CONTROLLER + "describe_quorum", {}, timeout_ms)
-        return proto.parse_describe_quorum(answer)
 
     # Consumer groups -------------------------------------------------------
 

@@ -1,7 +1,6 @@
 """The asyncio side of the metadata cache: one transport, a refresh task, and calls by address.
 
-The transport is Kafka's protocol (client/shell/kafka_transport.py), or, while
-the CBOR routes remain, kraftpy's RPC (`wire_protocol="kraftpy-rpc"`).
+The transport is Kafka's protocol (client/shell/kafka_transport.py).
 The Metadata core decides when a refresh is due and whom to ask; this shell
 does the asking (Metadata to the first candidate that answers),
 wakes up early when someone calls `request_update`, and lets callers wait
@@ -19,15 +18,12 @@ from typing import Any
 from kraftpy.client.errors import malformed
 from kraftpy.client.metadata import Address, Metadata
 from kraftpy.client.shell.kafka_transport import KafkaTransport
-from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import monotonic_ms
-from kraftpy.protocol.shell.rpc import RpcClient
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "/kafka/metadata"
-KAFKA, KRAFTPY_RPC = "kafka", "kraftpy-rpc"
 
 
 async def wait_event(event: asyncio.Event, timeout_ms: float | None) -> bool:
@@ -52,20 +48,14 @@ class ClusterClient:
         *,
         request_timeout_ms: int = 30_000,
         client_id: str | None = None,
-        credential: Credential | None = None,
-        wire_protocol: str = KAFKA,
         max_in_flight: int = 5,
     ) -> None:
         self.metadata = metadata
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self.rpc: KafkaTransport | RpcClient
-        if wire_protocol == KAFKA:
-            self.rpc = KafkaTransport(
-                request_timeout_ms=request_timeout_ms, client_id=client_id, max_in_flight=max_in_flight
-            )
-        else:  # kraftpy's CBOR routes over the internal RPC, until they retire (issue 16)
-            self.rpc = RpcClient(request_timeout_ms=request_timeout_ms, credential=credential)
+        self.rpc = KafkaTransport(
+            request_timeout_ms=request_timeout_ms, client_id=client_id, max_in_flight=max_in_flight
+        )
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []
@@ -151,9 +141,8 @@ class ClusterClient:
         *,
         timeout_ms: int | None = None,
         raise_errors: bool = True,
-        stream: bool = False,
     ) -> dict[str, Any]:
-        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors, stream=stream)
+        return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors)
 
     async def exchange(
         self,
@@ -164,7 +153,6 @@ class ClusterClient:
         on_failure: Callable[[KafkaError, int], None],
         *,
         timeout_ms: int | None = None,
-        stream: bool = False,
     ) -> None:
         """One request whose outcome a core takes (with `now_ms`): the answer, or the error if none came.
 
@@ -174,7 +162,7 @@ class ClusterClient:
             if address is None:
                 answer = await self.call_any(path, body, timeout_ms=timeout_ms)
             else:
-                answer = await self.call(address, path, body, timeout_ms=timeout_ms, raise_errors=False, stream=stream)
+                answer = await self.call(address, path, body, timeout_ms=timeout_ms, raise_errors=False)
         except KafkaError as exc:
             on_failure(exc, monotonic_ms())
             return

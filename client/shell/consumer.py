@@ -147,7 +147,6 @@ class Consumer:
             self._metadata,
             request_timeout_ms=self.config["request_timeout_ms"],
             client_id=self.config["client_id"],
-            wire_protocol=self.config["wire_protocol"],
         )
         self._cluster.add_listener(self._activity.set)
         self._cluster.start()
@@ -377,9 +376,7 @@ class Consumer:
 
     def _send_fetches(self) -> None:
         for fetch in self._fetcher.prepare_requests(monotonic_ms()):
-            # Over the broker's stream, as the producer and follower fetchers: a fetch parked for new data is
-            # answered the moment a record commits, without an HTTP exchange per round (docs/perf-groups.md).
-            self._spawn(self._exchange(self._fetcher, fetch, stream=True))
+            self._spawn(self._exchange(self._fetcher, fetch))
         self._wake_metadata()
 
     def _wake_metadata(self) -> None:
@@ -396,7 +393,7 @@ class Consumer:
             self._activity.set()
         self._wake_metadata()
 
-    async def _exchange(self, core: BrokerRequestCore[R], request: R, *, stream: bool = False) -> None:
+    async def _exchange(self, core: BrokerRequestCore[R], request: R) -> None:
         assert self._cluster is not None
         await self._cluster.exchange(
             request.address,
@@ -404,7 +401,6 @@ class Consumer:
             request.body,
             functools.partial(core.handle_response, request),
             functools.partial(core.handle_failure, request),
-            stream=stream,
         )
         self._answered()
 

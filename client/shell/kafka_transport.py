@@ -1,11 +1,10 @@
 """The client's calls by address over Kafka connections: one connection per broker, opened on demand.
 
-`call(address, path, body)` takes a core's request (named by its docs/protocol.md
-path), builds the Kafka request at the version negotiated with that broker,
-and returns the answer in the shape the core reads (client/wire/routes.py).
+`call(address, path, body)` takes a core's request (named `/kafka/<handler>`,
+docs/handlers.md), builds the Kafka request at the version negotiated with that
+broker, and returns the answer in the shape the core reads (client/wire/routes.py).
 A failed connection is dialled again only after the reconnect backoff
-(client/wire/reconnect.py). Same surface as the RPC client it replaces, so
-the cluster client swaps one for the other.
+(client/wire/reconnect.py). The cluster client's only transport.
 """
 
 from __future__ import annotations
@@ -94,7 +93,6 @@ class KafkaTransport:
         *,
         timeout_ms: int | None = None,
         raise_errors: bool = True,
-        stream: bool = False,  # the RPC client's parameter; every Kafka connection is a stream
     ) -> dict[str, Any]:
         """One request to `address`; the answer in the core's shape. KafkaError on no answer.
 

@@ -163,7 +163,6 @@ class Producer:
             self._metadata,
             request_timeout_ms=self.config.request_timeout_ms,
             client_id=self.config.client_id,
-            wire_protocol=self.config.wire_protocol,
             max_in_flight=self.config.max_in_flight_requests_per_connection,
         )
         self._cluster.add_listener(self._wake.set)
@@ -536,9 +535,6 @@ class Producer:
                 request.body,
                 timeout_ms=self.config.request_timeout_ms,
                 raise_errors=False,
-                # One stream per broker, as Kafka's one connection: requests arrive in the order sent and a
-                # round trip costs a fraction of an HTTP request (acks=all latency is a chain of them).
-                stream=True,
             )
         except KafkaError as exc:
             self._sender.handle_request_failure(request.request_id, exc, monotonic_ms())

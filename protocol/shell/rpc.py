@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 import weakref
@@ -34,15 +33,6 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 STREAM_PATH = "/rpc/stream"
 
 Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
-
-# The peer address of the request a handler is serving (handlers take only the body; the group
-# coordinator records each member's host, as Kafka's clientHost).
-_request_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar("kraftpy_request_peer", default=None)
-
-
-def request_peer() -> str | None:
-    """The remote address of the request being handled, when known (called from inside a handler)."""
-    return _request_peer.get()
 
 
 def encode(obj: Any) -> bytes:
@@ -109,12 +99,8 @@ def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Resp
         async def decode() -> tuple[Handler, dict[str, Any]]:
             return handler, await decode_body(data, request.app[_LIMITS].max_body_items)
 
-        token = _request_peer.set(request.remote)
-        try:
-            data = await request.read()  # too large: aiohttp raises, error_middleware answers
-            out, status = await serve_call(decode, request.path)
-        finally:
-            _request_peer.reset(token)
+        data = await request.read()  # too large: aiohttp raises, error_middleware answers
+        out, status = await serve_call(decode, request.path)
         return _response(out, status)
 
     route.__name__ = getattr(handler, "__name__", "route")
@@ -193,7 +179,6 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     heartbeat ping closes a half-open one."""
     app = request.app
     limits = app[_LIMITS]
-    _request_peer.set(request.remote)  # for every call on the stream (their tasks copy this context)
     ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
     ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
     await ws.prepare(request)
@@ -234,9 +219,9 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
         app[_STREAM_SOCKETS].discard(ws)
         try:
             # Calls read before the peer left still start: a handler changes state before its first
-            # await (a produce appends before it waits for acks), and an acks=0 produce has no answer to
-            # wait for, so its records must not depend on the connection staying open (Kafka handles the
-            # requests it read before a disconnect). What they wait for after that is cancelled.
+            # await (a marker write appends before it waits for acks), so what it does must not depend
+            # on the connection staying open (Kafka handles the requests it read before a disconnect).
+            # What they wait for after that is cancelled.
             await asyncio.sleep(0)
         finally:
             for task in tasks:
@@ -254,8 +239,8 @@ async def _answer_frame(
     started: asyncio.Event | None = None,
 ) -> None:
     """Answer one frame. `after`/`started` keep a stream's handlers starting in arrival order: a large
-    frame is checked off the loop, and a later frame must not overtake it (a producer's batches to a
-    partition would reach the log out of sequence)."""
+    frame is checked off the loop, and a later frame must not overtake it (a peer's requests must
+    take effect in the order it sent them)."""
     call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
 
     async def decode() -> tuple[Handler, dict[str, Any]]:

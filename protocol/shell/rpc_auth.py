@@ -101,13 +101,12 @@ class ServerAuth:
 
     def guard(self, path: str, handler: Handler) -> Handler:
         """`handler`, refusing callers that `path` does not admit (open routes come back unwrapped)."""
-        if access.static_requirement(path) is None and not access.depends_on_body(path):
+        requirement = access.required(path)
+        if requirement is None:
             return handler
 
         async def guarded(body: dict[str, Any]) -> Mapping[str, Any] | None:
-            requirement = access.required(path, body)
-            if requirement is not None:
-                await self.authorize(path, requirement)
+            await self.authorize(path, requirement)
             return await handler(body)
 
         guarded.__name__ = getattr(handler, "__name__", "route")

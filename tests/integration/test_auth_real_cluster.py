@@ -3,8 +3,8 @@ everything works with the credentials `kraftpy cluster start` made (docs/securit
 
 Each attack is what a local process that reaches a node's port could send on b78d6bc, where it was
 accepted: a fake broker registration, a heartbeat asking to shut a broker down, Raft votes and
-BeginQuorumEpoch with a huge epoch, config changes, an unclean election, a topic deletion, a group
-deletion, a follower fetch. After each, the cluster's state is unchanged and it keeps serving.
+BeginQuorumEpoch with a huge epoch, config changes, an unclean election, a topic deletion, a follower
+fetch. After each, the cluster's state is unchanged and it keeps serving.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import aiohttp
 import pytest
 
 from kraftpy.client.admin.protocol import elect_leaders_request
+from kraftpy.client.shell.kafka_transport import KafkaTransport
 from kraftpy.protocol import auth
+from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import now_ms
@@ -173,9 +175,10 @@ def test_topic_delete_without_credential_is_refused(cluster: LocalCluster) -> No
     assert answer.get("error_code") == 0 and not answer["topics"][0].get("error_code"), answer
 
 
-def test_group_delete_and_follower_fetch_without_credential_are_refused(cluster: LocalCluster) -> None:
+def test_follower_fetch_without_credential_is_refused_and_the_rpc_serves_no_client_route(
+    cluster: LocalCluster,
+) -> None:
     target = address(cluster, 1)
-    refused(call(target, "/kafka/delete_groups", {"groups_names": ["g"]}), ErrorCode.GROUP_AUTHORIZATION_FAILED)
     fetch = {
         "replica_id": 2, "replica_epoch": 1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
         "topics": [{"name": TOPIC, "partitions": [{
@@ -184,10 +187,29 @@ def test_group_delete_and_follower_fetch_without_credential_are_refused(cluster:
         }]}],
     }  # fmt: skip
     for stream in (False, True):
-        refused(call(target, "/kafka/fetch", fetch, stream=stream), ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        refused(call(target, REPLICA_FETCH_PATH, fetch, stream=stream), ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     consumer_fetch = {**fetch, "replica_id": -1}
     consumer_fetch["topics"][0]["partitions"][0]["fetch_offset"] = 0
-    assert call(target, "/kafka/fetch", consumer_fetch)["error_code"] == 0  # a consumer's fetch stays open
+    # A consumer's fetch is the Kafka listener's, open there; the RPC refuses it even from a node.
+    refused(
+        call(target, REPLICA_FETCH_PATH, consumer_fetch, credential=cluster.credential("node")),
+        ErrorCode.INVALID_REQUEST,
+    )
+    kafka = next((n.host, n.kafka_port) for n in cluster.layout().nodes if n.node_id == 1)
+    assert kafka_call(kafka, "/kafka/fetch", consumer_fetch)["error_code"] == 0
+    # Group deletion (an admin request) was a CBOR route here: the RPC no longer knows it.
+    refused(call(target, "/kafka/delete_groups", {"groups_names": ["g"]}), ErrorCode.INVALID_REQUEST)
+
+
+def kafka_call(target: tuple[str, int], path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        client = KafkaTransport(request_timeout_ms=5000)
+        try:
+            return await client.call(target, path, body, raise_errors=False)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
 
 
 def test_replayed_altered_and_unknown_signatures_are_refused(cluster: LocalCluster) -> None:

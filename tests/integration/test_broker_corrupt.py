@@ -15,10 +15,11 @@ from typing import Any
 
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.metadata.controller.requests import BrokerHeartbeatRequest
+from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import decode_batches
 from kraftpy.protocol.records.header import parse_header
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, log_bytes, part_of, wait_until
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of, wait_until
 
 TOPIC = "rot"
 RECORDS = 300
@@ -26,7 +27,7 @@ RECORDS = 300
 
 async def fill(cluster: BrokerCluster) -> list[bytes]:
     values = [f"value-{i:04d}".encode() for i in range(RECORDS)]
-    async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=0) as producer:
+    async with Producer(cluster.bootstrap, acks="all", linger_ms=0) as producer:
         for i in range(0, RECORDS, 10):  # many small batches
             for value in values[i : i + 10]:
                 await producer.send(TOPIC, value)
@@ -88,7 +89,7 @@ def consumer_fetch(offset: int) -> dict[str, Any]:
 
 async def consume_all(cluster: BrokerCluster) -> list[bytes]:
     got: list[bytes] = []
-    async with Consumer(cluster.bootstrap, wire_protocol=RPC, auto_offset_reset="earliest") as consumer:
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition(TOPIC, 0)])
         for _ in range(100):
             got += [r.value for r in await consumer.poll(timeout_ms=500)]
@@ -157,7 +158,7 @@ async def test_a_follower_refuses_a_corrupt_fetched_batch_and_fetches_it_again(t
         end = follower.log.log_end_offset
         assert end == RECORDS
         # The leader's answer, damaged on the way (one bit of the payload), handed to broker 2's fetcher.
-        fetched = await cluster.call(1, "/kafka/fetch", follower_fetch(end, cluster.brokers[2].epoch))
+        fetched = await cluster.call_internal(1, REPLICA_FETCH_PATH, follower_fetch(end, cluster.brokers[2].epoch))
         part = dict(part_of(fetched))
         records = bytearray(part["records"])
         assert records

@@ -4,8 +4,8 @@ Fencing (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER
 with a leader hint), unknown partitions, offsets out of range, DivergingEpoch
 for a consumer, bad batches (CORRUPT_MESSAGE, INVALID_RECORD,
 MESSAGE_TOO_LARGE), invalid acks, and malformed requests (INVALID_REQUEST
-naming the field, HTTP 400) - after all of which the same broker still
-produces and fetches.
+naming the field; HTTP 400 on the internal RPC) - after all of which the same
+broker still produces and fetches.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import aiohttp
 import cbor2
 import pytest
 
+from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from tests.integration.test_broker_fixtures import BrokerCluster, error_of, part_of
@@ -74,8 +75,8 @@ async def test_fencing_and_routing_errors(tmp_path: Path) -> None:
         assert newer["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
         not_leader = part_of(await cluster.call(follower, "/kafka/fetch", fetch("fence", 0, epoch)))
         assert not_leader["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert not_leader["details"]["leader_id"] == leader
-        assert not_leader["details"]["leader_address"] == f"127.0.0.1:{cluster.brokers[leader].port}"
+        # Kafka's hint (Fetch's current_leader): the leader and its epoch; the client finds its address in metadata.
+        assert not_leader["details"] == {"leader_id": leader, "leader_epoch": epoch}
         answer = part_of(await cluster.call(follower, "/kafka/produce", produce("fence", build_batch([(None, b"y")]))))
         assert answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer["details"]["leader_id"] == leader
         assert error_of(await cluster.call(leader, "/kafka/list_offsets", list_offsets("fence", epoch - 1))) == (
@@ -147,15 +148,15 @@ async def test_a_batch_larger_than_a_segment_is_refused_and_the_partition_stays_
 
 
 MALFORMED = [
-    ("/kafka/produce", {"timeout_ms": 10, "topics": []}, "'acks'"),
+    ("produce", {"timeout_ms": 10, "topics": []}, "'acks'"),
     (
-        "/kafka/produce",
+        "produce",
         {"acks": -1, "timeout_ms": 10, "topics": [{"name": "t", "partitions": [{"partition": 0, "records": "text"}]}]},
         "topics[0].partitions[0]: field 'records'",
     ),
-    ("/kafka/produce", {"acks": -1, "timeout_ms": -5, "topics": []}, "'timeout_ms'"),
+    ("produce", {"acks": -1, "timeout_ms": -5, "topics": []}, "'timeout_ms'"),
     (
-        "/kafka/fetch",
+        "fetch",
         {
             "replica_id": -1,
             "max_wait_ms": 0,
@@ -165,27 +166,27 @@ MALFORMED = [
         },
         "'fetch_offset'",
     ),
-    ("/kafka/fetch", {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10, "topics": "t"}, "'topics'"),
-    ("/kafka/fetch", {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10, "topics": [7]}, "topics[0]"),
+    ("fetch", {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10, "topics": "t"}, "'topics'"),
+    ("fetch", {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10, "topics": [7]}, "topics[0]"),
     (
-        "/kafka/list_offsets",
+        "list_offsets",
         {"topics": [{"name": "t", "partitions": [{"partition": -1, "timestamp": -1}]}]},
         "'partition'",
     ),
     (
-        "/kafka/list_offsets",
+        "list_offsets",
         {"topics": [{"name": "t", "partitions": [{"partition": 0, "timestamp": -7}]}]},
         "'timestamp'",
     ),
     (
-        "/kafka/offsets_for_leader_epoch",
+        "offsets_for_leader_epoch",
         {"topics": [{"name": "t", "partitions": [{"partition": 0, "current_leader_epoch": 0}]}]},
         "'leader_epoch'",
     ),
-    ("/kafka/metadata", {"topics": [1, 2]}, "topics[0]"),
-    ("/kafka/init_producer_id", {"transactional_id": None, "producer_id": 5}, "'producer_id'"),
+    ("metadata", {"topics": [1, 2]}, "topics[0]"),
+    ("init_producer_id", {"transactional_id": None, "producer_id": 5}, "'producer_id'"),
     (
-        "/kafka/produce",
+        "produce",
         {
             "acks": -1,
             "timeout_ms": 10,
@@ -201,16 +202,18 @@ MALFORMED = [
 async def test_malformed_requests_are_answered_and_the_node_keeps_serving(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("t", assignments=[(1, 2, 3)])
-        for path, body, named in MALFORMED:
+        await cluster.settled()
+        # The handlers behind the Kafka APIs check what the dispatcher's translation hands them.
+        for name, body, named in MALFORMED:
             with pytest.raises(KafkaError) as raised:
-                await cluster.call(1, path, body)
-            assert raised.value.code == ErrorCode.INVALID_REQUEST, (path, body)
+                await cluster.rm(1).handlers()[name](body)
+            assert raised.value.code == ErrorCode.INVALID_REQUEST, (name, body)
             assert named in raised.value.message, (named, raised.value.message)
         url = f"http://127.0.0.1:{cluster.brokers[1].port}"
         async with aiohttp.ClientSession() as session:
             for path, data in [
-                ("/kafka/fetch", b"\xff\x00 not cbor"),
-                ("/kafka/produce", cbor2.dumps([1, 2])),
+                (REPLICA_FETCH_PATH, b"\xff\x00 not cbor"),
+                (REPLICA_FETCH_PATH, cbor2.dumps([1, 2])),
                 ("/kafka/nope", cbor2.dumps({})),
             ]:
                 async with session.post(url + path, data=data, headers={"Content-Type": "application/cbor"}) as resp:
@@ -221,6 +224,29 @@ async def test_malformed_requests_are_answered_and_the_node_keeps_serving(tmp_pa
         metadata = await cluster.call(2, "/kafka/metadata", {"topics": None})
         assert [t["name"] for t in metadata["topics"]] == ["t"]
         assert {b["node_id"] for b in metadata["brokers"]} == {1, 2, 3}
-        assert metadata["cluster_id"] and metadata["controller_id"] == 100
+        # As a KRaft broker: the controller a client sees is a broker, which forwards admin requests.
+        assert metadata["cluster_id"] and metadata["controller_id"] == 2
         missing = await cluster.call(2, "/kafka/metadata", {"topics": ["absent"]})
         assert missing["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+CLIENT_ROUTES = ["/kafka/metadata", "/kafka/produce", "/kafka/fetch", "/kafka/join_group", "/kafka/end_txn"]
+
+
+async def test_the_internal_rpc_serves_no_client_request(tmp_path: Path) -> None:
+    """Clients speak Kafka's protocol only: the internal RPC refuses the old client routes and a consumer's
+    fetch, while followers still fetch there and the same handlers answer on the Kafka listener."""
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("t", assignments=[(1, 2, 3)])
+        assert error_of(await cluster.call(1, "/kafka/produce", produce("t", build_batch([(None, b"x")])))) == 0
+        for path in CLIENT_ROUTES:
+            with pytest.raises(KafkaError) as raised:
+                await cluster.call_internal(1, path, {})
+            assert raised.value.code == ErrorCode.INVALID_REQUEST, path
+            assert f"unknown request POST {path}" in raised.value.message, raised.value.message
+        with pytest.raises(KafkaError) as raised:
+            await cluster.call_internal(1, REPLICA_FETCH_PATH, fetch("t", 0))  # replica_id -1: a consumer's
+        assert raised.value.code == ErrorCode.INVALID_REQUEST and "Kafka listener" in raised.value.message
+        follower = {**fetch("t", 0), "replica_id": 2, "replica_epoch": cluster.brokers[2].epoch}
+        assert part_of(await cluster.call_internal(1, REPLICA_FETCH_PATH, follower))["records"] != b""
+        assert part_of(await cluster.call(1, "/kafka/fetch", fetch("t", 0)))["records"] != b""

@@ -1,8 +1,11 @@
-"""Helpers for the broker integration tests (no tests here): real ReplicaManagers over loopback HTTP.
+"""Helpers for the broker integration tests (no tests here): real ReplicaManagers behind real listeners.
 
-`BrokerCluster` runs N ReplicaManagers in this process, each behind its own
-aiohttp server on a 127.0.0.1 port with its logs in a temporary directory,
-and plays the rest of a node around them: a ControllerHarness (the real
+`BrokerCluster` runs N ReplicaManagers in this process, each with its logs in
+a temporary directory behind two listeners on 127.0.0.1, as a node has: a
+Kafka listener (the broker's real dispatcher, broker/kafka/shell/dispatcher.py)
+that clients and `call` use, and the cluster's internal RPC (aiohttp) that
+serves the routes other brokers call (follower fetch, transaction markers;
+`call_internal`). It plays the rest of a node around them: a ControllerHarness (the real
 controller decisions, in memory) is the active controller, reachable at its
 own port for `/controller/alter_partition` and
 `/controller/allocate_producer_ids` in the wire format of docs/protocol.md;
@@ -27,8 +30,10 @@ from typing import Any
 
 from aiohttp import web
 
+from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.shell.replica_manager import ReplicaManager
+from kraftpy.client.shell.kafka_transport import KafkaTransport
 from kraftpy.metadata.controller import wire
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.requests import (
@@ -47,6 +52,7 @@ from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.node.config import NodeConfig, Voter
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.kafka.shell.listener import KafkaListener
 from kraftpy.protocol.shell.rpc import RpcClient, make_app
 
 CLUSTER_ID = "broker-test-cluster"
@@ -64,6 +70,13 @@ TEST_SETTINGS: dict[str, Any] = {
     "replica_high_watermark_checkpoint_interval_ms": 200,
     "controller_request_timeout_ms": 2_000,
 }
+
+
+def free_port() -> int:
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
 
 
 def free_socket() -> socket.socket:
@@ -98,26 +111,42 @@ async def wait_for(make: Callable[[], Awaitable[Any]], check: Callable[[Any], bo
 @dataclass
 class BrokerHandle:
     broker_id: int
-    port: int
+    port: int  # the internal RPC
+    kafka_port: int  # the Kafka listener
     data_dir: Path
     epoch: int = -1
     rm: ReplicaManager | None = None
     runner: web.AppRunner | None = None
+    listener: KafkaListener | None = None
     rpc: RpcClient | None = None
     extra_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def address(self) -> tuple[str, int]:
+        """The internal RPC's address."""
         return ("127.0.0.1", self.port)
+
+    @property
+    def kafka_address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.kafka_port)
 
     @property
     def running(self) -> bool:
         return self.rm is not None
 
 
-# These in-process brokers serve kraftpy's RPC and no Kafka listener: their clients speak the CBOR routes
-# (wire_protocol="kraftpy-rpc") until those retire (issue 16).
-RPC = "kraftpy-rpc"
+class _BrokerView:
+    """What the Kafka dispatcher reads of its broker (broker/shell/server.py's BrokerComponent)."""
+
+    def __init__(self, node: Any, rm: ReplicaManager, image: Callable[[], MetadataImage]) -> None:
+        self.node = node
+        self.replica_manager = rm
+        self.metadata = self
+        self._image = image
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image()
 
 
 class BrokerCluster:
@@ -131,17 +160,15 @@ class BrokerCluster:
         self.image: MetadataImage = self.harness.committed
         self.brokers: dict[int, BrokerHandle] = {}
         for b in broker_ids:
-            sock = free_socket()
-            port = sock.getsockname()[1]
-            sock.close()
-            self.brokers[b] = BrokerHandle(b, port, root / f"broker-{b}")
+            self.brokers[b] = BrokerHandle(b, free_port(), free_port(), root / f"broker-{b}")
         self.controller_port = 0
         self._controller_runner: web.AppRunner | None = None
         self.controller_up = True
         # Where brokers believe the controller is (None: the real one); tests point it at a stale node.
         self.controller_address_override: tuple[str, int] | None = None
         self.alter_partition_requests = 0
-        self.rpc = RpcClient(request_timeout_ms=10_000)
+        self.rpc = RpcClient(request_timeout_ms=10_000)  # the internal RPC, as another node
+        self.kafka = KafkaTransport(request_timeout_ms=10_000, client_id="broker-tests")  # as a client
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -174,6 +201,7 @@ class BrokerCluster:
         if self._controller_runner is not None:
             await self._controller_runner.cleanup()
         await self.rpc.close()
+        await self.kafka.close()
 
     async def __aenter__(self) -> BrokerCluster:
         return await self.start()
@@ -212,6 +240,11 @@ class BrokerCluster:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", handle.port))
         await web.SockSite(handle.runner, sock).start()
+        apis = BrokerApis(_BrokerView(node, rm, lambda: self.image))
+        handle.listener = KafkaListener(
+            "PLAINTEXT", "127.0.0.1", handle.kafka_port, apis, config.kafka_listener_limits()
+        )
+        await handle.listener.start()
         await rm.start()
         if self.image.offset >= 0:  # as the broker component does once the broker is registered
             rm.apply_metadata(MetadataImage.EMPTY, self.image)
@@ -224,6 +257,9 @@ class BrokerCluster:
         if handle.rm is not None:
             await handle.rm.stop(graceful=False)
             handle.rm = None
+        if handle.listener is not None:
+            await handle.listener.stop()
+            handle.listener = None
         if handle.runner is not None:
             await handle.runner.cleanup()
             handle.runner = None
@@ -244,7 +280,7 @@ class BrokerCluster:
             broker_id,
             CLUSTER_ID,
             f"incarnation-{broker_id}-{uuid.uuid4().hex[:8]}",
-            (Listener("PLAINTEXT", "127.0.0.1", handle.port),),
+            (Listener("RPC", "127.0.0.1", handle.port), Listener("PLAINTEXT", "127.0.0.1", handle.kafka_port)),
         )
         response = self.harness.send(request).response
         assert isinstance(response, BrokerRegistrationResponse), response
@@ -351,9 +387,17 @@ class BrokerCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{h.port}" for h in self.brokers.values() if h.running)
+        """The running brokers' Kafka listeners."""
+        return ",".join(f"127.0.0.1:{h.kafka_port}" for h in self.brokers.values() if h.running)
 
     async def call(self, broker_id: int, path: str, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """A client's request on the broker's Kafka listener: `path` names the Kafka API and `body` its
+        fields as the client cores build them (client/wire/routes.py translates both ways)."""
+        await self.settled()
+        return await self.kafka.call(self.brokers[broker_id].kafka_address, path, body, **kwargs)
+
+    async def call_internal(self, broker_id: int, path: str, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Another node's request on the broker's internal RPC (`/broker/fetch`, `/broker/write_txn_markers`)."""
         await self.settled()
         return await self.rpc.call(self.brokers[broker_id].address, path, body, **kwargs)
 

@@ -17,7 +17,7 @@ from typing import Any
 from kraftpy.client import Producer
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, part_of
+from tests.integration.test_broker_fixtures import BrokerCluster, part_of
 
 
 def idempotent(pid: int, epoch: int, seq: int, n: int, tag: str = "v") -> bytes:
@@ -97,9 +97,7 @@ async def test_producer_state_survives_a_leader_change_and_a_restart_of_every_br
 async def test_the_idempotent_client_writes_each_record_once(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("client", partitions=2, configs={"min_insync_replicas": 2})
-        async with Producer(
-            cluster.bootstrap, wire_protocol=RPC, enable_idempotence=True, acks="all", linger_ms=1
-        ) as producer:
+        async with Producer(cluster.bootstrap, enable_idempotence=True, acks="all", linger_ms=1) as producer:
             futures = [await producer.send("client", f"{i}".encode(), partition=i % 2) for i in range(200)]
             offsets = [(md.partition, md.offset) for md in [await f for f in futures]]
         assert sorted(offsets) == sorted({(p, o) for p, o in offsets})

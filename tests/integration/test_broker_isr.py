@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch, decode_batches
 from kraftpy.protocol.shell.rpc import make_app
@@ -148,7 +149,7 @@ async def test_fetch_from_a_replica_sees_the_log_end_a_consumer_only_the_hw(tmp_
         assert consumer["records"] == b"" and consumer["high_watermark"] == 0
         body = fetch("hw", 0, replica_id=3, epoch=epoch)
         body["replica_epoch"] = cluster.brokers[3].epoch
-        follower = part_of(await cluster.call(1, "/kafka/fetch", body))
+        follower = part_of(await cluster.call_internal(1, REPLICA_FETCH_PATH, body))
         assert follower["error_code"] == 0 and follower["log_end_offset"] == 1 and follower["records"] != b""
         cluster.rm(2).fetchers.resume()
         cluster.rm(3).fetchers.resume()

@@ -15,7 +15,7 @@ from typing import Any
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, log_bytes, part_of, wait_until
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of, wait_until
 
 
 def produce_body(topic: str, values: list[bytes], acks: int = -1, **batch: Any) -> dict[str, Any]:
@@ -36,7 +36,7 @@ async def test_old_leader_truncates_its_unreplicated_tail_by_epoch_and_no_acked_
         cluster.create_topic("ledger", assignments=[(1, 2, 3)], configs={"min_insync_replicas": 2})
         first_epoch = cluster.partition("ledger").leader_epoch
         acked = [f"acked-{i}".encode() for i in range(30)]
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=1) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
             for value in acked:
                 await producer.send("ledger", value)
             await producer.flush()
@@ -56,7 +56,7 @@ async def test_old_leader_truncates_its_unreplicated_tail_by_epoch_and_no_acked_
         cluster.rm(3).fetchers.resume()
 
         more = [f"after-{i}".encode() for i in range(10)]
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=1) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
             for value in more:
                 await producer.send("ledger", value)
             await producer.flush()
@@ -75,14 +75,12 @@ async def test_old_leader_truncates_its_unreplicated_tail_by_epoch_and_no_acked_
 async def test_consumer_follows_the_new_leader_and_reads_every_committed_record(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("moves", assignments=[(1, 2, 3)], configs={"min_insync_replicas": 2})
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=1) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
             for i in range(20):
                 await producer.send("moves", f"a{i}".encode())
             await producer.flush()
             tp = TopicPartition("moves", 0)
-            async with Consumer(
-                cluster.bootstrap, wire_protocol=RPC, auto_offset_reset="earliest", fetch_max_wait_ms=50
-            ) as consumer:
+            async with Consumer(cluster.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
                 consumer.assign([tp])
                 seen: list = []
                 for _ in range(200):
@@ -106,7 +104,7 @@ async def test_a_restarted_follower_catches_up_from_its_own_log(tmp_path: Path) 
     # While broker 3 is down, acks=all waits until the leader shrinks it out of the ISR (the lag bound).
     async with BrokerCluster(tmp_path, replica_lag_time_max_ms=300) as cluster:
         cluster.create_topic("restart", assignments=[(1, 2, 3)], configs={"min_insync_replicas": 2})
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=1) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
             for i in range(50):
                 await producer.send("restart", f"x{i}".encode())
             await producer.flush()

@@ -19,14 +19,14 @@ from kraftpy.metadata.controller.requests import (
     IncrementalAlterConfigsRequest,
 )
 from kraftpy.protocol.records.batch import CREATE_TIME, LOG_APPEND_TIME, decode_batches
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, log_bytes
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes
 
 CREATED_MS = 1_000_000  # a create time far in the past, unmistakable for a broker's clock
 
 
 async def _consume(bootstrap: str, topic: str, count: int) -> list:
     records: list = []
-    async with Consumer(bootstrap, wire_protocol=RPC, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+    async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         for _ in range(300):
             records += await consumer.poll(timeout_ms=100)
@@ -39,7 +39,7 @@ async def test_log_append_time_stamps_batches_on_every_replica_and_for_consumers
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("stamped", partitions=1, configs={"message_timestamp_type": "LogAppendTime"})
         before_ms = int(time.time() * 1000)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=5) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=5) as producer:
             futures = [
                 await producer.send("stamped", f"v{i}".encode(), key=b"k", timestamp_ms=CREATED_MS) for i in range(50)
             ]
@@ -63,7 +63,7 @@ async def test_log_append_time_stamps_batches_on_every_replica_and_for_consumers
 async def test_create_time_keeps_the_producers_timestamps(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("created", partitions=1)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all") as producer:
+        async with Producer(cluster.bootstrap, acks="all") as producer:
             md = await (await producer.send("created", b"v", timestamp_ms=CREATED_MS))
         assert md.timestamp == CREATED_MS
         [record] = await _consume(cluster.bootstrap, "created", 1)
@@ -84,7 +84,7 @@ async def test_the_broker_default_and_a_topic_change_apply_to_the_next_append(tm
         # The broker-wide default (Kafka's log.message.timestamp.type) makes a topic without its own LogAppendTime.
         _set_config(cluster, ConfigResource(ConfigResourceType.BROKER, ""), "message_timestamp_type", "LogAppendTime")
         cluster.create_topic("t", partitions=1)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all") as producer:
+        async with Producer(cluster.bootstrap, acks="all") as producer:
             stamped = await (await producer.send("t", b"a", timestamp_ms=CREATED_MS))
             assert stamped.timestamp > CREATED_MS
             # The topic's own setting wins, from the next append on.

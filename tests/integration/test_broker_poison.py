@@ -75,7 +75,7 @@ async def test_large_batches_are_checked_off_the_loop_and_appended_in_arrival_or
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("big", assignments=[(1, 2, 3)])
         await cluster.settled()
-        handler = cluster.rm(1)._handlers["/kafka/produce"]
+        handler = cluster.rm(1).handlers()["produce"]
         n = INLINE_MAX_RECORDS + 1_000  # more than the event loop checks: the worker thread does
         heavy = build_batch([(b"k%d" % i, b"v" * 50) for i in range(n)], compression=CompressionType.LZ4)
         light = build_batch([(b"after", b"the heavy one")])
@@ -104,6 +104,7 @@ async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_p
     """Records that predate produce's refusal (appended here through the coordinator's own path) never block a load."""
     async with BrokerCluster(tmp_path) as c:
         c.create_topic(OFFSETS_TOPIC, 50, 3, configs={"cleanup_policy": "compact"})
+        c.create_topic("orders")  # Kafka answers UNKNOWN_TOPIC_OR_PARTITION to a commit for a missing topic
         partition = partition_for(GROUP, 50)
         leader = c.leader(OFFSETS_TOPIC, partition)
         shell = c.rm(leader).groups
@@ -112,12 +113,12 @@ async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_p
             lambda: all(shell.coordinator.partition_status(p) is PartitionStatus.ACTIVE for p in led),
             what="the partitions loaded",
         )
-        address = c.brokers[leader].address
-        answer = await c.rpc.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
+        address = c.brokers[leader].kafka_address
+        answer = await c.kafka.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
         assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
 
         hosted = c.hosted(leader, OFFSETS_TOPIC, partition)
-        handler = c.rm(leader)._handlers["/kafka/produce"]
+        handler = c.rm(leader).handlers()["produce"]
         garbage = forge(build_batch([(b"k", b"v")]), section=GARBAGE[CompressionType.ZSTD], attributes=4)
         for batch in (build_batch([(None, b"keyless")]), build_batch([(b"\xff\xfe", b"not cbor")]), garbage):
             header = check_producer_batch(batch, hosted.log.config.max_message_bytes, hosted.log.config.segment_bytes)
@@ -129,7 +130,7 @@ async def test_a_load_of_the_offsets_partition_skips_records_it_cannot_use(tmp_p
         loads = shell.loader.loads_completed
         shell.loader.reload(partition)
         answer = await wait_for(
-            lambda: c.rpc.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
+            lambda: c.kafka.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
             lambda a: a["error_code"] not in RETRIABLE,
         )
         assert committed(answer) == 42, answer

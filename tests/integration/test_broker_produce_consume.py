@@ -14,12 +14,12 @@ from pathlib import Path
 from kraftpy.client import Consumer, Producer, TopicPartition
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, log_bytes, part_of, wait_until
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, part_of, wait_until
 
 
 async def consume_all(bootstrap: str, partitions: list[TopicPartition], count: int) -> list:
     records = []
-    async with Consumer(bootstrap, wire_protocol=RPC, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+    async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
         consumer.assign(partitions)
         for _ in range(500):
             records += await consumer.poll(timeout_ms=100)
@@ -32,7 +32,7 @@ async def test_acks_all_with_min_isr_2_every_record_read_back_once_in_order(tmp_
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("orders", partitions=3, configs={"min_insync_replicas": 2})
         sent = {}
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks="all", linger_ms=2) as producer:
+        async with Producer(cluster.bootstrap, acks="all", linger_ms=2) as producer:
             futures = [
                 await producer.send("orders", f"value-{i}".encode(), key=f"key-{i % 17}".encode()) for i in range(600)
             ]
@@ -55,10 +55,10 @@ async def test_acks_all_with_min_isr_2_every_record_read_back_once_in_order(tmp_
 async def test_acks_0_and_1_are_appended_and_readable(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("events", partitions=1)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks=1) as producer:
+        async with Producer(cluster.bootstrap, acks=1) as producer:
             mds = [await (await producer.send("events", f"one-{i}".encode())) for i in range(20)]
         assert [md.offset for md in mds] == list(range(20))
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, acks=0) as producer:
+        async with Producer(cluster.bootstrap, acks=0) as producer:
             mds = [await (await producer.send("events", f"zero-{i}".encode())) for i in range(20)]
         assert {md.offset for md in mds} == {-1}  # acks=0: nothing comes back
         records = await consume_all(cluster.bootstrap, [TopicPartition("events", 0)], 40)
@@ -69,11 +69,11 @@ async def test_acks_0_and_1_are_appended_and_readable(tmp_path: Path) -> None:
 async def test_list_offsets_earliest_latest_by_timestamp_and_offsets_for_leader_epoch(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("clock", partitions=1)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, linger_ms=0) as producer:
+        async with Producer(cluster.bootstrap, linger_ms=0) as producer:
             for i in range(10):
                 await producer.send_and_wait("clock", f"t{i}".encode(), timestamp_ms=1_000_000 + i * 1000)
         tp = TopicPartition("clock", 0)
-        async with Consumer(cluster.bootstrap, wire_protocol=RPC) as consumer:
+        async with Consumer(cluster.bootstrap) as consumer:
             assert await consumer.beginning_offsets([tp]) == {tp: 0}
             assert await consumer.end_offsets([tp]) == {tp: 10}
             found = await consumer.offsets_for_times({tp: 1_004_500})

@@ -19,14 +19,14 @@ from kraftpy.metadata.controller.requests import (
     IncrementalAlterConfigsRequest,
 )
 from kraftpy.protocol.records.batch import decode_batches
-from tests.integration.test_broker_fixtures import RPC, BrokerCluster, log_bytes, wait_until
+from tests.integration.test_broker_fixtures import BrokerCluster, log_bytes, wait_until
 
 
 async def test_retention_by_size_moves_the_log_start_on_every_replica(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         configs = {"segment_bytes": 2048, "retention_bytes": 4096}
         cluster.create_topic("trim", assignments=[(1, 2, 3)], configs=configs)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, linger_ms=0, batch_size=200) as producer:
+        async with Producer(cluster.bootstrap, linger_ms=0, batch_size=200) as producer:
             for i in range(120):
                 await producer.send_and_wait("trim", f"record-{i:04d}".encode() * 4)
         await cluster.wait_for_replicas_caught_up("trim")
@@ -37,7 +37,7 @@ async def test_retention_by_size_moves_the_log_start_on_every_replica(tmp_path: 
         for b in (1, 2, 3):
             assert cluster.hosted(b, "trim").log.size_bytes <= 4096 + 2048
         tp = TopicPartition("trim", 0)
-        async with Consumer(cluster.bootstrap, wire_protocol=RPC, auto_offset_reset="earliest") as consumer:
+        async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
             assert (await consumer.beginning_offsets([tp]))[tp] == starts[1]
             consumer.assign([tp])
             records = []
@@ -52,7 +52,7 @@ async def test_a_compacted_topic_keeps_the_latest_record_per_key(tmp_path: Path)
     async with BrokerCluster(tmp_path) as cluster:
         configs = {"cleanup_policy": "compact", "segment_bytes": 1024, "min_cleanable_dirty_ratio": 0.01}
         cluster.create_topic("table", assignments=[(1, 2, 3)], configs=configs)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, linger_ms=0) as producer:
+        async with Producer(cluster.bootstrap, linger_ms=0) as producer:
             for i in range(200):
                 await producer.send_and_wait("table", f"v{i}".encode(), key=f"k{i % 5}".encode())
         await cluster.wait_for_replicas_caught_up("table")
@@ -73,7 +73,7 @@ async def test_a_compacted_topic_keeps_the_latest_record_per_key(tmp_path: Path)
 async def test_config_changes_reach_the_logs_and_deleted_topics_leave_every_broker(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("gone", partitions=2)
-        async with Producer(cluster.bootstrap, wire_protocol=RPC, linger_ms=0) as producer:
+        async with Producer(cluster.bootstrap, linger_ms=0) as producer:
             await producer.send_and_wait("gone", b"x", partition=0)
         resource = ConfigResource(ConfigResourceType.TOPIC, "gone")
         request = IncrementalAlterConfigsRequest(

@@ -1,8 +1,8 @@
 """Every route of a real node answers hostile field values with INVALID_REQUEST, never a crash
 (issue 11, section 4).
 
-One `kraftpy` node (broker and controller) from `cluster start`. For every route it serves
-(Raft, controller, broker data plane, groups, admin) a well-formed template body has one field,
+One `kraftpy` node (broker and controller) from `cluster start`. For every route its internal
+RPC serves (Raft, controller, follower fetch, transaction markers, admin) a well-formed template body has one field,
 anywhere in it, replaced by a hostile value: an integer wider than the field's width or than
 int64, a boolean for a number, a float, a string, a list, a map, null. The answer must never be
 UNKNOWN_SERVER_ERROR or HTTP 500; a value no field may hold (an integer beyond int64, an id or
@@ -22,10 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftpy.broker.groups import GROUP_APIS
-from kraftpy.broker.txn.shell.coordinator_shell import ROUTES as TXN_ROUTES
 from kraftpy.metadata.controller import wire
 from kraftpy.protocol import auth
+from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
 from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX
@@ -97,86 +96,27 @@ CONTROLLER: dict[str, dict[str, Any]] = {
     "elect_leaders": {"election_type": "preferred", "topic_partitions": [{"topic": "nope", "partitions": [0]}]},
 }
 
+# The broker's internal routes (its clients' requests are the Kafka listener's, whose codec checks widths).
 BROKER: dict[str, dict[str, Any]] = {
-    "/kafka/metadata": {"topics": ["fz"]},
-    "/kafka/produce": {
-        "acks": 1,
-        "timeout_ms": 100,
-        "topics": [{"name": "nope", "partitions": [{"partition": 0, "records": b"\x00" * 61}]}],
-    },
-    "/kafka/fetch": {
-        "replica_id": -1,
+    REPLICA_FETCH_PATH: {
+        "replica_id": 2,
+        "replica_epoch": 1,
         "max_wait_ms": 0,
         "min_bytes": 1,
         "max_bytes": 1024,
         "topics": [{"name": "nope", "partitions": PARTS}],
     },
-    "/kafka/list_offsets": {
-        "replica_id": -1,
-        "topics": [{"name": "nope", "partitions": [{"partition": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
-    },
-    "/kafka/offsets_for_leader_epoch": {
-        "topics": [{"name": "nope", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]
-    },
-    "/kafka/init_producer_id": {"transactional_id": None, "producer_id": -1, "producer_epoch": -1},
-    "/kafka/find_coordinator": {"key": "g", "key_type": 0},
-    "/kafka/join_group": {
-        "group_id": "g",
-        "session_timeout_ms": 10_000,
-        "rebalance_timeout_ms": 10_000,
-        "member_id": "",
-        "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b""}],
-    },
-    "/kafka/sync_group": {
-        "group_id": "g",
-        "generation_id": 1,
-        "member_id": "m",
-        "assignments": [{"member_id": "m", "assignment": b""}],
-    },
-    "/kafka/heartbeat": {"group_id": "g", "generation_id": 1, "member_id": "m"},
-    "/kafka/leave_group": {"group_id": "g", "members": [{"member_id": "m", "reason": None}]},
-    "/kafka/offset_commit": {
-        "group_id": "g",
-        "generation_id": -1,
-        "member_id": "",
-        "topics": [
+    WRITE_TXN_MARKERS_PATH: {
+        "markers": [
             {
-                "name": "nope",
-                "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1}],
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": "nope", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
             }
-        ],
+        ]
     },
-    "/kafka/offset_fetch": {"group_id": "g", "topics": [{"name": "nope", "partition_indexes": [0]}]},
-    "/kafka/list_groups": {"states_filter": []},
-    "/kafka/describe_groups": {"groups": ["g"]},
-    "/kafka/delete_groups": {"groups_names": ["g"]},
-    "/kafka/offset_delete": {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
-    "/kafka/txn_offset_commit": {
-        "transactional_id": "tx",
-        "group_id": "g",
-        "producer_id": 1,
-        "producer_epoch": 0,
-        "generation_id": -1,
-        "member_id": "",
-        "topics": [{"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
-    },
-    "/kafka/add_partitions_to_txn": {
-        "transactional_id": "tx",
-        "producer_id": 1,
-        "producer_epoch": 0,
-        "topics": [{"name": "nope", "partitions": [0]}],
-    },
-    "/kafka/verify_txn_partitions": {
-        "transactional_id": "tx",
-        "producer_id": 1,
-        "producer_epoch": 0,
-        "topics": [{"name": "nope", "partitions": [0]}],
-    },
-    "/kafka/add_offsets_to_txn": {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
-    "/kafka/end_txn": {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
-    "/kafka/describe_transactions": {"transactional_ids": ["tx"]},
-    "/kafka/list_transactions": {"state_filters": ["Ongoing"], "producer_id_filters": [1], "duration_filter_ms": -1},
     "/admin/status": {},
 }
 
@@ -268,7 +208,7 @@ def post(url: str, body: Any, credential: Credential | None = None) -> tuple[int
 def test_every_route_is_covered(node) -> None:
     _, _, routes = node
     served = set(codec.REQUEST_BY_ROUTE) | {f"/controller/{n}" for n in wire.ROUTES}
-    served |= {f"/kafka/{api}" for api in GROUP_APIS} | set(TXN_ROUTES)
+    served |= {REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH}
     assert served <= set(routes)
 
 

@@ -60,6 +60,7 @@ def committed(answer: dict[str, Any]) -> int | None:
 async def test_the_coordinator_follows_offsets_partition_leadership(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as c:
         c.create_topic(OFFSETS, 50, 3, configs={"cleanup_policy": "compact"})
+        c.create_topic("orders")  # Kafka answers UNKNOWN_TOPIC_OR_PARTITION to a commit for a missing topic
         partition = partition_for(GROUP, 50)
         first = c.leader(OFFSETS, partition)
 
@@ -67,10 +68,10 @@ async def test_the_coordinator_follows_offsets_partition_leadership(tmp_path: Pa
             return c.rm(broker).groups.coordinator.partition_status(partition) is PartitionStatus.ACTIVE
 
         await wait_until(lambda: serving(first), what=f"broker {first} to load {OFFSETS}-{partition}")
-        address = c.brokers[first].address
+        address = c.brokers[first].kafka_address
 
         async def call(addr: tuple[str, int], api: str, body: dict[str, Any]) -> dict[str, Any]:
-            return await c.rpc.call(addr, f"/kafka/{api}", body, raise_errors=False)
+            return await c.kafka.call(addr, f"/kafka/{api}", body, raise_errors=False)
 
         member = (await call(address, "join_group", join_body("", "a")))["member_id"]
         joined = await call(address, "join_group", join_body(member, "a"))
@@ -94,9 +95,9 @@ async def test_the_coordinator_follows_offsets_partition_leadership(tmp_path: Pa
 
         second_leader = c.leader(OFFSETS, partition)
         assert second_leader != first
-        found = await call(c.brokers[first].address, "find_coordinator", {"key": GROUP, "key_type": 0})
+        found = await call(c.brokers[first].kafka_address, "find_coordinator", {"key": GROUP, "key_type": 0})
         assert (found["error_code"], found["node_id"]) == (0, second_leader)
-        new_address = c.brokers[second_leader].address
+        new_address = c.brokers[second_leader].kafka_address
 
         async def fetch_from(addr: tuple[str, int]) -> dict[str, Any]:
             return await call(addr, "offset_fetch", FETCH)
@@ -122,6 +123,7 @@ async def test_a_write_of_unknown_fate_reloads_the_partition_from_the_log(tmp_pa
     # Followers that stop fetching leave the ISR after 1.5 s; the coordinator's writes time out sooner.
     async with BrokerCluster(tmp_path, replica_lag_time_max_ms=1_500) as c:
         c.create_topic(OFFSETS, 50, 3, configs={"cleanup_policy": "compact"})
+        c.create_topic("orders")  # Kafka answers UNKNOWN_TOPIC_OR_PARTITION to a commit for a missing topic
         partition = partition_for(GROUP, 50)
         leader = c.leader(OFFSETS, partition)
         shell = c.rm(leader).groups
@@ -139,8 +141,8 @@ async def test_a_write_of_unknown_fate_reloads_the_partition_from_the_log(tmp_pa
                 await c.rm(follower).fetchers.pause()
         loads = shell.loader.loads_completed
 
-        address = c.brokers[leader].address
-        answer = await c.rpc.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
+        address = c.brokers[leader].kafka_address
+        answer = await c.kafka.call(address, "/kafka/offset_commit", commit_body("", -1, 42), raise_errors=False)
         code = answer["topics"][0]["partitions"][0]["error_code"]
         assert code == ErrorCode.COORDINATOR_NOT_AVAILABLE, answer  # acks=all did not come in time
         assert shell.appender.failed == 1
@@ -148,7 +150,7 @@ async def test_a_write_of_unknown_fate_reloads_the_partition_from_the_log(tmp_pa
         # The write is in the leader's log and commits once the ISR shrinks: the coordinator reloads the
         # partition from the log instead of guessing, and then serves what the log says.
         answer = await wait_for(
-            lambda: c.rpc.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
+            lambda: c.kafka.call(address, "/kafka/offset_fetch", FETCH, raise_errors=False),
             lambda a: a["error_code"] not in RETRIABLE,
         )
         assert committed(answer) == 42, answer

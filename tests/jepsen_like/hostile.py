@@ -7,7 +7,8 @@ sends, to a random node:
 - garbage bodies and CBOR of the wrong shape to every route;
 - well-formed Raft messages with forged epochs at the edge of (and beyond) their int32 width;
 - forged controller calls: a fake broker registration, a heartbeat asking to shut broker 1 down;
-- produce requests whose batches are garbage, fetches with offsets out of range;
+- produce requests whose batches are garbage, and poison batches, on the Kafka listeners;
+- forged follower fetches with offsets out of range;
 - bignums and wrong types where integers belong, and a few bodies of several MiB;
 - websocket frames that are not CBOR, or that forge internal calls;
 - slow connections that send half a request and wait.
@@ -31,6 +32,9 @@ from typing import Any
 import aiohttp
 import cbor2
 
+from kraftpy.client.shell.kafka_transport import KafkaTransport
+from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
+from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.records.batch import build_batch
 from kraftpy.protocol.records.compression import CompressionType
 from kraftpy.protocol.records.header import HEADER_SIZE, write_crc
@@ -53,13 +57,9 @@ ROUTES = (
     "/controller/alter_partition",
     "/controller/create_topics",
     "/controller/allocate_producer_ids",
-    "/kafka/produce",
-    "/kafka/fetch",
-    "/kafka/metadata",
-    "/kafka/list_offsets",
-    "/kafka/offsets_for_leader_epoch",
-    "/kafka/init_producer_id",
-    "/kafka/find_coordinator",
+    REPLICA_FETCH_PATH,
+    WRITE_TXN_MARKERS_PATH,
+    "/kafka/produce",  # a client route no longer served on the RPC: refused as unknown
 )
 
 Address = tuple[str, int]
@@ -127,9 +127,8 @@ def poison_batch(rng: random.Random) -> bytes:
 
 
 def _bad_produce(rng: random.Random, topic: str) -> dict[str, Any]:
-    return _produce_body(
-        topic, rng.randrange(-2, 5), os.urandom(80), acks=rng.choice((-1, 1, 0, 7)), timeout_ms=rng.choice((-1, 2**40))
-    )
+    # Kafka's framing carries only what fits its fields: the garbage is in the records and the partition.
+    return _produce_body(topic, rng.randrange(-2, 5), os.urandom(80), acks=rng.choice((-1, 1)), timeout_ms=1000)
 
 
 def _bad_fetch(rng: random.Random, topic: str) -> dict[str, Any]:
@@ -143,8 +142,12 @@ def _bad_fetch(rng: random.Random, topic: str) -> dict[str, Any]:
 
 
 class HostileClient:
-    def __init__(self, nodes: dict[int, Address], cluster_id: str, topic: str, rng: random.Random) -> None:
-        self.nodes = nodes
+    def __init__(
+        self, nodes: dict[int, Address], kafka: dict[int, Address], cluster_id: str, topic: str, rng: random.Random
+    ) -> None:
+        self.nodes = nodes  # the internal RPC
+        self.kafka = kafka  # the Kafka listeners
+        self._transport: KafkaTransport | None = None
         self.cluster_id = cluster_id
         self.topic = topic
         self.rng = rng
@@ -196,14 +199,27 @@ class HostileClient:
         path, body = _forged_controller(self.cluster_id, self.rng)
         await self._post(session, "forged-controller", node, path, cbor2.dumps(body))
 
+    async def _produce(self, attack: str, node: int, body: dict[str, Any]) -> Any:
+        """A Produce on the node's Kafka listener (clients' only way in); the answer, or None."""
+        if self._transport is None:
+            self._transport = KafkaTransport(request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000), client_id="hostile")
+        try:
+            answer = await self._transport.call(self.kafka[node], "/kafka/produce", body, raise_errors=False)
+        except KafkaError as exc:
+            self.stats.answers[f"{attack} -> kafka/{exc.code.name}"] += 1
+            return None
+        with contextlib.suppress(Exception):
+            code = answer["topics"][0]["partitions"][0]["error_code"]
+            self.stats.answers[f"{attack} -> kafka/{code}"] += 1
+        return answer
+
     async def _bad_produce(self, session: aiohttp.ClientSession, node: int) -> None:
-        body = _bad_produce(self.rng, self.topic)
-        await self._post(session, "bad-produce", node, "/kafka/produce", cbor2.dumps(body))
+        await self._produce("bad-produce", node, _bad_produce(self.rng, self.topic))
 
     async def _poison_batch(self, session: aiohttp.ClientSession, node: int) -> None:
         """Sent to every partition's leader in turn (whoever answers); an accepted one is counted apart."""
         body = _produce_body(self.topic, self.rng.randrange(3), poison_batch(self.rng))
-        answer = await self._post(session, "poison-batch", node, "/kafka/produce", cbor2.dumps(body))
+        answer = await self._produce("poison-batch", node, body)
         with contextlib.suppress(Exception):
             code = answer["topics"][0]["partitions"][0]["error_code"]
             self.stats.answers[f"poison-batch partition answer {code}"] += 1
@@ -211,7 +227,8 @@ class HostileClient:
                 self.stats.poison_accepted += 1
 
     async def _bad_fetch(self, session: aiohttp.ClientSession, node: int) -> None:
-        await self._post(session, "bad-fetch", node, "/kafka/fetch", cbor2.dumps(_bad_fetch(self.rng, self.topic)))
+        body = cbor2.dumps(_bad_fetch(self.rng, self.topic))  # a forged follower's
+        await self._post(session, "bad-fetch", node, REPLICA_FETCH_PATH, body)
 
     async def _big_body(self, session: aiohttp.ClientSession, node: int) -> None:
         body = cbor2.dumps({"topics": [{"name": "x" * 100, "blob": os.urandom(BIG_BODY_BYTES)}]})
@@ -232,7 +249,7 @@ class HostileClient:
             self._slow.pop(0).close()
         host, port = self.nodes[node]
         _reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"POST /kafka/metadata HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n\xa0")
+        writer.write(b"POST /raft/vote HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n\xa0")
         await writer.drain()
         self._slow.append(writer)  # left half-sent; the node must time it out or bound it
 
@@ -254,4 +271,7 @@ class HostileClient:
             finally:
                 for writer in self._slow:
                     writer.close()
+                if self._transport is not None:
+                    await self._transport.close()
+                    self._transport = None
         return self.stats

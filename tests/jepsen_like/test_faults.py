@@ -52,7 +52,8 @@ AUDIT_TIMEOUT_S = 300
 def hostile_client(cluster: JepsenCluster, rng: random.Random) -> HostileClient:
     layout = cluster.layout()
     nodes = {n.node_id: (n.host, n.port) for n in layout.nodes}
-    return HostileClient(nodes, layout.cluster_id, TOPIC, random.Random(rng.random()))
+    kafka = {n.node_id: (n.host, n.kafka_port) for n in layout.nodes}
+    return HostileClient(nodes, kafka, layout.cluster_id, TOPIC, random.Random(rng.random()))
 
 
 async def workload_under_faults(

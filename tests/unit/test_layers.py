@@ -35,9 +35,6 @@ KNOWN_EXCEPTIONS = {
     # must be deterministic (raft/entry_batches.py, the simulations) pass every timestamp; making the
     # clock an input of build_batch touches ~120 callers and is left for the wire-protocol work.
     "protocol/records/batch.py: import time",
-    # A client config names its credential file; reading it at construction makes a bad path fail there,
-    # with every other config error (ConfigError naming the key), not at the first connection.
-    "client/config.py: from kraftpy.protocol.shell.credential_files import ... (a shell)",
 }
 
 # What each top-level package may import besides itself. `client` is a library of its own on the Kafka

@@ -8,6 +8,7 @@ offset, lag behind the leader and time since its last fetch. `--json` prints
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,51 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kraftpy.tools.commands.topics import echo_json, run_admin, timeout_option
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.types import Address, parse_address
+from kraftpy.tools.commands.topics import DEFAULT_TIMEOUT_MS, echo_json, fail, timeout_option
 from kraftpy.tools.options import client_options, rpc_servers_for
 from kraftpy.tools.tables import narrow_table
 
+DESCRIBE_QUORUM_PATH = "/controller/describe_quorum"
+RETRY_BACKOFF_MS = 100
 UNREACHABLE_AFTER_MS = 2_000  # KRaft's controller.quorum.fetch.timeout.ms: a voter silent this long is gone
+
+
+async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
+    """The quorum leader's describe_quorum over the nodes' RPC: each node in turn, following a NOT_CONTROLLER
+    answer's leader hint, again after a backoff while an election runs; KafkaError past `timeout_ms`."""
+    from kraftpy.client.admin.protocol import parse_describe_quorum  # imported when run: `--help` stays fast
+    from kraftpy.protocol.shell.clock import monotonic_ms
+    from kraftpy.protocol.shell.rpc import RpcClient
+
+    rpc = RpcClient(request_timeout_ms=min(timeout_ms, DEFAULT_TIMEOUT_MS))
+    deadline = monotonic_ms() + timeout_ms
+    last: KafkaError | None = None
+    try:
+        while True:
+            queue, tried = list(servers), set()
+            while queue:
+                address = queue.pop(0)
+                tried.add(address)
+                remaining = deadline - monotonic_ms()
+                if remaining <= 0:
+                    raise KafkaError(
+                        f"no quorum leader answered within {timeout_ms} ms (last error: {last})",
+                        ErrorCode.REQUEST_TIMED_OUT,
+                    )
+                try:
+                    answer = await rpc.call(address, DESCRIBE_QUORUM_PATH, {}, timeout_ms=int(remaining))
+                except KafkaError as exc:
+                    last = exc
+                    hint = parse_address(exc.details.get("leader_address"))
+                    if hint is not None and hint not in tried:  # each node once a round: no ping-pong
+                        queue.insert(0, hint)
+                    continue
+                return parse_describe_quorum(answer)
+            await asyncio.sleep(min(RETRY_BACKOFF_MS, max(0, deadline - monotonic_ms())) / 1000)
+    finally:
+        await rpc.close()
 
 
 def quorum_json(info: Any) -> dict[str, Any]:
@@ -82,7 +123,10 @@ def status(as_json: bool, timeout_ms: int, cluster_dir: Path, bootstrap_servers:
     """Leader, epoch, high watermark and each replica's lag (asked over the nodes' RPC: --bootstrap-server
     names RPC addresses here, as Kafka's quorum state is the controllers', not the Kafka listeners')."""
     servers = rpc_servers_for(cluster_dir, bootstrap_servers)
-    body = quorum_json(run_admin(servers, timeout_ms, lambda admin: admin.describe_quorum(), rpc=True))
+    try:
+        body = quorum_json(asyncio.run(ask_quorum(servers, timeout_ms)))
+    except KafkaError as exc:
+        raise fail(exc) from None
     if as_json:
         echo_json(body)
     else:

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.topics import is_internal
-from kraftpy.tools.options import client_options, credential_path, servers_for
+from kraftpy.tools.options import client_options, servers_for
 from kraftpy.tools.tables import narrow_table
 
 T = TypeVar("T")
@@ -49,30 +49,19 @@ def fail(error: KafkaError) -> click.ClickException:
     return click.ClickException(str(error))
 
 
-def run_admin(
-    servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]], *, rpc: bool = False
-) -> T:
+def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run `action(admin)` with an AdminClient bounded by `timeout_ms`; KafkaError becomes a CLI error."""
-    from kraftpy.client.config import admin_config
-    from kraftpy.client.errors import ConfigError
     from kraftpy.client.shell.admin import AdminClient  # imported when a command runs: `kraftpy --help` stays fast
 
     # The client logs retries (a node without metadata, a NOT_CONTROLLER hop) as warnings; a command
     # reports its outcome itself, so keep stderr for that.
     logging.getLogger("kraftpy.client").setLevel(logging.ERROR)
 
-    try:
-        credential = admin_config({"credential": credential_path()})["credential"]
-    except ConfigError as exc:
-        raise click.ClickException(f"--credential: {exc}") from None
-
     async def go() -> T:
         admin = AdminClient(
             servers,
             default_api_timeout_ms=timeout_ms,
             request_timeout_ms=min(timeout_ms, DEFAULT_TIMEOUT_MS),
-            credential=credential,
-            wire_protocol="kraftpy-rpc" if rpc else "kafka",
         )
         try:
             async with asyncio.timeout(timeout_ms / 1000 + 5):  # the admin client bounds itself; this is a backstop

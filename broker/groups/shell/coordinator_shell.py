@@ -22,7 +22,7 @@ from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
-from kraftpy.protocol.shell.rpc import Handler, request_peer
+from kraftpy.protocol.shell.rpc import Handler
 
 if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
@@ -75,11 +75,12 @@ class GroupCoordinatorShell:
 
     # -- the component interface -------------------------------------------------------------------------------
 
-    def routes(self) -> Mapping[str, Handler]:
-        routes: dict[str, Handler] = {"/kafka/find_coordinator": self.find_coordinator}
+    def handlers(self) -> Mapping[str, Handler]:
+        """The group APIs' handlers by name (`join_group`, ...), for the Kafka dispatcher."""
+        handlers: dict[str, Handler] = {"find_coordinator": self.find_coordinator}
         for api in GROUP_APIS:
-            routes[f"/kafka/{api}"] = self._route(api)
-        return routes
+            handlers[api] = self._handler(api)
+        return handlers
 
     async def start(self) -> None:
         if self._started:
@@ -120,7 +121,7 @@ class GroupCoordinatorShell:
 
     # -- requests ----------------------------------------------------------------------------------------------
 
-    def _route(self, api: str) -> Handler:
+    def _handler(self, api: str) -> Handler:
         async def handle(body: dict[str, Any]) -> dict[str, Any]:
             return await self.handle(api, body)
 
@@ -131,10 +132,6 @@ class GroupCoordinatorShell:
         """One group request: answered once the coordinator says so (KafkaError INVALID_REQUEST if malformed)."""
         if self._stopped:
             raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if api == "join_group":
-            # The RPC's peer; the Kafka listener, which has no RPC peer, passes its client's address.
-            peer = request_peer()
-            body = {**body, "client_host": peer if peer is not None else body.get("client_host", "")}
         return await self._pending.ask(
             lambda request_id: self.perform(self.coordinator.handle(request_id, api, body, wall_ms())),
             self._backstop_ms(body),

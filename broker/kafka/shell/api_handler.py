@@ -23,3 +23,15 @@ class ApiHandler:
 
     handle: Callable[[BrokerApis, RequestContext, Any], Awaitable[Any]]
     error_response: Callable[[Any, int, KafkaError], Any]
+
+
+def through_handler(
+    name: str, to_body: Callable[[Any, int], dict[str, Any]], to_response: Callable[[int, Any], Any]
+) -> Callable[[BrokerApis, RequestContext, Any], Awaitable[Any]]:
+    """A handle that translates the request, calls the broker's handler `name` and translates its answer."""
+
+    async def handle(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.header.api_version
+        return to_response(version, await apis.handler(name)(to_body(request, version)) or {})
+
+    return handle

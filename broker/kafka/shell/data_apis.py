@@ -2,7 +2,7 @@
 DescribeProducers.
 
 Each handler translates with its core (broker/kafka/produce.py, fetch.py,
-offsets.py, producers.py) and calls the broker's own route, where every check
+offsets.py, producers.py) and calls the broker's own handler, where every check
 and all the semantics live. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
@@ -23,7 +23,6 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 
 from kraftpy.broker.kafka import fetch, offsets, produce, producers
 from kraftpy.broker.kafka.shell.api_handler import ApiHandler
-from kraftpy.protocol.access import FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, RequestContext
 
@@ -42,7 +41,7 @@ async def handle_produce(apis: BrokerApis, ctx: RequestContext, request: Produce
     version = ctx.header.api_version
     image = apis.image()
     ask = produce.read_request(request, version, image)
-    answer = await apis.route("/kafka/produce")(ask.body) if produce.needs_route(ask) else None
+    answer = await apis.handler("produce")(ask.body) if produce.needs_route(ask) else None
     response = produce.produce_response(ask, answer, version, image, ctx.listener_name)
     if ask.acks == 0:
         return CLOSE_CONNECTION if produce.has_error(response) else None
@@ -61,7 +60,7 @@ async def handle_fetch(apis: BrokerApis, ctx: RequestContext, request: FetchRequ
         return refused
     image = apis.image()
     ask = fetch.read_request(request, version, image)
-    answer = await apis.route(FETCH_PATH)(ask.body) if fetch.needs_route(ask) else None
+    answer = await apis.handler("fetch")(ask.body) if fetch.needs_route(ask) else None
     return fetch.fetch_response(ask, answer, image, ctx.listener_name)
 
 
@@ -69,7 +68,7 @@ async def handle_list_offsets(
     apis: BrokerApis, ctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     ask = offsets.read_list_offsets(request, ctx.header.api_version)
-    answer = await apis.route("/kafka/list_offsets")(ask.body) if offsets.needs_route(ask.body) else None
+    answer = await apis.handler("list_offsets")(ask.body) if offsets.needs_route(ask.body) else None
     return offsets.list_offsets_response(ask, answer)
 
 
@@ -77,7 +76,7 @@ async def handle_offsets_for_epoch(
     apis: BrokerApis, ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     body = offsets.read_offsets_for_epoch(request, ctx.header.api_version)
-    answer = await apis.route("/kafka/offsets_for_leader_epoch")(body) if offsets.needs_route(body) else None
+    answer = await apis.handler("offsets_for_leader_epoch")(body) if offsets.needs_route(body) else None
     return offsets.offsets_for_epoch_response(request, answer)
 
 
@@ -85,7 +84,7 @@ async def handle_init_producer_id(
     apis: BrokerApis, ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     body = producers.read_init_producer_id(request, ctx.header.api_version)
-    answer = await apis.route("/kafka/init_producer_id")(body)
+    answer = await apis.handler("init_producer_id")(body)
     return producers.init_producer_id_response(answer or {}, ctx.header.api_version)
 
 

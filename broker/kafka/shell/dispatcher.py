@@ -1,7 +1,7 @@
 """The broker's Kafka request dispatcher (Kafka's KafkaApis): each decoded request to its API's handler.
 
 A handler is an `ApiHandler` from one of the API-family modules listed in
-`FAMILIES`; it gets the `BrokerApis` (the broker's replica manager, its routes,
+`FAMILIES`; it gets the `BrokerApis` (the broker's replica manager, its request handlers,
 the metadata image, the channel to the controller) and the request, and
 returns the response object. A KafkaError or a bug in a handler becomes that
 API's error response (the error for every item, as Kafka's getErrorResponse),
@@ -73,9 +73,9 @@ class BrokerApis:
     def image(self) -> Any:
         return self.broker.metadata.image
 
-    def route(self, path: str) -> Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]:
-        """The broker's handler of a kraftpy route (`/kafka/produce`, ...): the same code the RPC serves."""
-        return self.replica_manager.routes()[path]
+    def handler(self, name: str) -> Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]:
+        """The broker's request handler `name` (`produce`, `join_group`, ...; ReplicaManager.handlers)."""
+        return self.replica_manager.handlers()[name]
 
     async def call_controller(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Forward to the active controller (Kafka brokers forward admin requests in KRaft)."""

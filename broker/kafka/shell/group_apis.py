@@ -1,18 +1,16 @@
-"""The consumer-group APIs on the Kafka listener, served by the broker's group routes.
+"""The consumer-group APIs on the Kafka listener, served by the broker's group handlers.
 
-Each handler translates with broker/kafka/groups.py and calls the route the
-kraftpy RPC serves (`/kafka/join_group`, ...), so the coordinator's validation
-and semantics are the same on both surfaces. Notes: docs/kafka-listener.md, "Group APIs".
+Each handler translates with broker/kafka/groups.py and calls the coordinator's
+handler (`join_group`, ...), where the validation and semantics live. Notes: docs/kafka-listener.md, "Group APIs".
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.kafka import groups as g
-from kraftpy.broker.kafka.shell.api_handler import ApiHandler
+from kraftpy.broker.kafka.shell.api_handler import ApiHandler, through_handler
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.shell.listener import RequestContext
 
@@ -32,25 +30,13 @@ DELETE_GROUPS = 42
 OFFSET_DELETE = 47
 
 
-def through_route(
-    path: str, to_body: Callable[[Any, int], dict[str, Any]], to_response: Callable[[int, Any], Any]
-) -> Callable[[BrokerApis, RequestContext, Any], Awaitable[Any]]:
-    """A handler that translates the request, calls one group route and translates its answer."""
-
-    async def handle(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
-        version = ctx.header.api_version
-        return to_response(version, await apis.route(path)(to_body(request, version)))
-
-    return handle
-
-
 async def handle_find_coordinator(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     key_type, keys = g.coordinator_keys(request, version)
     refusal = g.key_type_refusal(key_type)
     if refusal is not None:
         raise refusal
-    route = apis.route("/kafka/find_coordinator")
+    route = apis.handler("find_coordinator")
     answers = []
     for key in dict.fromkeys(keys):
         try:
@@ -64,7 +50,7 @@ async def handle_find_coordinator(apis: BrokerApis, ctx: RequestContext, request
 
 async def handle_join_group(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
-    route = apis.route("/kafka/join_group")
+    route = apis.handler("join_group")
     body = g.join_group_body(request, version, ctx.header.client_id, ctx.client_host)
     answer = await route(body)
     again = g.rejoin_with_member_id(version, body, answer)
@@ -76,13 +62,13 @@ async def handle_join_group(apis: BrokerApis, ctx: RequestContext, request: Any)
 async def handle_offset_commit(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     body, refs = g.offset_commit_body(request, version, apis.image())
-    answer = await apis.route("/kafka/offset_commit")(body) if body["topics"] else {"topics": []}
+    answer = await apis.handler("offset_commit")(body) if body["topics"] else {"topics": []}
     return g.offset_commit_response(version, answer, refs)
 
 
 async def handle_offset_fetch(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
-    route = apis.route("/kafka/offset_fetch")
+    route = apis.handler("offset_fetch")
     groups = g.offset_fetch_groups(request, version, apis.image())
 
     async def one(group: g.FetchGroup) -> dict[str, Any]:
@@ -97,35 +83,33 @@ async def handle_offset_fetch(apis: BrokerApis, ctx: RequestContext, request: An
 
 async def handle_describe_groups(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
-    answer = await apis.route("/kafka/describe_groups")(g.describe_groups_body(request, version))
+    answer = await apis.handler("describe_groups")(g.describe_groups_body(request, version))
     return g.describe_groups_response(version, request, answer)
 
 
 async def handle_list_groups(apis: BrokerApis, ctx: RequestContext, request: Any) -> Any:
     version = ctx.header.api_version
     ask = g.list_groups_ask(request, version)
-    answer = {"groups": []} if ask.body is None else await apis.route("/kafka/list_groups")(ask.body)
+    answer = {"groups": []} if ask.body is None else await apis.handler("list_groups")(ask.body)
     return g.list_groups_response(version, answer)
 
 
 HANDLERS = {
     FIND_COORDINATOR: ApiHandler(handle_find_coordinator, g.find_coordinator_error),
     JOIN_GROUP: ApiHandler(handle_join_group, g.join_group_error),
-    SYNC_GROUP: ApiHandler(
-        through_route("/kafka/sync_group", g.sync_group_body, g.sync_group_response), g.sync_group_error
-    ),
-    HEARTBEAT: ApiHandler(through_route("/kafka/heartbeat", g.heartbeat_body, g.heartbeat_response), g.heartbeat_error),
+    SYNC_GROUP: ApiHandler(through_handler("sync_group", g.sync_group_body, g.sync_group_response), g.sync_group_error),
+    HEARTBEAT: ApiHandler(through_handler("heartbeat", g.heartbeat_body, g.heartbeat_response), g.heartbeat_error),
     LEAVE_GROUP: ApiHandler(
-        through_route("/kafka/leave_group", g.leave_group_body, g.leave_group_response), g.leave_group_error
+        through_handler("leave_group", g.leave_group_body, g.leave_group_response), g.leave_group_error
     ),
     OFFSET_COMMIT: ApiHandler(handle_offset_commit, g.offset_commit_error),
     OFFSET_FETCH: ApiHandler(handle_offset_fetch, g.offset_fetch_error),
     DESCRIBE_GROUPS: ApiHandler(handle_describe_groups, g.describe_groups_error),
     LIST_GROUPS: ApiHandler(handle_list_groups, g.list_groups_error),
     DELETE_GROUPS: ApiHandler(
-        through_route("/kafka/delete_groups", g.delete_groups_body, g.delete_groups_response), g.delete_groups_error
+        through_handler("delete_groups", g.delete_groups_body, g.delete_groups_response), g.delete_groups_error
     ),
     OFFSET_DELETE: ApiHandler(
-        through_route("/kafka/offset_delete", g.offset_delete_body, g.offset_delete_response), g.offset_delete_error
+        through_handler("offset_delete", g.offset_delete_body, g.offset_delete_response), g.offset_delete_error
     ),
 }

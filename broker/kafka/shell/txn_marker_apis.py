@@ -22,7 +22,7 @@ WRITE_TXN_MARKERS = 27
 async def handle_write_txn_markers(
     apis: BrokerApis, ctx: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
-    answer = await apis.route("/broker/write_txn_markers")(txn_markers.read_request(request))
+    answer = await apis.handler("write_txn_markers")(txn_markers.read_request(request))
     return txn_markers.response(answer)
 
 

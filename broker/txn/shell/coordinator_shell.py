@@ -41,15 +41,15 @@ MAX_TIMER_SLEEP_MS = 1_000
 BACKSTOP_MARGIN_MS = 30_000
 
 
-# The coordinator's routes -> the method serving each (InitProducerId comes through /kafka/init_producer_id).
-ROUTES = {
-    "/kafka/add_partitions_to_txn": "add_partitions_to_txn",
-    "/kafka/add_offsets_to_txn": "add_offsets_to_txn",
-    "/kafka/end_txn": "end_txn",
-    "/kafka/verify_txn_partitions": "verify_txn_partitions",  # a partition leader's (KIP-890): cluster-internal
-    "/kafka/describe_transactions": "describe_transactions",
-    "/kafka/list_transactions": "list_transactions",
-}
+# The coordinator's handlers by name -> the method serving each (InitProducerId comes through init_producer_id).
+HANDLERS = (
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "verify_txn_partitions",  # a partition leader's (KIP-890), through AddPartitionsToTxn v4's verify_only
+    "describe_transactions",
+    "list_transactions",
+)
 
 
 def creation_request(image: MetadataImage, settings: TxnShellSettings) -> dict[str, Any]:
@@ -128,8 +128,9 @@ class TransactionCoordinatorShell:
 
     # -- the component interface -------------------------------------------------------------------------------
 
-    def routes(self) -> Mapping[str, Handler]:
-        return {path: getattr(self, method) for path, method in ROUTES.items()}
+    def handlers(self) -> Mapping[str, Handler]:
+        """The transaction APIs' handlers by name, for the Kafka dispatcher."""
+        return {name: getattr(self, name) for name in HANDLERS}
 
     async def start(self) -> None:
         if self._started:
@@ -190,7 +191,7 @@ class TransactionCoordinatorShell:
         )
 
     async def init_producer_id(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """InitProducerId with a transactional_id (the route /kafka/init_producer_id hands it over)."""
+        """InitProducerId with a transactional_id (the init_producer_id handler hands it over)."""
         txn_id = self._txn_id(body)
         timeout_ms = field(body, "transaction_timeout_ms", int, min_value=-(2**31), max_value=INT32_MAX)
         pid = field(body, "producer_id", int, default=-1, min_value=-1, max_value=INT64_MAX)

@@ -18,12 +18,12 @@ from typing import Any
 
 from kraftpy.broker.txn.coordinator import SendMarkers
 from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
+from kraftpy.protocol.access import WRITE_TXN_MARKERS_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import Address
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS_PATH = "/broker/write_txn_markers"
 # The partition refuses the marker for good: a newer coordinator or producer epoch owns it.
 _GIVE_UP = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 

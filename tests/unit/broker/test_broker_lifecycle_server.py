@@ -27,7 +27,7 @@ class FakeReplicaManager:
         async def metadata(body: dict) -> dict:
             return {}
 
-        return {"/kafka/metadata": metadata}
+        return {"/broker/fetch": metadata}
 
     async def start(self) -> None:
         self.events.append("start")
@@ -103,7 +103,7 @@ async def test_registers_follows_the_hint_heartbeats_and_publishes_images(tmp_pa
     status = component.status()
     assert status["registered"] and status["fenced"] is False and status["broker_epoch"] == 11
     assert status["metadata_offset"] == metadata.committed_offset and status["replicas"] == {"partitions": 1}
-    assert "/kafka/metadata" in component.routes()
+    assert "/broker/fetch" in component.routes()
     # A committed image after start goes to the replica manager as (previous, new).
     before = metadata.image
     raft.write_committed([encode_record(NoOpRecord())])

@@ -118,7 +118,7 @@ async def test_leader_change_deletion_and_recreation_during_an_open_apply_after_
         with pytest.raises(KafkaError) as caught:
             rm.lookup("moved", 0)
         assert caught.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # retriable: clients try again
-        answer = await cluster.rpc.call(cluster.brokers[1].address, "/kafka/produce", produce("moved"))
+        answer = await cluster.kafka.call(cluster.brokers[1].kafka_address, "/kafka/produce", produce("moved"))
         assert error_of(answer) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         cluster.fence(1)
         now = cluster.partition("moved")

@@ -1,19 +1,18 @@
 """AdminClient consumer-group calls: bodies, answer parsing, and finding the coordinator again.
 
 The parsing tests feed answers shaped as the coordinator's (docs/protocol.md,
-Groups). The retry tests run the AdminClient against two small HTTP servers
-on 127.0.0.1 whose answers are scripted, because a real cluster cannot be
+Groups). The retry tests run the AdminClient against two Kafka listeners on
+127.0.0.1 whose coordinators' answers are scripted (scripted_broker.py), because a real cluster cannot be
 made to answer NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE on cue; the
 real cluster is exercised in tests/integration/test_groups_cli.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from kraftpy.client.admin import protocol as proto
 from kraftpy.client.admin.types import (
@@ -27,8 +26,8 @@ from kraftpy.client.group.commits import OffsetAndMetadata
 from kraftpy.client.shell.admin import AdminClient
 from kraftpy.protocol.consumer_protocol import Assignment, encode_assignment
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc import make_app
 from kraftpy.protocol.types import TopicPartition
+from tests.unit.client.scripted_broker import ScriptedBroker, scripted_brokers
 
 E = ErrorCode
 TP = TopicPartition
@@ -150,93 +149,32 @@ def test_delete_and_commit_answers_keep_each_items_outcome() -> None:
 # --- against scripted servers -----------------------------------------------------------------------------
 
 
-class Broker:
-    """One HTTP server answering the group routes from a script: path -> list of answers (the last repeats)."""
-
-    def __init__(self, node_id: int) -> None:
-        self.node_id = node_id
-        self.script: dict[str, list[dict[str, Any] | Callable[[dict], dict]]] = {}
-        self.seen: list[tuple[str, dict[str, Any]]] = []
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-
-    async def start(self, metadata: Callable[[], dict]) -> None:
-        routes = {path: self._route(path) for path in proto.GROUP_ADMIN_PATHS.values()}
-
-        async def answer_metadata(body: dict) -> dict:
-            return metadata()
-
-        routes["/kafka/metadata"] = answer_metadata
-        self._runner = web.AppRunner(make_app(routes))
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    def _route(self, path: str) -> Any:
-        async def handle(body: dict) -> dict:
-            self.seen.append((path, body))
-            answers = self.script.get(path)
-            if not answers:
-                raise KafkaError(f"{path} is not scripted on node {self.node_id}", E.INVALID_REQUEST)
-            answer = answers.pop(0) if len(answers) > 1 else answers[0]
-            return answer(body) if callable(answer) else dict(answer)
-
-        return handle
-
-    def calls(self, api: str) -> list[dict[str, Any]]:
-        return [body for path, body in self.seen if path == proto.GROUP_ADMIN_PATHS[api]]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-
 @pytest.fixture
-async def brokers() -> AsyncIterator[tuple[Broker, Broker]]:
-    one, two = Broker(1), Broker(2)
-
-    def metadata() -> dict:
-        return {
-            "error_code": 0,
-            "cluster_id": "c",
-            "controller_id": 1,
-            "brokers": [{"node_id": b.node_id, "host": "127.0.0.1", "port": b.port, "rack": None} for b in (one, two)],
-            "topics": [],
-        }
-
-    await one.start(metadata)
-    await two.start(metadata)
-    yield one, two
-    await one.stop()
-    await two.stop()
+async def brokers() -> AsyncIterator[tuple[ScriptedBroker, ScriptedBroker]]:
+    async with scripted_brokers(1, 2, topics={"t": 2}) as (one, two):
+        yield one, two
 
 
-def coordinator(broker: Broker) -> dict:
+def coordinator(broker: ScriptedBroker) -> dict:
     return {"error_code": 0, "node_id": broker.node_id, "host": "127.0.0.1", "port": broker.port}
 
 
-def admin_for(broker: Broker, timeout_ms: int = 5_000) -> AdminClient:
-    # These scripted brokers answer kraftpy's CBOR routes, so the client speaks those (until they retire).
+def admin_for(broker: ScriptedBroker, timeout_ms: int = 5_000) -> AdminClient:
     return AdminClient(
-        [("127.0.0.1", broker.port)],
-        default_api_timeout_ms=timeout_ms,
-        retry_backoff_ms=10,
-        retry_backoff_max_ms=50,
-        wire_protocol="kraftpy-rpc",
+        [broker.address], default_api_timeout_ms=timeout_ms, retry_backoff_ms=10, retry_backoff_max_ms=50
     )
 
 
 async def test_describe_waits_for_a_coordinator_and_follows_it_when_it_moves(brokers) -> None:
     one, two = brokers
     # The offsets topic is being created, then node 1 coordinates, then the group moves to node 2.
-    one.script["/kafka/find_coordinator"] = [
-        {"error_code": int(E.COORDINATOR_NOT_AVAILABLE), "message": "creating __consumer_offsets"},
+    one.script["find_coordinator"] = [
+        KafkaError("creating __consumer_offsets", E.COORDINATOR_NOT_AVAILABLE),
         coordinator(one),
         coordinator(two),
     ]
-    one.script["/kafka/describe_groups"] = [describe_answer("g", code=int(E.NOT_COORDINATOR))]
-    two.script["/kafka/describe_groups"] = [describe_answer("g", members=[member("m", [TP("t", 0)])])]
+    one.script["describe_groups"] = [describe_answer("g", code=int(E.NOT_COORDINATOR))]
+    two.script["describe_groups"] = [describe_answer("g", members=[member("m", [TP("t", 0)])])]
     async with admin_for(one) as admin:
         described = (await admin.describe_consumer_groups(["g"]))["g"]
     assert isinstance(described, ConsumerGroupDescription) and described.coordinator == 2
@@ -247,8 +185,8 @@ async def test_describe_waits_for_a_coordinator_and_follows_it_when_it_moves(bro
 
 async def test_a_coordinator_that_stays_loading_is_retried_until_the_timeout(brokers) -> None:
     one, _ = brokers
-    one.script["/kafka/find_coordinator"] = [coordinator(one)]
-    one.script["/kafka/offset_fetch"] = [{"error_code": int(E.COORDINATOR_LOAD_IN_PROGRESS)}]
+    one.script["find_coordinator"] = [coordinator(one)]
+    one.script["offset_fetch"] = [{"error_code": int(E.COORDINATOR_LOAD_IN_PROGRESS)}]
     # Long enough for a retry on a loaded machine (the backoff is 100 ms): the test asserts there is one.
     async with admin_for(one, timeout_ms=2000) as admin:
         with pytest.raises(KafkaTimeoutError) as info:
@@ -260,8 +198,8 @@ async def test_a_coordinator_that_stays_loading_is_retried_until_the_timeout(bro
 
 async def test_group_errors_are_not_retried(brokers) -> None:
     one, _ = brokers
-    one.script["/kafka/find_coordinator"] = [coordinator(one)]
-    one.script["/kafka/delete_groups"] = [
+    one.script["find_coordinator"] = [coordinator(one)]
+    one.script["delete_groups"] = [
         lambda body: {"results": [{"group_id": body["groups_names"][0], "error_code": int(E.NON_EMPTY_GROUP)}]}
     ]
     async with admin_for(one) as admin:
@@ -273,8 +211,8 @@ async def test_group_errors_are_not_retried(brokers) -> None:
 
 async def test_offsets_are_fetched_and_altered_as_a_member_less_commit(brokers) -> None:
     one, _ = brokers
-    one.script["/kafka/find_coordinator"] = [coordinator(one)]
-    one.script["/kafka/offset_fetch"] = [
+    one.script["find_coordinator"] = [coordinator(one)]
+    one.script["offset_fetch"] = [
         {
             "error_code": 0,
             "topics": [
@@ -288,7 +226,7 @@ async def test_offsets_are_fetched_and_altered_as_a_member_less_commit(brokers) 
             ],
         }
     ]
-    one.script["/kafka/offset_commit"] = [
+    one.script["offset_commit"] = [
         lambda body: {
             "error_code": 0,
             "topics": [
@@ -313,15 +251,15 @@ async def test_offsets_are_fetched_and_altered_as_a_member_less_commit(brokers) 
 
 async def test_list_asks_every_broker_and_reports_one_that_fails(brokers) -> None:
     one, two = brokers
-    one.script["/kafka/list_groups"] = [
+    one.script["list_groups"] = [
         {"error_code": int(E.COORDINATOR_LOAD_IN_PROGRESS), "groups": []},
         {"groups": [{"group_id": "a", "protocol_type": "consumer", "group_state": "Stable"}]},
     ]
-    two.script["/kafka/list_groups"] = [{"groups": [{"group_id": "b", "protocol_type": "", "group_state": "Empty"}]}]
+    two.script["list_groups"] = [{"groups": [{"group_id": "b", "protocol_type": "", "group_state": "Empty"}]}]
     async with admin_for(one) as admin:
         listed = await admin.list_consumer_groups(states=["stable", "Empty"])
         assert [(g.group_id, g.state) for g in listed.all()] == [("a", "Stable"), ("b", "Empty")]
         assert one.calls("list_groups")[0] == {"states_filter": ["stable", "Empty"]}
-        two.script["/kafka/list_groups"] = [{"error_code": int(E.INVALID_REQUEST), "message": "bad state"}]
+        two.script["list_groups"] = [{"error_code": int(E.INVALID_REQUEST), "message": "bad state"}]
         partial = await admin.list_consumer_groups()
     assert [g.group_id for g in partial.valid] == ["a"] and partial.errors[2].code is E.INVALID_REQUEST

@@ -2,7 +2,8 @@
 
 Fetch, list_offsets, offsets_for_leader_epoch and the group member's requests all reach their cores through
 `ClusterClient.exchange`, so the rule "an answer the core cannot read counts as no answer" is tested once,
-here, on loopback (aiohttp, real CBOR), not three times.
+here, against a Kafka listener on loopback (scripted_broker.py: the broker's real codec and translation,
+scripted answers), not three times.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from kraftpy.client.consumer.fetcher import Fetcher
 from kraftpy.client.consumer.offset_fetcher import OffsetFetcher
@@ -20,8 +20,8 @@ from kraftpy.client.consumer.requests import BrokerRequestCore, answered_partiti
 from kraftpy.client.metadata import Metadata
 from kraftpy.client.shell.cluster_client import ClusterClient
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc import make_app
 from kraftpy.protocol.types import TopicPartition
+from tests.unit.client.scripted_broker import ScriptedBroker, scripted_brokers
 
 
 def test_the_three_consumer_cores_are_driven_the_same_way() -> None:
@@ -45,35 +45,35 @@ def test_request_layout_groups_partitions_under_their_topic_and_reads_back() -> 
     assert (wire_epoch(None), wire_epoch(7)) == (-1, 7)
 
 
+LIST_OFFSETS = "/kafka/list_offsets"
+ASK = {
+    "replica_id": -1,
+    "isolation_level": 0,
+    "topics": [{"name": "t", "partitions": [{"partition": 0, "timestamp": -1}]}],
+}
+GOOD = {"topics": [{"name": "t", "partitions": [{"partition": 0, "error_code": 0, "offset": 5, "timestamp": -1}]}]}
+
+
 @pytest.fixture
-async def server() -> AsyncIterator[tuple[str, int]]:
-    async def good(body: dict[str, Any]) -> dict[str, Any]:
-        return {"topics": [{"name": "t", "partitions": [{"partition": 0, "error_code": 0}]}]}
-
-    async def garbled(body: dict[str, Any]) -> dict[str, Any]:
-        return {"topics": ["not a map"]}
-
-    async def refuses(body: dict[str, Any]) -> dict[str, Any]:
-        raise KafkaError("no such thing", ErrorCode.INVALID_REQUEST)
-
-    runner = web.AppRunner(make_app({"/good": good, "/garbled": garbled, "/refuses": refuses}))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield ("127.0.0.1", site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-    await runner.cleanup()
+async def server() -> AsyncIterator[ScriptedBroker]:
+    async with scripted_brokers(1, topics={"t": 1}) as (broker,):
+        yield broker
 
 
 class Core:
-    """Reads answers as the consumer cores do (partition entries must be maps) and records what it was told."""
+    """Reads answers as the consumer cores do and records what it was told; `unreadable` answers raise, as
+    a core's reading does on an answer it cannot use."""
 
-    def __init__(self) -> None:
+    def __init__(self, unreadable: bool = False) -> None:
+        self.unreadable = unreadable
         self.answers: list[tuple[TopicPartition, int]] = []
         self.failures: list[ErrorCode] = []
         self.times_ms: list[int] = []
 
     def on_response(self, body: dict[str, Any], now_ms: int) -> None:
         self.times_ms.append(now_ms)
+        if self.unreadable:
+            raise ValueError("partition entries must be maps")
         self.answers += [(tp, part.get("error_code", 0)) for tp, part in answered_partitions(body)]
 
     def on_failure(self, error: KafkaError, now_ms: int) -> None:
@@ -82,30 +82,34 @@ class Core:
 
 
 async def test_exchange_gives_the_core_the_answer_or_the_error_and_an_unreadable_answer_counts_as_none(
-    server: tuple[str, int], closed_port: str
+    server: ScriptedBroker, closed_port: str
 ) -> None:
     host, port = closed_port.rsplit(":", 1)
-    cluster = ClusterClient(Metadata([server]), request_timeout_ms=5_000, wire_protocol="kraftpy-rpc")
+    cluster = ClusterClient(Metadata([server.address]), request_timeout_ms=5_000)
+    t0 = TopicPartition("t", 0)
     try:
+        server.script["list_offsets"] = [GOOD]
         core = Core()
-        await cluster.exchange(server, "/good", {}, core.on_response, core.on_failure)
-        assert core.answers == [(TopicPartition("t", 0), 0)] and core.failures == []
+        await cluster.exchange(server.address, LIST_OFFSETS, ASK, core.on_response, core.on_failure)
+        assert core.answers == [(t0, 0)] and core.failures == []
 
-        core = Core()
-        await cluster.exchange(server, "/garbled", {}, core.on_response, core.on_failure)
+        core = Core(unreadable=True)
+        await cluster.exchange(server.address, LIST_OFFSETS, ASK, core.on_response, core.on_failure)
         assert core.answers == [] and core.failures == [ErrorCode.CORRUPT_MESSAGE]
 
         core = Core()  # an error answer is an answer: the core reads its error_code
-        await cluster.exchange(server, "/refuses", {}, core.on_response, core.on_failure)
-        assert core.failures == [] and core.answers == []
+        server.script["list_offsets"] = [KafkaError("no such thing", ErrorCode.INVALID_REQUEST)]
+        await cluster.exchange(server.address, LIST_OFFSETS, ASK, core.on_response, core.on_failure)
+        assert core.failures == [] and core.answers == [(t0, ErrorCode.INVALID_REQUEST)]
 
         core = Core()
-        await cluster.exchange((host, int(port)), "/good", {}, core.on_response, core.on_failure)
+        await cluster.exchange((host, int(port)), LIST_OFFSETS, ASK, core.on_response, core.on_failure)
         assert core.answers == [] and core.failures == [ErrorCode.NETWORK_EXCEPTION]
 
         core = Core()  # no address: the first candidate that answers (the bootstrap server here)
-        await cluster.exchange(None, "/good", {}, core.on_response, core.on_failure)
-        assert core.answers == [(TopicPartition("t", 0), 0)]
+        server.script["list_offsets"] = [GOOD]
+        await cluster.exchange(None, LIST_OFFSETS, ASK, core.on_response, core.on_failure)
+        assert core.answers == [(t0, 0)]
         assert all(isinstance(t, int) for t in core.times_ms)
     finally:
         await cluster.close()

@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from kraftpy.client.consumer.offset_fetcher import LIST_OFFSETS_PATH
-from kraftpy.client.consumer.position_validator import OFFSETS_FOR_LEADER_EPOCH_PATH
-from kraftpy.client.producer.sender import INIT_PRODUCER_ID_PATH, PRODUCE_PATH
-from kraftpy.client.shell.cluster_client import METADATA_PATH
 from kraftpy.metadata.controller import wire
 from kraftpy.node.process import STATUS_PATH
 from kraftpy.protocol import access
-from kraftpy.protocol.access import FETCH_PATH
+from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
 from kraftpy.protocol.auth import ReplayWindow, Verifier, check_proof, server_proof, sign
 from kraftpy.protocol.credentials import ADMIN_FILE, NODE_FILE, Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -138,25 +134,17 @@ def test_credential_files_are_private_and_checked(tmp_path: Path) -> None:
 
 
 def test_every_route_a_node_serves_is_named_in_the_access_table() -> None:
-    from kraftpy.broker.groups import GROUP_APIS
-    from kraftpy.broker.txn.shell.coordinator_shell import ROUTES as TXN_ROUTES
-
     served = {
         *RAFT_ROUTES.values(),
         *(f"/controller/{route}" for route in wire.ROUTES),
         "/controller/describe_quorum",
-        *(f"/kafka/{api}" for api in GROUP_APIS),
-        "/kafka/find_coordinator",
-        METADATA_PATH, PRODUCE_PATH, FETCH_PATH, LIST_OFFSETS_PATH, OFFSETS_FOR_LEADER_EPOCH_PATH,
-        INIT_PRODUCER_ID_PATH, STATUS_PATH,
-        *(p for p in TXN_ROUTES if p != "/kafka/verify_txn_partitions"),
+        REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH, STATUS_PATH,
     }  # fmt: skip
     assert served - set(access.ROUTES) == set()
-    assert access.static_requirement("/something/new") is access.CLUSTER  # closed by default
-    assert access.static_requirement("/kafka/verify_txn_partitions") is access.CLUSTER  # brokers only
-    assert access.required(FETCH_PATH, {"replica_id": -1}) is None
-    assert access.required(FETCH_PATH, {"replica_id": 3}) is access.CLUSTER
-    assert access.required(FETCH_PATH, {"replica_id": "3"}) is access.CLUSTER
+    assert not [path for path in access.ROUTES if path.startswith("/kafka/")]  # clients use the Kafka listener
+    assert access.required("/something/new") is access.CLUSTER  # closed by default
+    assert access.required(REPLICA_FETCH_PATH) is access.CLUSTER  # followers only: it moves the HW and ISR
+    assert access.required(WRITE_TXN_MARKERS_PATH) is access.CLUSTER
 
 
 async def _ok(body: dict) -> dict:
@@ -166,7 +154,7 @@ async def _ok(body: dict) -> dict:
 @pytest.fixture
 async def server():
     auth = ServerAuth(verifier())
-    routes = {"/raft/vote": _ok, "/controller/delete_topics": _ok, "/kafka/metadata": _ok}
+    routes = {"/raft/vote": _ok, "/controller/delete_topics": _ok, "/admin/status": _ok}
     runner = web.AppRunner(make_app(routes, auth=auth))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -182,7 +170,7 @@ async def test_the_server_admits_by_role(server, stream: bool) -> None:
     anonymous, admin, node = RpcClient(), RpcClient(credential=ADMIN), RpcClient(credential=NODE)
     try:
         for client in (anonymous, admin, node):
-            assert (await client.call(address, "/kafka/metadata", {}, stream=stream))["seen"]
+            assert (await client.call(address, "/admin/status", {}, stream=stream))["seen"]
         refused = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         for client, code in ((anonymous, refused), (admin, refused), (node, 0)):  # Raft is for nodes only
             answer = await client.call(address, "/raft/vote", {}, stream=stream, raise_errors=False)
@@ -201,12 +189,12 @@ async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> No
     impostor = RpcClient(credential=Credential.generate("node", "cluster"))
     try:
         with pytest.raises(KafkaError) as info:
-            await impostor.call(address, "/kafka/metadata", {}, stream=True)
+            await impostor.call(address, "/admin/status", {}, stream=True)
         assert info.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED  # refused at the upgrade, no HTTP fallback
     finally:
         await impostor.close()
     # The other way round: a server without our key (here: one without authentication) proves nothing.
-    runner = web.AppRunner(make_app({"/kafka/metadata": _ok}))
+    runner = web.AppRunner(make_app({"/admin/status": _ok}))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -214,7 +202,7 @@ async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> No
     node = RpcClient(credential=NODE)
     try:
         with pytest.raises(KafkaError, match="did not prove"):
-            await node.call(("127.0.0.1", port), "/kafka/metadata", {}, stream=True)
+            await node.call(("127.0.0.1", port), "/admin/status", {}, stream=True)
     finally:
         await node.close()
         await runner.cleanup()

@@ -1,0 +1,234 @@
+"""What one cluster-internal exchange costs on each transport: the RPC stream, RPC over HTTP, Kafka's protocol.
+
+Issue 16 asks whether Raft, registration/heartbeats, AlterPartition and follower fetches should move onto
+Kafka's own API keys (as KRaft) or stay on the internal RPC (as Redpanda). A Raft commit is a chain of
+such exchanges, so the figure that decides is the round trip of one small call at a time between two
+processes, with the server's work reduced to nothing: what the transport itself costs.
+
+A server process serves, on 127.0.0.1, the internal RPC (protocol/shell/rpc.py's app: HTTP and the
+per-peer stream) with one route answering a fixed map, and a Kafka listener (protocol/kafka/shell/
+listener.py) answering a fixed Metadata response of about the same size. This process calls one at a
+time, the transports interleaved in rounds so that a change in machine load hits all of them: the RPC
+stream (`RpcClient.call(stream=True)`, what Raft peers and followers use now), RPC over HTTP, and a
+Kafka connection (the client's own, client/shell/kafka_connection.py, with ApiVersions negotiated).
+Then, in this process, what encoding and decoding one Raft fetch exchange (request and empty answer)
+costs: the RPC's CBOR maps against Kafka's Fetch v16 frames with KRaft's fields.
+
+    python benchmarks/internal_transport_bench.py [--calls 20000] [--rounds 10] [--json]
+
+Results and the decision: docs/internal-transport.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+ROUTE = "/bench/fetch"
+METADATA = 3
+METADATA_VERSION = 12
+# About a Raft FetchResponse with nothing new: ids, epochs, offsets, an empty record set.
+ANSWER = {
+    "type": "FetchResponse",
+    "cluster_id": "bench-cluster-id-0000",
+    "src": 1,
+    "dst": 2,
+    "correlation_id": 7,
+    "epoch": 5,
+    "leader_id": 1,
+    "high_watermark": 123_456,
+    "log_start_offset": 0,
+    "diverging_epoch": None,
+    "records": b"",
+}
+
+
+def _server(ready: Any, stop: Any) -> None:
+    asyncio.run(_serve(ready, stop))
+
+
+async def _serve(ready: Any, stop: Any) -> None:
+    from aiohttp import web
+    from kafka.protocol.metadata.metadata import MetadataResponse
+
+    from kraftpy.protocol.kafka.limits import KafkaListenerLimits
+    from kraftpy.protocol.kafka.shell.listener import KafkaListener, RequestContext
+    from kraftpy.protocol.shell.rpc import make_app
+
+    async def fetch(body: dict[str, Any]) -> dict[str, Any]:
+        return ANSWER
+
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=9092 + i) for i in (1, 2)]
+
+    class Apis:
+        async def handle(self, ctx: RequestContext, request: Any) -> Any:
+            if ctx.header.api_key == 18:
+                from kraftpy.broker.kafka.api_versions import api_versions_answer
+
+                return api_versions_answer(request, ctx.header.api_version, frozenset({18, METADATA}))
+            return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id="c", controller_id=1, topics=[])
+
+        def answer_undecodable(self, error: Any) -> None:
+            return None
+
+    runner = web.AppRunner(make_app({ROUTE: fetch}), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    rpc_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, Apis(), KafkaListenerLimits())
+    await listener.start()
+    ready.put((rpc_port, listener.port))
+    while stop.empty():
+        await asyncio.sleep(0.05)
+    await listener.stop()
+    await runner.cleanup()
+
+
+def codec_us(count: int) -> dict[str, float]:
+    """Microseconds to encode and decode one Raft fetch exchange (request and empty answer): the internal
+    RPC's CBOR bodies (raft/codec.py's dicts) against Kafka's Fetch v16 frames, as KRaft sends them."""
+    import cbor2
+
+    from kraftpy.protocol.kafka.codec import (
+        FetchRequest,
+        FetchResponse,
+        RequestHeader,
+        decode_request,
+        decode_response,
+        encode_request,
+        encode_response,
+    )
+    from kraftpy.raft.messages import FetchRequest as RaftFetch
+    from kraftpy.raft.messages import to_dict
+
+    raft_request = to_dict(RaftFetch("bench-cluster-id-0000", 2, 1, 8, 1, 123_456, 5, 500, 0))
+    header = RequestHeader(1, 16, 7, "raft-2")
+    partition = FetchRequest.FetchTopic.FetchPartition(
+        partition=0, current_leader_epoch=5, fetch_offset=123_456, last_fetched_epoch=5, log_start_offset=0,
+        partition_max_bytes=1 << 20,
+    )  # fmt: skip
+    topic_id = __import__("uuid").UUID(int=1)
+    kafka_request = FetchRequest(
+        cluster_id="bench-cluster-id-0000", replica_state=FetchRequest.ReplicaState(replica_id=2, replica_epoch=-1),
+        max_wait_ms=500, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[partition])], forgotten_topics_data=[],
+        rack_id="",
+    )  # fmt: skip
+    answer = FetchResponse.FetchableTopicResponse.PartitionData(
+        partition_index=0, error_code=0, high_watermark=123_456, last_stable_offset=123_456, log_start_offset=0,
+        aborted_transactions=[], preferred_read_replica=-1, records=b"",
+    )  # fmt: skip
+    kafka_answer = FetchResponse(
+        throttle_time_ms=0, error_code=0, session_id=0,
+        responses=[FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[answer])], node_endpoints=[],
+    )  # fmt: skip
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for _ in range(count):
+        cbor2.loads(cbor2.dumps(raft_request))
+        cbor2.loads(cbor2.dumps(ANSWER))
+    out["cbor_us"] = round((time.perf_counter() - t0) / count * 1e6, 2)
+    t0 = time.perf_counter()
+    for _ in range(count):
+        decode_request(encode_request(header, kafka_request)[4:])
+        decode_response(header, encode_response(header, kafka_answer)[4:])
+    out["kafka_us"] = round((time.perf_counter() - t0) / count * 1e6, 2)
+    return out
+
+
+def percentile(sorted_ms: list[float], q: float) -> float:
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> dict[str, Any]:
+    from kafka.protocol.metadata.metadata import MetadataRequest
+
+    from kraftpy.client.shell.kafka_connection import KafkaConnection
+    from kraftpy.protocol.shell.rpc import RpcClient
+
+    rpc = RpcClient(request_timeout_ms=10_000)
+    kafka = KafkaConnection(("127.0.0.1", kafka_port), client_id="bench", max_in_flight=1, connect_timeout_ms=5_000)
+    await kafka.open(5_000)
+    request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+    address = ("127.0.0.1", rpc_port)
+
+    async def stream() -> None:
+        await rpc.call(address, ROUTE, {"dst": 1}, stream=True)
+
+    async def http() -> None:
+        await rpc.call(address, ROUTE, {"dst": 1})
+
+    async def kafka_call() -> None:
+        await kafka.request(METADATA, METADATA_VERSION, request, 10_000)
+
+    transports = {"rpc_stream": stream, "rpc_http": http, "kafka": kafka_call}
+    times: dict[str, list[float]] = {name: [] for name in transports}
+    try:
+        for call in transports.values():  # warm up: connections, caches
+            for _ in range(200):
+                await call()
+        per_round = max(1, calls // rounds)
+        for _ in range(rounds):
+            for name, call in transports.items():
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    await call()
+                    times[name].append((time.perf_counter() - t0) * 1000)
+    finally:
+        await rpc.close()
+        await kafka.close()
+    out: dict[str, Any] = {"calls_each": per_round * rounds, "rounds": rounds}
+    for name, ms in times.items():
+        ms.sort()
+        out[name] = {"p50_ms": round(percentile(ms, 0.5), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=20_000, help="calls per transport")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop = ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=_server, args=(ready, stop), daemon=True)
+    server.start()
+    try:
+        rpc_port, kafka_port = ready.get(timeout=30)
+        before = os.getloadavg()
+        results = asyncio.run(measure(rpc_port, kafka_port, args.calls, args.rounds))
+        results["codec_per_exchange"] = codec_us(5_000)
+        results["loadavg_before_after"] = [round(before[0], 2), round(os.getloadavg()[0], 2)]
+        results["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    finally:
+        stop.put(True)
+        server.join(10)
+        if server.is_alive():
+            server.kill()
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    print(f"{results['calls_each']} calls each, one at a time, {results['rounds']} interleaved rounds")
+    for name in ("rpc_stream", "rpc_http", "kafka"):
+        r = results[name]
+        print(f"  {name:10}  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms")
+    codec = results["codec_per_exchange"]
+    print(f"  codec, one Raft fetch exchange: CBOR {codec['cbor_us']} us, Kafka Fetch v16 {codec['kafka_us']} us")
+    print(f"  load average {results['loadavg_before_after'][0]} -> {results['loadavg_before_after'][1]}")
+
+
+if __name__ == "__main__":
+    main()
