@@ -1,4 +1,4 @@
-"""Admin requests and answers (sans-I/O): bodies per docs/protocol.md, parsed results, the controller's address.
+"""Admin requests and answers (sans-I/O): bodies per docs/handlers.md, parsed results, the controller's address.
 
 Topic and config calls go to the active controller; consumer-group calls go to
 the group's coordinator (`coordinator_error` tells which answers mean "find

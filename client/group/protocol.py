@@ -1,6 +1,6 @@
 """The group APIs as the consumer sends and reads them (paths, request bodies, parsed answers).
 
-Shapes are those of docs/protocol.md, Groups. Parsing is defensive: an answer
+Shapes are those of docs/handlers.md, Group handlers. Parsing is defensive: an answer
 that is not what the coordinator sends becomes CORRUPT_MESSAGE on the request
 (handled like a lost answer), never a crash of the membership core.
 """

@@ -1,6 +1,6 @@
 """What the API translators share: message classes by API key, error fields, leader hints.
 
-The client's cores read answers in the shapes docs/protocol.md lists
+The client's cores read answers in the shapes docs/handlers.md lists
 (`error_code`, `message`, `details`, partitions as `partition`); each
 translator turns a Kafka response into that shape at this one seam, and a
 request body into Kafka's message, so the cores' decisions stay as they are.

@@ -2,7 +2,7 @@
 
 Each API is a pair: `build(body, version)` turns the body a client core made
 into Kafka's request message; `read(response, version)` turns Kafka's
-response into the answer shape that core reads (docs/protocol.md's tables).
+response into the answer shape that core reads (docs/handlers.md's tables).
 Pure: no I/O, the message classes come from the codec. Version differences
 are the codec's (fields absent in a version are not encoded); only the
 semantics that differ are handled here (Metadata v0's empty list, the

@@ -2,7 +2,7 @@
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 The bodies the group cores make already use Kafka's JSON field names
-(docs/protocol.md, Groups); the differences handled here are Kafka's per
+(docs/handlers.md, Group handlers); the differences handled here are Kafka's per
 version: FindCoordinator v4+ asks in `coordinator_keys`, LeaveGroup below v3
 names one member at the top level, OffsetCommit's generation field is
 `generation_id_or_member_epoch`. Pure; the classes come from the codec.

@@ -1,6 +1,6 @@
 """Which Kafka API carries each request a client core makes, and how its body and answer translate.
 
-The cores name their requests by the paths of docs/protocol.md
+The cores name their requests by the handler names of docs/handlers.md
 (`/kafka/produce`, `/controller/create_topics`, ...); `ROUTES` maps each to
 its Kafka API key and the pure pair that builds the request message and
 reads the response. The transport (client/shell/kafka_transport.py) is the
