@@ -5,7 +5,6 @@ Exit codes of `run`: 0 the history is valid, 1 anomalies found, 2 the run could 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -103,7 +102,8 @@ def run(
     table.add_row("seed", str(seed))
     table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
     table.add_row("sends", f"{result.invoked} invoked, {result.ok} ok, {result.info} unknown (info)")
-    table.add_row("verdict", "valid" if result.valid else json.dumps(result.anomalies)[:400])
+    found = ", ".join(f"{k} x{len(v) if isinstance(v, list | dict) else v}" for k, v in result.anomalies.items())
+    table.add_row("verdict", "valid" if result.valid else found)
     table.add_row("audit", "not run" if result.audit is None else "ok" if result.audit["ok"] else "FINDINGS")
     table.add_row("history", str(result.history))
     table.add_row("report", str(out_dir.resolve() / "report.html"))

@@ -190,7 +190,7 @@ class FaultRun:
             history.close()
         self._judge(result, stats, seen)
         self.phase(result, "kraftpy check")
-        self.stop_cluster()
+        self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
         self.phase(result, "cluster stop")
         if self.audit:
             self._audit(result, seen)
@@ -210,8 +210,12 @@ class FaultRun:
         except ValueError:
             raise CouldNotRun(f"kraftpy check failed: {check.stderr.strip()[:500]}") from None
         (self.out / "check.json").write_text(json.dumps(verdict, indent=2) + "\n")
-        if not verdict.get("valid"):
-            result.anomalies.update({k: v for k, v in verdict.items() if k != "valid"})
+        if not verdict.get("valid"):  # by class, as Jepsen reports them; allowed classes do not fail a run
+            for anomaly in verdict.get("anomalies", []):
+                if anomaly.get("failure", True):
+                    result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
+            if not result.anomalies:
+                result.anomalies["check"] = verdict
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
             at = {m: o for o, m in enumerate(seen[partition])}
@@ -284,14 +288,15 @@ class FaultRun:
             await asyncio.sleep(5)
             self.log(f"history: {history.events} events; faults so far: {dict(self.nemesis.done) or 'none'}")
 
-    def stop_cluster(self) -> None:
+    def stop_cluster(self, *, graceful: bool = True) -> None:
         """Graceful (every replica checkpoints its final high watermark, which the audit reads), then SIGKILL."""
         if self.layout is None:
             return
         if self.nemesis is not None:
             self.nemesis.close()
-        with contextlib.suppress(Exception):
-            self.cli("cluster", "stop", "--dir", str(self.layout.dir), "--timeout-ms", "10000")
+        if graceful:
+            with contextlib.suppress(Exception):
+                self.cli("cluster", "stop", "--dir", str(self.layout.dir), "--timeout-ms", "10000")
         for entry in self.layout.nodes:
             pid = self.layout.read_pid(entry)
             if pid is not None:

@@ -1,6 +1,7 @@
 """The nemesis schedule (a pure core): from a seeded Random, which fault comes next, on what, for how long.
 
-Every nemesis asked for runs once per round, in a random order, so a short run has done each.
+Every nemesis asked for runs once per round, in a random order, so a short run has done each (and the
+leader-targeted ones take the three roles in turn, so three of them hit each role once).
 Partition faults are planned as drops over the nodes by partitions.py (clients keep reaching
 every node they could); node faults name a node. A leader-targeted fault names a role (the Raft
 leader, a partition's leader, the group coordinator): the shell (run.py) looks its holder up in
@@ -31,7 +32,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 LEADER_ROLES = ("raft-leader", "partition-leader", "coordinator")
 ACTIONS = {"kill": "kill", "pause": "pause", "lose-tail": "lose-tail", "disk-full": "disk-full"}
 HOLD_S = (1.0, 4.0)  # how long a fault lasts: up to twice the local cluster's broker session timeout
-QUIET_S = (1.0, 3.0)  # how long the cluster gets between faults
+QUIET_S = (0.5, 2.0)  # how long the cluster gets between faults
 
 
 def expand(names: Iterable[str]) -> tuple[str, ...]:
@@ -101,11 +102,18 @@ def aim(fault: Fault, node: int, nodes: Sequence[int]) -> Fault:
 
 
 def next_fault(
-    nemesis: str, nodes: Sequence[int], rng: random.Random, *, disk_node: int | None = None, partition_count: int = 1
+    nemesis: str,
+    nodes: Sequence[int],
+    rng: random.Random,
+    *,
+    disk_node: int | None = None,
+    partition_count: int = 1,
+    role: str | None = None,
 ) -> Fault:
+    """One fault of `nemesis`; a leader-targeted one hits `role` (drawn when None)."""
     quiet_s, hold_s, seed = rng.uniform(*QUIET_S), rng.uniform(*HOLD_S), rng.randrange(2**32)
     if nemesis in LEADER_NEMESES:
-        role = rng.choice(LEADER_ROLES)
+        role = role or rng.choice(LEADER_ROLES)
         partition = rng.randrange(partition_count) if role == "partition-leader" else None
         fault = Fault(nemesis, None, frozenset(), hold_s, quiet_s, role, partition, seed)
         return aim(fault, rng.choice(list(nodes)), nodes)
@@ -138,9 +146,17 @@ class Schedule:
         self.disk_node = disk_node
         self.partition_count = partition_count
         self._round: list[str] = []
+        self._roles: list[str] = []
 
     def next(self) -> Fault:
         if not self._round:
             self._round = self.rng.sample(self.nemeses, len(self.nemeses))
         nemesis = self._round.pop()
-        return next_fault(nemesis, self.nodes, self.rng, disk_node=self.disk_node, partition_count=self.partition_count)
+        role = None
+        if nemesis in LEADER_NEMESES:  # the roles in turn too, so a short run hits each of them
+            if not self._roles:
+                self._roles = self.rng.sample(LEADER_ROLES, len(LEADER_ROLES))
+            role = self._roles.pop()
+        return next_fault(
+            nemesis, self.nodes, self.rng, disk_node=self.disk_node, partition_count=self.partition_count, role=role
+        )

@@ -37,6 +37,12 @@ def test_every_nemesis_runs_once_per_round() -> None:
         assert sorted(s.next().nemesis for _ in NEMESES) == sorted(NEMESES)
 
 
+def test_the_leader_nemeses_of_a_round_hit_each_role_once() -> None:
+    s = Schedule(LEADER_NEMESES, NODES, random.Random(3), partition_count=3)
+    for _ in range(4):
+        assert sorted(s.next().role for _ in LEADER_NEMESES) == sorted(LEADER_ROLES)
+
+
 def test_node_faults_name_a_node_and_partitions_cut_only_nodes() -> None:
     s = Schedule(("kill", "pause", "lose-tail", "majority", "one-way"), (1, 2, 3), random.Random(1))
     for f in (s.next() for _ in range(100)):
