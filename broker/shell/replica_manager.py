@@ -33,7 +33,7 @@ from kraftpy.broker.replication import (
     predates_log,
 )
 from kraftpy.broker.replication.model import may_cut_corrupt_replica
-from kraftpy.broker.shell import test_break
+from kraftpy.broker.shell import fault_injection as test_break
 from kraftpy.broker.shell.alter_partition_manager import AlterPartitionManager
 from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.broker.shell.fetcher_manager import ReplicaFetcherManager

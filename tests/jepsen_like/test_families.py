@@ -3,7 +3,7 @@
 Each family (kill, pause, partition, leader-targeted) gets a bounded run with every nemesis of the
 family done at least once, which must exit 0 (valid) and leave nothing behind. At the same time (its
 own namespaces and addresses) the same command runs against brokers started with KRAFTPY_TEST_BREAK
-(a test-only switch of broker/shell/replica_manager.py), which must exit 1 with acknowledged writes
+(a test-only switch of broker/shell/fault_injection.py), which must exit 1 with acknowledged writes
 lost: a fault run that cannot fail proves nothing.
 
 - truncate-to-hw: a new partition leader cuts its log to the high watermark it knew as a follower,
@@ -89,6 +89,10 @@ def test_a_short_run_is_valid_and_the_same_run_catches_a_broken_build(tmp_path: 
     code, summary, output = results["run"]
     assert code == 0 and summary["valid"] is True, output
     assert summary["sends"]["ok"] > 0
+    if family == "leader":  # the roles' holders come from the cluster's metadata, not the fallback
+        starts = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+        found = [e["value"]["holder_found"] for e in starts if e["f"].endswith("-leader-start")]
+        assert any(found), found
     code, summary, output = results["broken"]
     assert code == 1 and summary["valid"] is False, f"{broken} not caught by the {family} run:\n{output}"
     assert set(summary["anomalies"]) & set(LOST), json.dumps(summary["anomalies"])[:2000]

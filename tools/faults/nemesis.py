@@ -6,12 +6,8 @@
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
 - disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
   frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
-- leader-targeted: the role's holder is looked up first in the cluster's own metadata (the quorum's
-  leader from DescribeQuorum, a partition's leader from Metadata, the coordinator of the run's group
-  from DescribeGroups); when that fails the schedule's fallback node is hit, and the history says so.
-
-Every fault is logged in the history with its start and its end; a node found dead at a heal that the
-fault did not kill died on its own, which fails the run.
+- leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
+Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
 """
 
 from __future__ import annotations
