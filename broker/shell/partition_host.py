@@ -31,7 +31,7 @@ from kraftpy.broker.replication import (
     TruncateTo,
     UpdateHighWatermark,
 )
-from kraftpy.broker.shell import producer_snapshots, test_break
+from kraftpy.broker.shell import fault_injection, producer_snapshots
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
@@ -138,7 +138,7 @@ class HostedPartition:
     def log_state(self) -> LogState:
         plog = self.log
         hw = plog.high_watermark
-        if test_break.TEST_BREAK == test_break.TRUNCATE_TO_HW:  # the broken build trusts only its checkpoint
+        if fault_injection.TEST_BREAK == fault_injection.TRUNCATE_TO_HW:  # the broken build trusts only its checkpoint
             hw = min(hw, plog.checkpointed_high_watermark())
         return LogState(plog.log_start_offset, plog.log_end_offset, hw, plog.latest_epoch)
 
