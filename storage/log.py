@@ -597,6 +597,10 @@ class PartitionLog:
             self._check_open()
             self._write_checkpoints_locked()
 
+    def checkpointed_high_watermark(self) -> int:
+        """The high watermark last written to the checkpoint file (0 before the first)."""
+        return self._ckpt_hw.read() or 0
+
     def _write_checkpoints_locked(self) -> None:
         self._ckpt_recovery.write(self._recovery_point)
         self._ckpt_hw.write(self._hw)

@@ -31,6 +31,12 @@ class ReplicationConfig:
     # CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the leader's
     # clock at append (message.timestamp.type, a topic config; the broker default is CreateTime).
     message_timestamp_type: str = "CreateTime"
+    # Deliberately broken builds, for fault runs to show they catch them (KRAFTPY_TEST_BREAK, read by the
+    # broker's shell; never set otherwise). ack-before-hw: acks=all answered at the leader's append.
+    # truncate-to-hw: a new leader cuts its log to the high watermark of its checkpoint (what followers did
+    # before KIP-101); the shell passes that high watermark.
+    test_break_ack_before_hw: bool = False
+    test_break_truncate_to_hw: bool = False
 
     @property
     def log_append_time(self) -> bool:

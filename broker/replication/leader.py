@@ -14,6 +14,7 @@ from kraftpy.broker.replication.actions import (
     CompleteProduce,
     IndexAbortedTxn,
     SendAlterPartition,
+    TruncateTo,
     UpdateHighWatermark,
 )
 from kraftpy.broker.replication.config import ReplicationConfig
@@ -104,6 +105,9 @@ class PartitionLeader:
         # A replay completes transactions whose markers may already be below the HW: they no longer count.
         producers.on_high_watermark(self.high_watermark)
         self.epoch_start_offset = log.log_end_offset
+        self._test_break_cut = config.test_break_truncate_to_hw and self.high_watermark < self.log_end_offset
+        if self._test_break_cut:  # the broken build: what a follower fetched above the HW it knew is dropped
+            self.log_end_offset = self.epoch_start_offset = self.high_watermark
         self.remote: dict[int, RemoteReplicaState] = {}
         self.produces = DelayedProduces()
         # Brokers the metadata image says are fenced or shutting down: never added to the ISR.
@@ -115,7 +119,8 @@ class PartitionLeader:
 
     def start(self, now_ms: int) -> list[Action]:
         """The actions of becoming leader: the epoch's start offset, then whatever the HW rule allows now."""
-        actions: list[Action] = [AssignEpochStartOffset(self.leader_epoch, self.epoch_start_offset)]
+        actions: list[Action] = [TruncateTo(self.log_end_offset)] if self._test_break_cut else []
+        actions.append(AssignEpochStartOffset(self.leader_epoch, self.epoch_start_offset))
         actions += self._maybe_increment_high_watermark()
         return actions
 
@@ -240,7 +245,7 @@ class PartitionLeader:
                 lso = self.producers.stable_offset_after(done)
                 actions.append(IndexAbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
             actions += self._maybe_increment_high_watermark()
-        if acks != -1:
+        if acks != -1 or self.config.test_break_ack_before_hw:
             actions.append(
                 CompleteProduce(rid, ErrorCode.NONE, base, last, acks=acks, log_append_time_ms=append_time_ms)
             )

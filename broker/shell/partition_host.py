@@ -31,7 +31,7 @@ from kraftpy.broker.replication import (
     TruncateTo,
     UpdateHighWatermark,
 )
-from kraftpy.broker.shell import producer_snapshots
+from kraftpy.broker.shell import fault_injection, producer_snapshots
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
@@ -137,7 +137,10 @@ class HostedPartition:
 
     def log_state(self) -> LogState:
         plog = self.log
-        return LogState(plog.log_start_offset, plog.log_end_offset, plog.high_watermark, plog.latest_epoch)
+        hw = plog.high_watermark
+        if fault_injection.TEST_BREAK == fault_injection.TRUNCATE_TO_HW:  # the broken build trusts only its checkpoint
+            hw = min(hw, plog.checkpointed_high_watermark())
+        return LogState(plog.log_start_offset, plog.log_end_offset, hw, plog.latest_epoch)
 
     def epoch_end(self, epoch: int) -> EpochEndOffset:
         """This log's end_offset_for(epoch), as the core wants it."""

@@ -33,6 +33,7 @@ from kraftpy.broker.replication import (
     predates_log,
 )
 from kraftpy.broker.replication.model import may_cut_corrupt_replica
+from kraftpy.broker.shell import fault_injection
 from kraftpy.broker.shell.alter_partition_manager import AlterPartitionManager
 from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.broker.shell.fetcher_manager import ReplicaFetcherManager
@@ -414,6 +415,8 @@ class ReplicaManager:
                 **settings_from(s, ReplicationConfig),
                 "min_insync_replicas": min_isr,
                 "message_timestamp_type": timestamp_type,
+                "test_break_ack_before_hw": fault_injection.TEST_BREAK == fault_injection.ACK_BEFORE_HW,
+                "test_break_truncate_to_hw": fault_injection.TEST_BREAK == fault_injection.TRUNCATE_TO_HW,
             }
         )
 

@@ -200,7 +200,19 @@ def test_faults_run_exits_0_on_a_valid_run_and_leaves_nothing_behind(tmp_path: P
         pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
     before = set(list_namespaces())
     out = tmp_path / "run"
-    args = ("faults", "run", "--seed", "3", "--time-limit-s", "8", "--nemesis", "isolate", "--nemesis", "kill")
+    args = (
+        "faults",
+        "run",
+        "--seed",
+        "3",
+        "--time-limit-s",
+        "8",
+        "--nemesis",
+        "isolate",
+        "--nemesis",
+        "kill",
+        "--no-audit",
+    )
     result = kraftpy(*args, "--rate", "100", "--out", str(out), timeout_s=400)
     assert result.code == 0, str(result)
     assert "fault run: valid" in result.stdout and "replay" in result.stdout

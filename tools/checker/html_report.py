@@ -101,10 +101,11 @@ def _page_data(result: CheckResult) -> dict[str, Any]:
     return data
 
 
-def render_html(result: CheckResult) -> str:
-    """The report page as one string."""
+def render_html(result: CheckResult, *, title: str = "kraftpy check", before: str = "", after: str = "") -> str:
+    """The report page as one string; `before` and `after` are HTML put around the check's own sections
+    (a fault run's report adds its timeline and audit there)."""
     data = json.dumps(_page_data(result), separators=(",", ":")).replace("</", "<\\/")
-    title = f"kraftpy check: {verdict_word(result)}"
+    title = f"{title}: {verdict_word(result)}"
     source = html.escape(result.history.source if result.history is not None else "")
     verdict_class = {True: "ok", False: "bad"}.get(result.valid, "unknown")  # type: ignore[arg-type]
     return (
@@ -113,6 +114,8 @@ def render_html(result: CheckResult) -> str:
         .replace("@VCLASS@", verdict_class)
         .replace("@SUMMARY@", html.escape(f"model {result.model} · {result.operations} operations · {source}"))
         .replace("@EXPLAIN@", html.escape(explain(result)))
+        .replace("@BEFORE@", before)
+        .replace("@AFTER@", after)
         .replace("@DATA@", data)
     )
 
@@ -149,6 +152,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <body>
 <header><span class="verdict @VCLASS@">@VERDICT@</span><span class="summary">@SUMMARY@</span></header>
 <main>
+@BEFORE@
  <div class="controls">
   <label id="partbox">Part <select id="part"></select></label>
   <label id="otherbox"><input id="others" type="checkbox"> show other parts</label>
@@ -168,6 +172,7 @@ _TEMPLATE = """<!DOCTYPE html>
  <div id="chart"></div>
  <details id="anomsbox" open><summary>Anomalies</summary><ul id="anoms"></ul></details>
  <details open><summary>Explanation</summary><pre>@EXPLAIN@</pre></details>
+@AFTER@
 </main>
 <div id="tip"></div>
 <script>

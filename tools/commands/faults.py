@@ -5,7 +5,7 @@ Exit codes of `run`: 0 the history is valid, 1 anomalies found, 2 the run could 
 
 from __future__ import annotations
 
-import json
+import os
 import random
 import sys
 import time
@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 
 from kraftpy.tools.faults.netns import NetError, cleanup_stale, supported
-from kraftpy.tools.faults.schedule import NEMESES
+from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, expand
 from kraftpy.tools.tables import narrow_table
 
 err_console = Console(stderr=True)
@@ -33,9 +33,17 @@ def faults() -> None:
 @click.option(
     "--nemesis",
     "nemeses",
-    type=click.Choice(NEMESES),
+    type=click.Choice((*NEMESES, *FAMILIES)),
     multiple=True,
-    help="A fault to inject (repeat for several) [default: all].",
+    help="A fault to inject, or a family of them (partition, leader, disk, all); repeat for several "
+    "[default: every nemesis but disk-full].",
+)
+@click.option("--hostile", is_flag=True, help="Also send malformed, forged and oversized requests throughout.")
+@click.option(
+    "--audit/--no-audit",
+    default=True,
+    show_default=True,
+    help="After the run, the PySpark audit of every replica's files (a JVM start: tens of seconds).",
 )
 @click.option("--rate", type=click.FloatRange(min=0.1), help="Sends per second, all producers together.")
 @click.option(
@@ -51,24 +59,33 @@ def run(
     nemeses: tuple[str, ...],
     rate: float | None,
     out_dir: Path | None,
+    hostile: bool,
+    audit: bool,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
 
     seed = random.randrange(2**32) if seed is None else seed
     out_dir = out_dir or Path(f"faults-{time.strftime('%Y%m%d-%H%M%S')}")
-    nemeses = nemeses or NEMESES
+    # disk-full needs a loop-mounted file system, so it runs only when named
+    nemeses = expand(nemeses) if nemeses else tuple(n for n in NEMESES if n != "disk-full")
     ok, why = supported()
     if not ok:
         err_console.print(f"[red]cannot run: {why}[/] (docs/jepsen.md)")
         sys.exit(2)
+    broken = os.environ.get("KRAFTPY_TEST_BREAK")
     replay = (
-        f"kraftpy faults run --seed {seed} --time-limit-s {time_limit_s:g} --nodes {node_count} "
+        (f"KRAFTPY_TEST_BREAK={broken} " if broken else "")
+        + f"kraftpy faults run --seed {seed} --time-limit-s {time_limit_s:g} --nodes {node_count} "
         + " ".join(f"--nemesis {n}" for n in nemeses)
         + (f" --rate {rate:g}" if rate else "")
+        + (" --hostile" if hostile else "")
+        + ("" if audit else " --no-audit")
     )
     err_console.print(f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}")
-    fault_run = FaultRun(out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print)
+    fault_run = FaultRun(
+        out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay
+    )
     try:
         result = fault_run.run()
     except (CouldNotRun, NetError) as exc:
@@ -85,8 +102,11 @@ def run(
     table.add_row("seed", str(seed))
     table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
     table.add_row("sends", f"{result.invoked} invoked, {result.ok} ok, {result.info} unknown (info)")
-    table.add_row("verdict", "valid" if result.valid else json.dumps(result.anomalies)[:400])
+    found = ", ".join(f"{k} x{len(v) if isinstance(v, list | dict) else v}" for k, v in result.anomalies.items())
+    table.add_row("verdict", "valid" if result.valid else found)
+    table.add_row("audit", "not run" if result.audit is None else "ok" if result.audit["ok"] else "FINDINGS")
     table.add_row("history", str(result.history))
+    table.add_row("report", str(out_dir.resolve() / "report.html"))
     table.add_row("replay", replay)
     Console().print(table)
     sys.exit(0 if result.valid else 1)

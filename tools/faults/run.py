@@ -1,8 +1,13 @@
-"""One fault run (the shell): network, cluster, workload under the nemesis, heal, read back, check, report.
+"""One fault run (the shell): network, cluster, workload under the nemesis, heal, read back, check, audit, report.
 
-Everything it starts it stops (nodes by pid, the network by name) in `FaultRun.close()`, on any exit.
-The process enters the client namespace after making the network, so the workload and every
-command it runs reach the nodes through the run's bridge, like any client.
+Everything it starts it stops (nodes by pid, the network by name, the small disk by mount point) in
+`FaultRun.close()`, on any exit. The process enters the client namespace after making the network, so
+the workload and every command it runs reach the nodes through the run's bridge, like any client.
+
+The judges, all of which must find nothing for a valid run: the workload's own view (every acknowledged
+message read back at its offset), `kraftpy check --model kafka` over the history, no node dead on its
+own, no poison batch of the hostile client stored, and (unless --no-audit) `kraftpy audit` over the
+replicas' files after a graceful stop, each replica holding as many records as were read back.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
+from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_healthy, write_node_files
+from kraftpy.tools.faults.disk import LoopDisk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
-from kraftpy.tools.faults.schedule import Fault, next_fault
-from kraftpy.tools.faults.workload import produce, read_all
+from kraftpy.tools.faults.schedule import Schedule
+from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
 
 TOPIC = "faults"
 PARTITIONS = 3
@@ -37,12 +44,16 @@ PROCESSES = 6
 RPC_PORT = 19092  # the run's addresses are its own: no other process can hold these ports there
 KAFKA_PORT = 9092
 CLI_TIMEOUT_S = 90
+AUDIT_TIMEOUT_S = 600
 START_TIMEOUT_S = 90
 RECOVER_TIMEOUT_S = 120
+FIRST_ROUND_LIMIT_S = 120  # how long past the time limit the run waits for each nemesis to have run once
+SMALL_DISK_MIB = 256  # room for a run's data several times over; disk-full takes what is left
+MAX_SENDS_PER_S = 2_000  # bounds the send count however fast the cluster is
 
 
 class CouldNotRun(Exception):
-    """The run could not happen (exit 2): the machine, the cluster's start, a stuck recovery."""
+    """The run could not happen (exit 2): the machine, the cluster's start, a stuck recovery, the audit."""
 
 
 @dataclass
@@ -55,6 +66,21 @@ class RunResult:
     info: int = 0
     anomalies: dict[str, Any] = field(default_factory=dict)
     history: Path | None = None
+    audit: dict[str, Any] | None = None
+    hostile: dict[str, Any] | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "valid": self.valid,
+            "faults": dict(self.faults),
+            "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info},
+            "anomalies": self.anomalies,
+            "audit": None if self.audit is None else {"ok": self.audit["ok"], "findings": self.audit["findings"]},
+            "hostile": self.hostile,
+            "phases_s": self.phases_s,
+        }
 
 
 @dataclass
@@ -66,9 +92,16 @@ class FaultRun:
     nemeses: tuple[str, ...]
     rate_per_s: float | None
     say: Callable[[str], None]
+    hostile: bool = False
+    audit: bool = True
+    replay: str = ""
     net: FaultNet = field(init=False)
     layout: ClusterLayout | None = None
+    disk: LoopDisk | None = None
+    disk_node: int | None = None
+    nemesis: Nemesis | None = None
     _t0: float = field(default_factory=time.monotonic)
+    _phase_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.net = FaultNet(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
@@ -76,27 +109,37 @@ class FaultRun:
     def log(self, message: str) -> None:
         self.say(f"[{time.monotonic() - self._t0:6.1f}s] {message}")
 
+    def phase(self, result: RunResult, name: str) -> None:
+        now = time.monotonic()
+        result.phases_s[name] = round(now - self._phase_at, 1)
+        self._phase_at = now
+
     # --- the cluster ---------------------------------------------------------------------------------
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "kraftpy.tools.cli", *args], capture_output=True, text=True,
-            timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            timeout=timeout_s, stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
-    def entry(self, node: int) -> NodeEntry:
-        assert self.layout is not None
-        return next(n for n in self.layout.nodes if n.node_id == node)
-
-    def start(self) -> None:
+    def start(self, rng: random.Random) -> None:
         self.net.setup()
         self.log(f"network {self.net.run_id}: {self.net.subnet}, namespaces {', '.join(self.net.namespaces())}")
         enter_namespace(self.net.namespace(CLIENT))
         hosts = ",".join(self.net.address(n) for n in self.net.node_ids)
         namespaces = ",".join(self.net.namespace(n) for n in self.net.node_ids)
         layout = new_layout(self.out / "cluster", self.node_count, hosts, RPC_PORT, KAFKA_PORT, namespaces)
+        self.layout = layout
+        if "disk-full" in self.nemeses:  # mounted before the node's directory is formatted
+            self.disk_node = rng.choice(self.net.node_ids)
+            entry = next(n for n in layout.nodes if n.node_id == self.disk_node)
+            self.disk = LoopDisk(layout.data_dir(entry), size_mib=SMALL_DISK_MIB)
+            try:
+                self.disk.mount()
+            except RuntimeError as exc:
+                raise CouldNotRun(f"the disk-full nemesis needs a loop-mounted ext4 (root, mkfs.ext4): {exc}") from None
+            self.log(f"node {self.disk_node} keeps its data on a {SMALL_DISK_MIB} MiB file system of its own")
         write_node_files(layout)
         layout.save()
-        self.layout = layout
         started = {n.node_id: spawn_node(layout, n) for n in layout.nodes}
         try:
             wait_until_healthy(layout, START_TIMEOUT_S, started)
@@ -109,19 +152,7 @@ class FaultRun:
         )  # fmt: skip
         if created.returncode != 0:
             raise CouldNotRun(f"topics create failed: {created.stderr.strip()}")
-
-    def kill(self, node: int) -> None:
-        assert self.layout is not None
-        pid = self.layout.read_pid(self.entry(node))
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-
-    def restart_dead(self) -> list[int]:
-        assert self.layout is not None
-        dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None]
-        for entry in dead:
-            spawn_node(self.layout, entry)
-        return [n.node_id for n in dead]
+        self.nemesis = Nemesis(layout, self.net, TOPIC, self.cli, self.log, self.disk)
 
     def in_sync(self) -> bool:
         assert self.layout is not None
@@ -131,100 +162,154 @@ class FaultRun:
         want = min(3, self.node_count)
         return all(len(p["isr"]) == want and p["leader"] >= 0 for p in json.loads(described.stdout)["partitions"])
 
-    # --- the nemesis ---------------------------------------------------------------------------------
-    async def nemesis(self, history: HistoryWriter, end: RunEnd, rng: random.Random, done: Counter[str]) -> None:
-        while not end.passed():
-            fault: Fault = next_fault(self.nemeses, self.net.node_ids, rng)
-            await asyncio.sleep(fault.quiet_s)
-            if end.passed():
-                break
-            self.log(f"{fault.nemesis} start: {_summary(fault)}")
-            history.nemesis(f"{fault.nemesis}-start", fault.describe())
-            try:
-                if fault.nemesis == "kill":
-                    await asyncio.to_thread(self.kill, fault.node)
-                else:
-                    await asyncio.to_thread(self.net.apply, fault.drops)
-                done[fault.nemesis] += 1
-                await asyncio.sleep(fault.hold_s)
-            finally:
-                await asyncio.to_thread(self.net.heal)
-                restarted = await asyncio.to_thread(self.restart_dead)
-                history.nemesis(f"{fault.nemesis}-end", {"restarted": restarted})
-                self.log(f"{fault.nemesis} end" + (f": restarted {restarted}" if restarted else ""))
-
-    async def progress(self, end: RunEnd, history: HistoryWriter, done: Counter[str]) -> None:
-        while not end.passed():
-            await asyncio.sleep(5)
-            self.log(f"history: {history.events} events; faults so far: {dict(done) or 'none'}")
-
     # --- the run -------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         result = RunResult(self.seed)
         rng = random.Random(self.seed)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.start()
-        assert self.layout is not None
+        self.start(rng)
+        self.phase(result, "cluster start")
+        assert self.layout is not None and self.nemesis is not None
         result.history = self.out / "history.jsonl"
         history = HistoryWriter(result.history)
         try:
-            asyncio.run(self._under_faults(history, rng, result))
-            self.net.heal()
-            restarted = self.restart_dead()
+            stats = asyncio.run(self._under_faults(history, rng, result))
+            self.phase(result, "workload under faults")
+            restarted = self.nemesis.heal_all()
             self.log("healed" + (f"; restarted {restarted}" if restarted else "") + "; waiting for full ISRs")
             deadline = time.monotonic() + RECOVER_TIMEOUT_S
             while not self.in_sync():
                 if time.monotonic() > deadline:
                     raise CouldNotRun(f"the ISRs did not recover within {RECOVER_TIMEOUT_S} s after the heal")
                 time.sleep(0.5)
+            self.phase(result, "ISRs full again")
             self.log("every replica in sync; reading everything back")
-            asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            seen = asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            self.phase(result, "read back")
         finally:
             history.close()
+        self._judge(result, stats, seen)
+        self.phase(result, "kraftpy check")
+        self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
+        self.phase(result, "cluster stop")
+        if self.audit:
+            self._audit(result, seen)
+            self.phase(result, "kraftpy audit")
+        result.valid = not result.anomalies
+        (self.out / "summary.json").write_text(json.dumps({**result.summary(), "replay": self.replay}, indent=2) + "\n")
+        from kraftpy.tools.faults.report import write_report
+
+        write_report(self.out, result, self.replay)
+        return result
+
+    def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, list[str]]) -> None:
+        assert self.nemesis is not None
         check = self.cli("check", str(result.history), "--model", "kafka", "--json")
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
             raise CouldNotRun(f"kraftpy check failed: {check.stderr.strip()[:500]}") from None
         (self.out / "check.json").write_text(json.dumps(verdict, indent=2) + "\n")
-        result.valid = bool(verdict.get("valid"))
-        result.anomalies = {k: v for k, v in verdict.items() if k != "valid"} if not result.valid else {}
-        return result
+        if not verdict.get("valid"):  # by class, as Jepsen reports them; allowed classes do not fail a run
+            for anomaly in verdict.get("anomalies", []):
+                if anomaly.get("failure", True):
+                    result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
+            if not result.anomalies:
+                result.anomalies["check"] = verdict
+        lost = {}
+        for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
+            at = {m: o for o, m in enumerate(seen[partition])}
+            moved = sorted(m for m, o in acked.items() if at.get(m) != o)
+            if moved:
+                lost[partition] = moved[:20]
+        if lost:
+            result.anomalies["workload-acked-not-read-at-offset"] = lost
+        if self.nemesis.died:
+            result.anomalies["node-died"] = self.nemesis.died
+        if result.hostile and result.hostile["poison_accepted"]:
+            result.anomalies["poison-accepted"] = result.hostile["poison_accepted"]
 
-    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> None:
-        assert self.layout is not None
-        end = RunEnd(self.time_limit_s, hard_limit_s=0)
+    def _audit(self, result: RunResult, seen: dict[int, list[str]]) -> None:
+        assert self.layout is not None and result.history is not None
+        self.log("kraftpy audit: the replicas' files (a JVM start takes a while)")
+        done = self.cli(
+            "audit", "--cluster-dir", str(self.layout.dir), "--history", str(result.history), "--topic", TOPIC,
+            "--json", "--html", str(self.out / "audit.html"), timeout_s=AUDIT_TIMEOUT_S,
+        )  # fmt: skip
+        if done.returncode not in (0, 1):
+            raise CouldNotRun(f"kraftpy audit could not run: {done.stderr.strip()[-500:]}")
+        audit = json.loads(done.stdout)
+        (self.out / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
+        result.audit = audit
+        if audit["findings"]:
+            result.anomalies["audit"] = audit["findings"][:50]
+        records = {(r["topic"], r["partition"], r["node"]): r["records"] for r in audit["replicas"]}
+        short = {
+            f"{TOPIC}-{p} node {n}": {"records": records.get((TOPIC, p, n)), "read_back": len(seen[p])}
+            for p in range(PARTITIONS)
+            for n in self.net.node_ids
+            if records.get((TOPIC, p, n)) not in (None, len(seen[p]))
+        }
+        if short:
+            result.anomalies["replica-records"] = short
+
+    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> WorkloadStats:
+        assert self.layout is not None and self.nemesis is not None
+        end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         workload_rng = random.Random(rng.random())
-        stats_box: list[Any] = []
-
-        async def workload() -> None:
-            stats = await produce(
+        schedule = Schedule(
+            self.nemeses, self.net.node_ids, random.Random(rng.random()), disk_node=self.disk_node,
+            partition_count=PARTITIONS,
+        )  # fmt: skip
+        tasks = [
+            produce(
                 history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
-                max_sends=int(self.time_limit_s * 2_000), rng=workload_rng, rate_per_s=self.rate_per_s,
-            )  # fmt: skip
-            stats_box.append(stats)
+                max_sends=int(self.time_limit_s * MAX_SENDS_PER_S), rng=workload_rng, rate_per_s=self.rate_per_s,
+            ),
+            self.nemesis.run(schedule, history, end),
+            self._progress(end, history),
+        ]  # fmt: skip
+        if self.hostile:
+            from kraftpy.tools.faults.hostile import HostileClient
 
-        await asyncio.gather(
-            workload(), self.nemesis(history, end, rng, result.faults), self.progress(end, history, result.faults)
-        )
-        stats = stats_box[0]
+            nodes = {n.node_id: (n.host, n.port) for n in self.layout.nodes}
+            kafka = {n.node_id: (n.host, n.kafka_port) for n in self.layout.nodes if n.kafka_port}
+            hostile = HostileClient(nodes, kafka, self.layout.cluster_id, TOPIC, random.Random(rng.random()))
+            tasks.append(hostile.run(end))
+        found = await asyncio.gather(*tasks)
+        stats: WorkloadStats = found[0]
+        result.faults = Counter(self.nemesis.done)
+        if self.hostile:
+            result.hostile = found[3].summary()
         result.invoked, result.ok, result.info = stats.invoked, stats.ok, stats.info
+        return stats
 
-    def close(self) -> None:
-        """Stop every node (SIGTERM, SIGKILL after a bound), then remove the network."""
-        if self.layout is not None:
+    async def _progress(self, end: RunEnd, history: HistoryWriter) -> None:
+        assert self.nemesis is not None
+        while not end.passed():
+            await asyncio.sleep(5)
+            self.log(f"history: {history.events} events; faults so far: {dict(self.nemesis.done) or 'none'}")
+
+    def stop_cluster(self, *, graceful: bool = True) -> None:
+        """Graceful (every replica checkpoints its final high watermark, which the audit reads), then SIGKILL."""
+        if self.layout is None:
+            return
+        if self.nemesis is not None:
+            self.nemesis.close()
+        if graceful:
             with contextlib.suppress(Exception):
                 self.cli("cluster", "stop", "--dir", str(self.layout.dir), "--timeout-ms", "10000")
-            for entry in self.layout.nodes:
-                pid = self.layout.read_pid(entry)
-                if pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-        self.net.teardown()
+        for entry in self.layout.nodes:
+            pid = self.layout.read_pid(entry)
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
-
-def _summary(fault: Fault) -> str:
-    if fault.node is not None:
-        return f"node {fault.node}"
-    cut = sorted({tuple(sorted(p)) for p in fault.drops})
-    return "cut " + (", ".join(f"{a}-{b}" for a, b in cut) if cut else "nothing")
+    def close(self) -> None:
+        """Stop every node, release the small disk, then remove the network."""
+        try:
+            self.stop_cluster()
+            if self.disk is not None:
+                self.disk.close()
+        finally:
+            self.net.teardown()

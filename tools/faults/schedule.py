@@ -1,34 +1,82 @@
 """The nemesis schedule (a pure core): from a seeded Random, which fault comes next, on what, for how long.
 
-Partition faults are planned as drops over the members (the nodes and CLIENT) by partitions.py;
-`kill` names a node. The shell (run.py) does what a `Fault` says and logs its start and end.
+Every nemesis asked for runs once per round, in a random order, so a short run has done each (and the
+leader-targeted ones take the three roles in turn, so three of them hit each role once).
+Partition faults are planned as drops over the nodes by partitions.py (clients keep reaching
+every node they could); node faults name a node. A leader-targeted fault names a role (the Raft
+leader, a partition's leader, the group coordinator): the shell (run.py) looks its holder up in
+the cluster's own metadata and calls `aim()`; the fault's `node` is the holder to use when the
+lookup fails. The shell does what a `Fault` says and logs its start and end.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from kraftpy.tools.faults import partitions
 from kraftpy.tools.faults.partitions import Drops
 
 PARTITION_NEMESES = ("isolate", "majority", "bridge", "ring", "one-way")
-NEMESES = ("kill", *PARTITION_NEMESES)
-HOLD_S = (1.0, 4.0)  # how long a fault lasts
-QUIET_S = (1.0, 3.0)  # how long the cluster gets between faults
+LEADER_NEMESES = ("kill-leader", "pause-leader", "isolate-leader")
+DISK_NEMESES = ("lose-tail", "disk-full")
+NEMESES = ("kill", "pause", *PARTITION_NEMESES, *LEADER_NEMESES, *DISK_NEMESES)
+# What `--nemesis` also accepts: a family stands for all of its nemeses.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "partition": PARTITION_NEMESES,
+    "leader": LEADER_NEMESES,
+    "disk": DISK_NEMESES,
+    "all": NEMESES,
+}
+LEADER_ROLES = ("raft-leader", "partition-leader", "coordinator")
+ACTIONS = {"kill": "kill", "pause": "pause", "lose-tail": "lose-tail", "disk-full": "disk-full"}
+HOLD_S = (1.0, 4.0)  # how long a fault lasts: up to twice the local cluster's broker session timeout
+QUIET_S = (0.5, 2.0)  # how long the cluster gets between faults
+
+
+def expand(names: Iterable[str]) -> tuple[str, ...]:
+    """Nemesis and family names -> the nemeses, each once, in NEMESES' order."""
+    wanted: set[str] = set()
+    for name in names:
+        if name in FAMILIES:
+            wanted.update(FAMILIES[name])
+        elif name in NEMESES:
+            wanted.add(name)
+        else:
+            raise ValueError(f"unknown nemesis {name!r}; known: {', '.join((*NEMESES, *FAMILIES))}")
+    return tuple(n for n in NEMESES if n in wanted)
+
+
+def action_of(nemesis: str) -> str:
+    """What the shell does: kill, pause, partition, lose-tail or disk-full."""
+    if nemesis.endswith("-leader"):
+        nemesis = nemesis.removesuffix("-leader")
+    return ACTIONS.get(nemesis, "partition")
 
 
 @dataclass(frozen=True)
 class Fault:
     nemesis: str
-    node: int | None  # the node killed
-    drops: Drops  # the partition (empty for kill)
+    node: int | None  # the node killed, paused, cut or filled (for a leader-targeted fault: the fallback)
+    drops: Drops  # the partition (empty for a node fault)
     hold_s: float
     quiet_s: float  # before the fault starts
+    role: str | None = None  # leader-targeted: the role whose holder is hit
+    partition: int | None = None  # the partition whose leader is hit (role "partition-leader")
+    seed: int = 0  # for what the fault itself draws (where lose-tail cuts)
+
+    @property
+    def action(self) -> str:
+        return action_of(self.nemesis)
 
     def describe(self) -> dict[str, object]:
-        return {"nemesis": self.nemesis, "node": self.node, "drops": sorted(map(list, self.drops))}
+        found = {"nemesis": self.nemesis, "node": self.node, "drops": sorted(map(list, self.drops))}
+        if self.role is not None:
+            found["role"] = self.role
+            if self.partition is not None:
+                found["partition"] = self.partition
+        return found
 
 
 def plan_drops(nemesis: str, nodes: Sequence[int], rng: random.Random) -> Drops:
@@ -47,9 +95,68 @@ def plan_drops(nemesis: str, nodes: Sequence[int], rng: random.Random) -> Drops:
     raise ValueError(f"unknown nemesis {nemesis!r}; known: {', '.join(NEMESES)}")
 
 
-def next_fault(nemeses: Sequence[str], nodes: Sequence[int], rng: random.Random) -> Fault:
-    nemesis = rng.choice(list(nemeses))
-    quiet_s, hold_s = rng.uniform(*QUIET_S), rng.uniform(*HOLD_S)
-    if nemesis == "kill":
-        return Fault(nemesis, rng.choice(list(nodes)), frozenset(), hold_s, quiet_s)
-    return Fault(nemesis, None, plan_drops(nemesis, nodes, rng), hold_s, quiet_s)
+def aim(fault: Fault, node: int, nodes: Sequence[int]) -> Fault:
+    """The fault on `node` (a leader-targeted fault once its role's holder is known)."""
+    drops = partitions.isolate(nodes, node) if fault.action == "partition" else frozenset()
+    return replace(fault, node=node, drops=drops)
+
+
+def next_fault(
+    nemesis: str,
+    nodes: Sequence[int],
+    rng: random.Random,
+    *,
+    disk_node: int | None = None,
+    partition_count: int = 1,
+    role: str | None = None,
+) -> Fault:
+    """One fault of `nemesis`; a leader-targeted one hits `role` (drawn when None)."""
+    quiet_s, hold_s, seed = rng.uniform(*QUIET_S), rng.uniform(*HOLD_S), rng.randrange(2**32)
+    if nemesis in LEADER_NEMESES:
+        role = role or rng.choice(LEADER_ROLES)
+        partition = rng.randrange(partition_count) if role == "partition-leader" else None
+        fault = Fault(nemesis, None, frozenset(), hold_s, quiet_s, role, partition, seed)
+        return aim(fault, rng.choice(list(nodes)), nodes)
+    if nemesis == "disk-full":
+        if disk_node is None:
+            raise ValueError("disk-full needs a node with a small disk of its own (disk_node)")
+        return Fault(nemesis, disk_node, frozenset(), hold_s, quiet_s, seed=seed)
+    if nemesis in ("kill", "pause", "lose-tail"):
+        return Fault(nemesis, rng.choice(list(nodes)), frozenset(), hold_s, quiet_s, seed=seed)
+    return Fault(nemesis, None, plan_drops(nemesis, nodes, rng), hold_s, quiet_s, seed=seed)
+
+
+class Schedule:
+    """Every nemesis once per round in a random order; the same seed gives the same faults."""
+
+    def __init__(
+        self,
+        nemeses: Sequence[str],
+        nodes: Sequence[int],
+        rng: random.Random,
+        *,
+        disk_node: int | None = None,
+        partition_count: int = 1,
+    ) -> None:
+        if not nemeses:
+            raise ValueError("a schedule needs at least one nemesis")
+        self.nemeses = tuple(nemeses)
+        self.nodes = tuple(nodes)
+        self.rng = rng
+        self.disk_node = disk_node
+        self.partition_count = partition_count
+        self._round: list[str] = []
+        self._roles: list[str] = []
+
+    def next(self) -> Fault:
+        if not self._round:
+            self._round = self.rng.sample(self.nemeses, len(self.nemeses))
+        nemesis = self._round.pop()
+        role = None
+        if nemesis in LEADER_NEMESES:  # the roles in turn too, so a short run hits each of them
+            if not self._roles:
+                self._roles = self.rng.sample(LEADER_ROLES, len(LEADER_ROLES))
+            role = self._roles.pop()
+        return next_fault(
+            nemesis, self.nodes, self.rng, disk_node=self.disk_node, partition_count=self.partition_count, role=role
+        )

@@ -1,8 +1,7 @@
 """Disk faults of a fault run: a node's data directory on a small disk that can be filled, and power loss.
 
-`LoopDisk` puts one node's data directory on its own ext4 file system in a
-loop-mounted image file (a real file system with real fsync, sized for the
-run), so `fill()` can make that node alone see ENOSPC and `free()` ends it.
+`LoopDisk` puts one node's data directory on its own loop-mounted ext4 (real fsync), so
+`fill()` can make that node alone see ENOSPC and `free()` ends it.
 
 `cut_unsynced_tail` is what a power loss does to a node that was SIGKILLed:
 page cache that was never fsynced is gone. Partitions flush only on segment

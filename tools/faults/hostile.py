@@ -1,21 +1,10 @@
 """A hostile local process for fault runs: malformed, forged and oversized requests to every node, all run long.
 
-It knows what any process on the machine can learn (the nodes' addresses and
-the cluster id) and none of the cluster's credentials. At a bounded rate it
-sends, to a random node:
-
-- garbage bodies and CBOR of the wrong shape to every route;
-- well-formed Raft messages with forged epochs at the edge of (and beyond) their int32 width;
-- forged controller calls: a fake broker registration, a heartbeat asking to shut broker 1 down;
-- produce requests whose batches are garbage, and poison batches, on the Kafka listeners;
-- forged follower fetches with offsets out of range;
-- bignums and wrong types where integers belong, and a few bodies of several MiB;
-- websocket frames that are not CBOR, or that forge internal calls;
-- slow connections that send half a request and wait.
-
-None of it may cost an acknowledged write, stop the quorum or kill a node:
-the run's checkers and its "no node died" rule decide. `HostileStats` counts
-what came back (HTTP status or error code per attack) for the run's report.
+It knows what any process on the machine can learn (addresses, cluster id), no credential, and
+sends at a bounded rate garbage and wrong-shaped bodies, forged Raft and controller calls, poison
+and garbage batches on the Kafka listeners, bad fetches, huge bodies, bad websocket frames and
+half-sent requests (the list: docs/jepsen.md). None of it may cost an acknowledged write, stop
+the quorum or kill a node; `HostileStats` counts what came back per attack.
 """
 
 from __future__ import annotations

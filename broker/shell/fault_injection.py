@@ -1,0 +1,23 @@
+"""Deliberately broken builds for fault runs (docs/jepsen.md): `KRAFTPY_TEST_BREAK`, set only by their tests.
+
+A fault run that cannot fail proves nothing, so tests/jepsen_like starts brokers with one of these and
+expects the same run to find anomalies. Read once from the environment by the broker's shell; the
+cores see them only as config flags. Never set it on a real cluster: every broker logs a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+ACK_BEFORE_HW = "ack-before-hw"  # acks=all answered at the leader's append
+TRUNCATE_TO_HW = "truncate-to-hw"  # a new leader cuts its log to its checkpointed high watermark
+BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW)
+
+TEST_BREAK = os.environ.get("KRAFTPY_TEST_BREAK", "")
+if TEST_BREAK:
+    log.warning("KRAFTPY_TEST_BREAK=%s: this broker is deliberately BROKEN (a fault-run test)", TEST_BREAK)
+    if TEST_BREAK not in BREAKS:
+        raise SystemExit(f"KRAFTPY_TEST_BREAK={TEST_BREAK!r}: not one of {', '.join(BREAKS)}")

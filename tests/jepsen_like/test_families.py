@@ -1,0 +1,100 @@
+"""A short `kraftpy faults run` per nemesis family, and the same run catching a deliberately broken build.
+
+Each family (kill, pause, partition, leader-targeted) gets a bounded run with every nemesis of the
+family done at least once, which must exit 0 (valid) and leave nothing behind. At the same time (its
+own namespaces and addresses) the same command runs against brokers started with KRAFTPY_TEST_BREAK
+(a test-only switch of broker/shell/fault_injection.py), which must exit 1 with acknowledged writes
+lost: a fault run that cannot fail proves nothing.
+
+- truncate-to-hw: a new partition leader cuts its log to the high watermark it knew as a follower,
+  dropping what it had fetched above it: writes acknowledged once it fetched them are gone. Any fault
+  that moves a partition leadership while producers write shows it (a kill, a pause longer than the
+  broker session timeout, a leader-targeted fault on a partition leader).
+- ack-before-hw: acks=all answered at the leader's append; an isolated leader keeps acknowledging
+  writes its followers never get, and they are gone when it rejoins as a follower.
+
+The seeds fix the schedules (which node, how long, which role): the leader family's seed starts with
+kill-leader on a partition leader. The replica audit (a JVM start per run) is left to test_faults.py;
+these runs pass --no-audit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftpy.tools.faults.netns import list_namespaces, supported
+from tests.jepsen_like.test_faults import assert_left_nothing
+
+pytestmark = pytest.mark.slow
+
+FAMILIES = {
+    "kill": ("kill",),
+    "pause": ("pause",),
+    "partition": ("isolate", "majority", "bridge", "ring", "one-way"),
+    "leader": ("kill-leader", "pause-leader", "isolate-leader"),
+}
+CASES = {  # family: (seed, broken build)
+    "kill": (11, "truncate-to-hw"),
+    "pause": (21, "truncate-to-hw"),
+    "partition": (22, "ack-before-hw"),
+    "leader": (34, "truncate-to-hw"),
+}
+TIME_LIMIT_S = 6
+RUN_TIMEOUT_S = 400
+LOST = ("lost-write", "inconsistent-offsets", "unseen", "workload-acked-not-read-at-offset")
+
+
+def start_run(out: Path, family: str, broken: str | None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
+    if broken:
+        env["KRAFTPY_TEST_BREAK"] = broken
+    seed, _ = CASES[family]
+    args = ("--seed", str(seed), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", family, "--no-audit")
+    return subprocess.Popen(
+        [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], out: Path, family: str) -> tuple[int, dict, str]:
+    try:
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # its owner gone, the next run's setup (or `faults cleanup`) removes its network
+        output, _ = proc.communicate()
+    path = out / "summary.json"
+    assert path.exists(), f"{family}: no summary; exit {proc.returncode}\n{output[-5000:]}"
+    summary = json.loads(path.read_text())
+    missing = [n for n in FAMILIES[family] if not summary["faults"].get(n)]
+    assert not missing, f"{family}: {missing} never happened: {summary['faults']}"
+    return proc.returncode, summary, output[-5000:]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_short_run_is_valid_and_the_same_run_catches_a_broken_build(tmp_path: Path, family: str) -> None:
+    ok, why = supported()
+    if not ok:
+        pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
+    before = set(list_namespaces())
+    _, broken = CASES[family]
+    procs = {"run": start_run(tmp_path / "run", family, None), "broken": start_run(tmp_path / "broken", family, broken)}
+    results = {name: finish(proc, tmp_path / name, family) for name, proc in procs.items()}
+
+    code, summary, output = results["run"]
+    assert code == 0 and summary["valid"] is True, output
+    assert summary["sends"]["ok"] > 0
+    if family == "leader":  # the roles' holders come from the cluster's metadata, not the fallback
+        starts = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+        found = [e["value"]["holder_found"] for e in starts if e["f"].endswith("-leader-start")]
+        assert any(found), found
+    code, summary, output = results["broken"]
+    assert code == 1 and summary["valid"] is False, f"{broken} not caught by the {family} run:\n{output}"
+    assert set(summary["anomalies"]) & set(LOST), json.dumps(summary["anomalies"])[:2000]
+    for name in procs:
+        assert_left_nothing(tmp_path / name, before)

@@ -1,0 +1,216 @@
+"""The nemesis of a fault run (a thin shell): does what the schedule's `Fault`s say to the cluster, then heals.
+
+- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does.
+- pause: SIGSTOP; the heal sends SIGCONT.
+- partitions: the fault's drops as nftables rules in the namespaces (netns.py); the heal removes them.
+- lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
+- disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
+  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
+- leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
+Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
+from kraftpy.tools.commands.cluster import spawn_node
+from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.netns import FaultNet
+from kraftpy.tools.faults.schedule import Fault, Schedule, aim
+
+GRACEFUL_STOP_S = 30
+LOOKUP_TIMEOUT_MS = 5_000
+COORDINATOR_GROUP = "kraftpy-faults"  # the group whose coordinator `coordinator` faults hit
+
+
+@dataclass
+class Nemesis:
+    layout: ClusterLayout
+    net: FaultNet
+    topic: str
+    cli: Callable[..., subprocess.CompletedProcess[str]]
+    log: Callable[[str], None]
+    disk: LoopDisk | None = None
+    paused: set[int] = field(default_factory=set)
+    done: Counter[str] = field(default_factory=Counter)
+    died: list[dict[str, Any]] = field(default_factory=list)  # nodes that died on their own
+
+    def entry(self, node: int) -> NodeEntry:
+        return next(n for n in self.layout.nodes if n.node_id == node)
+
+    # --- finding a role's holder ---------------------------------------------------------------------
+    async def holder(self, fault: Fault) -> int | None:
+        """The node that holds `fault.role` now, from the cluster's metadata (None: unknown right now)."""
+        try:
+            if fault.role == "raft-leader":
+                done = await asyncio.to_thread(self.cli, "quorum", "status", "--json", "--dir", str(self.layout.dir))
+                return json.loads(done.stdout)["leader_id"] if done.returncode == 0 else None
+            from kraftpy.client.shell.admin import AdminClient
+
+            logging.getLogger("kraftpy.client").setLevel(logging.ERROR)
+            admin = AdminClient(
+                self.layout.kafka_bootstrap_servers,
+                default_api_timeout_ms=LOOKUP_TIMEOUT_MS,
+                request_timeout_ms=LOOKUP_TIMEOUT_MS // 2,
+            )
+            try:
+                if fault.role == "partition-leader":
+                    described = await admin.describe_topics([self.topic])
+                    return described[self.topic].partitions[fault.partition or 0].leader
+                found = (await admin.describe_consumer_groups([COORDINATOR_GROUP]))[COORDINATOR_GROUP]
+                return None if isinstance(found, Exception) else found.coordinator
+            finally:
+                await admin.close()
+        except Exception:  # a fault may hide the metadata for a while: the fallback node is hit instead
+            return None
+
+    # --- faults --------------------------------------------------------------------------------------
+    def pid(self, node: int) -> int | None:
+        return self.layout.read_pid(self.entry(node))
+
+    def kill(self, node: int) -> None:
+        pid = self.pid(node)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            entry = self.entry(node)
+            deadline = time.monotonic() + GRACEFUL_STOP_S  # the files are read only once the process is gone
+            while process_is_node(pid, self.layout.config_path(entry)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def pause(self, node: int) -> None:
+        pid = self.pid(node)
+        if pid is not None:
+            os.kill(pid, signal.SIGSTOP)
+            self.paused.add(node)
+
+    def resume_all(self) -> None:
+        for node in sorted(self.paused):
+            pid = self.pid(node)
+            if pid is not None:
+                os.kill(pid, signal.SIGCONT)
+        self.paused.clear()
+
+    def lose_tail(self, node: int, seed: int) -> list[dict[str, object]]:
+        self.kill(node)
+        cuts = cut_unsynced_tails(self.layout.data_dir(self.entry(node)), self.topic, random.Random(seed))
+        spawn_node(self.layout, self.entry(node))
+        return [c.describe() for c in cuts]
+
+    def fill_disk(self, node: int) -> int:
+        assert self.disk is not None, f"node {node} has no small disk"
+        return self.disk.fill()
+
+    def restart_gracefully(self, node: int) -> None:
+        """SIGTERM, wait (bounded) for the exit, start again (Kafka's procedure after a log directory failed)."""
+        pid = self.pid(node)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + GRACEFUL_STOP_S
+            while process_is_node(pid, self.layout.config_path(self.entry(node))):
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    break
+                time.sleep(0.1)
+        spawn_node(self.layout, self.entry(node))
+
+    def restart_dead(self) -> list[int]:
+        dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None]
+        for entry in dead:
+            spawn_node(self.layout, entry)
+        return [n.node_id for n in dead]
+
+    def heal_all(self) -> list[int]:
+        """Undo every fault (any that is on); returns the nodes that had to be started again."""
+        self.resume_all()
+        self.net.heal()
+        if self.disk is not None:
+            self.disk.free()
+        return self.restart_dead()
+
+    async def inject(self, fault: Fault) -> dict[str, Any]:
+        """Start one fault; returns what the history says about it beyond the fault itself."""
+        extra: dict[str, Any] = {}
+        action, node = fault.action, fault.node
+        assert node is not None or action == "partition"
+        if action == "kill":
+            await asyncio.to_thread(self.kill, node)
+        elif action == "pause":
+            self.pause(node)
+        elif action == "partition":
+            await asyncio.to_thread(self.net.apply, fault.drops)
+        elif action == "lose-tail":
+            extra["cuts"] = await asyncio.to_thread(self.lose_tail, node, fault.seed)
+        elif action == "disk-full":
+            extra["bytes_taken"] = await asyncio.to_thread(self.fill_disk, node)
+        return extra
+
+    def heal(self, fault: Fault) -> dict[str, Any]:
+        """End one fault. A node the fault did not kill and that is gone now died on its own."""
+        if fault.action == "disk-full" and fault.node is not None:
+            if self.disk is not None:
+                self.disk.free()
+            if self.pid(fault.node) is not None:
+                self.restart_gracefully(fault.node)
+        restarted = self.heal_all()
+        killed = {fault.node} if fault.action == "kill" else set()
+        on_their_own = [n for n in restarted if n not in killed]
+        if on_their_own:
+            self.died.append({"fault": fault.describe(), "nodes": on_their_own})
+        return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
+
+    async def run(self, schedule: Schedule, history: HistoryWriter, end: RunEnd) -> Counter[str]:
+        """Faults one at a time until the run's end (held until each nemesis has run once); all healed on return."""
+        while True:
+            fault = schedule.next()
+            # Decided before the quiet gap: a check after a slow heal let a run end with a nemesis never done.
+            if not self.done[fault.nemesis]:
+                end.hold_until_done()
+            elif end.passed():
+                break
+            await asyncio.sleep(fault.quiet_s)
+            if fault.role is not None:
+                found = await self.holder(fault)
+                fault = aim(fault, found if found is not None else fault.node, schedule.nodes)  # type: ignore[arg-type]
+                fault_note = {"holder_found": found is not None}
+            else:
+                fault_note = {}
+            self.log(f"{fault.nemesis} start: {summary(fault)}")
+            history.nemesis(f"{fault.nemesis}-start", {**fault.describe(), **fault_note})
+            try:
+                extra = await self.inject(fault)
+                if extra:
+                    history.nemesis(f"{fault.nemesis}-detail", extra)
+                self.done[fault.nemesis] += 1
+                await asyncio.sleep(fault.hold_s)
+            finally:
+                healed = await asyncio.to_thread(self.heal, fault)
+                history.nemesis(f"{fault.nemesis}-end", healed)
+                self.log(f"{fault.nemesis} end" + (f": {healed}" if healed["restarted"] else ""))
+        return self.done
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.resume_all()
+
+
+def summary(fault: Fault) -> str:
+    role = f" ({fault.role}" + (f" of partition {fault.partition}" if fault.partition is not None else "") + ")"
+    if fault.action != "partition" or fault.role is not None:
+        return f"node {fault.node}" + (role if fault.role else "")
+    cut = sorted({tuple(sorted(p)) for p in fault.drops})
+    return "cut " + (", ".join(f"{a}-{b}" for a, b in cut) if cut else "nothing")
