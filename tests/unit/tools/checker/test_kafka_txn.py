@@ -97,6 +97,8 @@ def test_many_committed_transactions_in_one_order_are_valid() -> None:
         lines.append({"process": i, "type": "invoke", "f": "txn", "value": [["send", 0, f"v{i}"], ["poll"]]})
         lines.append({"process": i, "type": "ok", "f": "txn", "value": [*polls, *sends]})
     lines.append({"process": 1000, "type": "invoke", "f": "txn", "value": [["poll"]]})
-    lines.append({"process": 1000, "type": "ok", "f": "txn", "value": [["poll", [[0, i, f"v{i}"] for i in range(300)]]]})
+    lines.append(
+        {"process": 1000, "type": "ok", "f": "txn", "value": [["poll", [[0, i, f"v{i}"] for i in range(300)]]]}
+    )
     result = check_kafka_txn(parse_history("\n".join(json.dumps(e) for e in lines) + "\n"))
     assert result.valid is True, result.anomalies[:3]
