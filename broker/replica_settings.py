@@ -44,6 +44,9 @@ class ReplicaManagerSettings:
     # Idle producers are forgotten after producer_id_expiration_ms; checked this often.
     producer_id_expiration_ms: int = default_of(ReplicationConfig, "producer_id_expiration_ms")
     producer_id_expiration_check_interval_ms: int = 600_000
+    # KIP-890 part 1: a partition leader asks the transaction coordinator before a transactional batch opens
+    # a transaction on it (transaction.partition.verification.enable).
+    transaction_partition_verification_enable: bool = True
     # An unanswered AlterPartition is proposed again after this long.
     alter_partition_retry_ms: int = default_of(ReplicationConfig, "alter_partition_retry_ms")
     # Produce requests handled at once; more wait for a slot up to their timeout (queued.max.requests).

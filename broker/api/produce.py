@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.replication import CompleteProduce, ProduceRequest
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
+from kraftpy.broker.shell.txn_verifier import Batch, TxnVerifier
+from kraftpy.broker.txn.config import TransactionCoordinatorConfig
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import DEFAULT_MAX_UNCOMPRESSED_BYTES
 from kraftpy.protocol.records.compression import DecompressedTooLargeError
 from kraftpy.protocol.records.control import TxnMarker
 from kraftpy.protocol.records.header import DEFAULT_MAX_BATCH_BYTES, BatchHeader, parse_header
 from kraftpy.protocol.records.validation import validate_records
+from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.protocol.topics import refuses_client_writes
 from kraftpy.protocol.validate import INT32_MAX, field
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
 VALID_ACKS = (0, 1, -1)
+MAX_TRANSACTIONAL_ID_LENGTH: int = default_of(TransactionCoordinatorConfig, "max_id_length")
 _request_ids = itertools.count()
 
 # Records checked on the event loop per request (at about 1.5 us each, under 10 ms: two partitions' 256 KiB
@@ -122,11 +126,16 @@ class ProduceHandler:
         self._slots = asyncio.Semaphore(replica_manager.settings.queued_max_requests)
         # Set while a request's records are checked in the worker: later requests append after it.
         self._tail: asyncio.Future[None] | None = None
+        self.verifier = TxnVerifier(replica_manager)
 
     async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         acks = field(body, "acks", int)
         timeout_ms = field(body, "timeout_ms", int, min_value=0, max_value=INT32_MAX)
         entries = read_partitions(body, _read_partition)
+        # Kafka's ProduceRequest field (v3+): the coordinator that verifies transactional batches (KIP-890).
+        transactional_id = field(
+            body, "transactional_id", str, nullable=True, default=None, max_len=MAX_TRANSACTIONAL_ID_LENGTH
+        )
         if acks not in VALID_ACKS:
             error = error_fields(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), got {acks}")
             return {"topics": group_by_topic((t, p, dict(error)) for t, p, _ in entries)}
@@ -137,11 +146,13 @@ class ProduceHandler:
             error = error_fields(ErrorCode.REQUEST_TIMED_OUT, "the broker is busy: no produce slot within timeout_ms")
             return {"topics": group_by_topic((t, p, dict(error)) for t, p, _ in entries)}
         try:
-            return await self._produce(acks, timeout_ms, entries)
+            return await self._produce(acks, timeout_ms, entries, transactional_id)
         finally:
             self._slots.release()
 
-    async def _produce(self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]]) -> dict[str, Any]:
+    async def _produce(
+        self, acks: int, timeout_ms: int, entries: list[tuple[str, int, bytes]], transactional_id: str | None
+    ) -> dict[str, Any]:
         rm = self.rm
         now = monotonic_ms()
         answers: dict[tuple[str, int], dict[str, Any]] = {}
@@ -173,19 +184,43 @@ class ProduceHandler:
                 checked[i] = c._replace(deferred=True)  # maybe legal up to MAX_UNCOMPRESSED_BYTES: the worker decides
             except CorruptRecordError as exc:
                 answers[c.key] = self._error(*c.key, exc)
-        if any(c.deferred for c in checked) or self._tail is not None:
-            await self._after_earlier_requests(checked, answers)
-        for c in checked:
-            if c.key in answers:
-                continue
-            rid, future = self.begin_append(c.hosted, c.header, c.records, acks, timeout_ms, now)
-            waits[rid] = (c.key, c.hosted, future)
+        verify = self.rm.settings.transaction_partition_verification_enable
+        transactional = [
+            Batch(c.key, c.hosted, c.header)
+            for c in checked
+            if verify and c.header.is_transactional and not c.unchecked and c.key not in answers
+        ]
+        if transactional:
+            async with self.verifier.verifying(transactional_id, transactional, timeout_ms) as refused:
+                answers.update((key, self._error(*key, exc)) for key, exc in refused.items())
+                await self._append(checked, answers, waits, acks, timeout_ms, now, verify)
+        else:
+            await self._append(checked, answers, waits, acks, timeout_ms, now, verify)
         if waits:
             await self.await_appends(waits, now + timeout_ms)
         for rid, (key, hosted, future) in waits.items():
             rm.produce_waiters.pop(rid, None)
             answers[key] = self._answer(key, hosted, future.result())
         return {"topics": group_by_topic((t, p, answers[(t, p)]) for t, p, _ in entries)}
+
+    async def _append(
+        self,
+        checked: list[_Checked],
+        answers: dict[tuple[str, int], dict[str, Any]],
+        waits: dict[Any, Any],
+        acks: int,
+        timeout_ms: int,
+        now: int,
+        verify_txn: bool,
+    ) -> None:
+        """Begin the appends of the batches not answered yet, after every earlier request's (see below)."""
+        if any(c.deferred for c in checked) or self._tail is not None:
+            await self._after_earlier_requests(checked, answers)
+        for c in checked:
+            if c.key in answers:
+                continue
+            rid, future = self.begin_append(c.hosted, c.header, c.records, acks, timeout_ms, now, verify_txn=verify_txn)
+            waits[rid] = (c.key, c.hosted, future)
 
     async def _after_earlier_requests(self, checked: list[_Checked], answers: dict[tuple[str, int], Any]) -> None:
         """Check the deferred records in the worker, and return once every earlier request has appended.
@@ -242,18 +277,21 @@ class ProduceHandler:
         now: int,
         *,
         marker: TxnMarker | None = None,
+        verify_txn: bool = False,
     ) -> tuple[int, asyncio.Future[CompleteProduce]]:
         """Hand one checked batch to the partition's core and append it now; the future completes per acks.
 
         Synchronous up to the append, so batches given in order are appended in order (the group
         coordinator's writes to __consumer_offsets rely on it). `marker`: the batch is a transaction
-        marker the broker built (WriteTxnMarkers).
+        marker the broker built (WriteTxnMarkers). `verify_txn`: a client's batch, under KIP-890 part 1.
         """
         rid = next(_request_ids)
         future: asyncio.Future[CompleteProduce] = asyncio.get_running_loop().create_future()
         self.rm.produce_waiters[rid] = future
         try:
-            request = ProduceRequest(rid, header, acks, timeout_ms, wall_clock_ms=wall_ms(), marker=marker)
+            request = ProduceRequest(
+                rid, header, acks, timeout_ms, wall_clock_ms=wall_ms(), marker=marker, verify_txn=verify_txn
+            )
             actions = hosted.core.handle_produce(request, now)
             hosted.perform(actions, {rid: records})
         except PartitionOfflineError as exc:

@@ -69,7 +69,9 @@ def read_request(request: ProduceRequest, version: int, image: MetadataImage) ->
         # Null records are no batch at all: the route refuses them as Kafka's LogValidator does.
         parts = [{"partition": p.index, "records": p.records or b""} for p in t.partition_data or []]
         topics.append({"name": ref.name, "partitions": parts})
-    body = {"acks": request.acks, "timeout_ms": request.timeout_ms, "topics": topics}
+    body: dict[str, Any] = {"acks": request.acks, "timeout_ms": request.timeout_ms, "topics": topics}
+    if getattr(request, "transactional_id", None) is not None:
+        body["transactional_id"] = request.transactional_id  # the coordinator to verify with (KIP-890)
     return ProduceAsk(request.acks, body, items, refused)
 
 

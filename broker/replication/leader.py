@@ -224,7 +224,7 @@ class PartitionLeader:
             h = request.header
             check = self.producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch)
         else:
-            check = self.producers.check_append(request.header)
+            check = self.producers.check_append(request.header, request.verify_txn)
         if check.error != ErrorCode.NONE:
             return [CompleteProduce(rid, check.error, acks=acks, message=check.message)]
         actions: list[Action] = []

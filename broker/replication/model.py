@@ -219,3 +219,6 @@ class ProduceRequest:
     wall_clock_ms: int = -1
     # Set for a transaction marker (a control batch the broker built for WriteTxnMarkers).
     marker: TxnMarker | None = None
+    # KIP-890 part 1 applies (a client's batch; transaction_partition_verification_enable): a transactional
+    # batch that opens its producer's transaction here needs the coordinator's verification first.
+    verify_txn: bool = False

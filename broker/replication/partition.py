@@ -33,6 +33,7 @@ from kraftpy.broker.replication.model import (
 )
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.protocol.errors import ErrorCode
+from kraftpy.protocol.records.header import BatchHeader
 
 
 class Role(enum.Enum):
@@ -187,6 +188,20 @@ class Partition:
             error, message = self._not_leader(UNDEFINED_EPOCH)
             return [CompleteProduce(request.request_id, error, acks=request.acks, message=message)]
         return self.leader.handle_produce(request, now_ms)
+
+    def begin_txn_verification(self, header: BatchHeader, now_ms: int) -> int | None:
+        """KIP-890 part 1: the guard of the verification this batch needs first, or None if it needs none.
+
+        None also when this replica is not the leader (the produce is refused anyway). The shell asks
+        the transaction coordinator and reports the answer with txn_verified.
+        """
+        if self.leader is None or not self.producers.needs_verification(header):
+            return None
+        return self.producers.verifications.start(header.producer_id, header.producer_epoch, now_ms)
+
+    def txn_verified(self, producer_id: int, producer_epoch: int, guard: int) -> bool:
+        """The coordinator confirmed the partition is in the transaction; False if a marker came in between."""
+        return self.producers.verifications.complete(producer_id, producer_epoch, guard)
 
     def handle_fetch(
         self, request: FetchPartition, leader_epoch_end: EpochEndOffset | None, now_ms: int

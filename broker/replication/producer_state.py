@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import cbor2
 
 from kraftpy.broker.replication.config import ReplicationConfig
+from kraftpy.broker.replication.txn_verification import TxnVerifications
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.control import TxnMarker
 from kraftpy.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
@@ -119,12 +120,38 @@ class ProducerStateManager:
         # {producer id: first offset} of the open transactions (mirrors the entries' current_txn_first_offset):
         # the LSO is asked on every fetch, so it must not walk every producer.
         self._ongoing: dict[int, int] = {}
+        # KIP-890 part 1: producers the transaction coordinator vouched for on this partition.
+        self.verifications = TxnVerifications()
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
-    def check_append(self, header: BatchHeader) -> AppendCheck:
-        """Validate a batch a client sent to the leader (Kafka's analyzeAndValidateProducerState)."""
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka's hasOngoingTransaction: the producer, at this epoch, has a transaction open here."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch and entry.current_txn_first_offset != NO_TXN
+
+    def needs_verification(self, header: BatchHeader) -> bool:
+        """KIP-890 part 1: must the coordinator confirm this transactional batch's transaction first?
+
+        Not when its producer's transaction is already open here at that epoch (the coordinator
+        knew of it when it began) or was verified since the last marker; not for a batch the
+        append refuses anyway (an older epoch).
+        """
+        pid, epoch = header.producer_id, header.producer_epoch
+        if not header.is_transactional or header.is_control or pid < 0 or epoch < 0:
+            return False
+        entry = self.producers.get(pid)
+        if entry is not None and epoch < entry.producer_epoch:
+            return False
+        return not self.has_ongoing_txn(pid, epoch) and not self.verifications.is_verified(pid, epoch)
+
+    def check_append(self, header: BatchHeader, verify_txn: bool = False) -> AppendCheck:
+        """Validate a batch a client sent to the leader (Kafka's analyzeAndValidateProducerState).
+
+        `verify_txn`: KIP-890 part 1 applies, so a transactional batch that opens a transaction here
+        is refused unless the coordinator verified its producer (see needs_verification).
+        """
         producer_id = header.producer_id
         if producer_id < 0:
             if header.is_transactional:
@@ -137,6 +164,16 @@ class ProducerStateManager:
                 message=f"idempotent batch of producer {producer_id} has sequence {first} and epoch {epoch}",
             )
         entry = self.producers.get(producer_id)
+        duplicate = entry.find_duplicate(epoch, first, last) if entry is not None else None
+        if duplicate is not None:
+            return AppendCheck(duplicate=duplicate)
+        if verify_txn and self.needs_verification(header):
+            return AppendCheck(
+                ErrorCode.INVALID_TXN_STATE,
+                message=f"producer {producer_id} epoch {epoch} has no ongoing transaction on this partition that "
+                "its transaction coordinator verified: the partition was not added to the transaction "
+                "(AddPartitionsToTxn), or the transaction ended",
+            )
         if entry is None:
             if first != 0:
                 return AppendCheck(
@@ -145,9 +182,6 @@ class ProducerStateManager:
                     f"and its batch starts at sequence {first}, not 0",
                 )
             return APPEND
-        duplicate = entry.find_duplicate(epoch, first, last)
-        if duplicate is not None:
-            return AppendCheck(duplicate=duplicate)
         if epoch < entry.producer_epoch:
             return AppendCheck(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -234,6 +268,7 @@ class ProducerStateManager:
             if marker is None:
                 return None  # a control batch that ends no transaction
             entry.coordinator_epoch = marker.coordinator_epoch
+            self.verifications.clear(header.producer_id)
             first, entry.current_txn_first_offset = entry.current_txn_first_offset, NO_TXN
             self._ongoing.pop(header.producer_id, None)
             if first == NO_TXN:
@@ -292,6 +327,7 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+        self.verifications.remove_expired(now_ms, self.producer_id_expiration_ms)
         return expired
 
     def evict_unretained(self, log_start_offset: int) -> list[int]:

@@ -296,7 +296,12 @@ class TransactionCoordinator:
             return dict.fromkeys(wanted, E.INVALID_PRODUCER_ID_MAPPING)
         if meta.producer_epoch != producer_epoch:
             return dict.fromkeys(wanted, E.PRODUCER_FENCED)
-        ongoing = meta.state is S.ONGOING and meta.pending is None
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(wanted, E.CONCURRENT_TRANSACTIONS)
+        # A write in flight (another AddPartitionsToTxn, an EndTxn) does not matter, as in Kafka: the
+        # partitions are those already durable, and the partition's guard voids the answer if a
+        # marker lands before the append.
+        ongoing = meta.state is S.ONGOING
         return {tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE for tp in wanted}
 
     # --- EndTxn ---------------------------------------------------------------------------------

@@ -254,6 +254,9 @@ class Sender:
             "timeout_ms": self.request_timeout_ms,
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
         }
+        if self.transactions is not None:
+            # The leader asks this id's coordinator whether the partition is in the transaction (KIP-890).
+            body["transactional_id"] = self.transactions.transactional_id
         request = ProduceRequest(
             request_id=next(self._ids),
             node_id=node_id,

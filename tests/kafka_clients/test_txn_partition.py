@@ -4,15 +4,18 @@ Transactional batches go in through the Kafka listener in raw frames (kraftpy's 
 ids from InitProducerId, markers through WriteTxnMarkers (api key 27), as a transaction coordinator
 would send them. A read_committed consumer must see committed records, never aborted ones, and nothing
 at or past an open transaction's first offset (the LSO); a read_uncommitted one sees everything. The
-open transaction must survive its partition leader being SIGKILLed and restarted.
+open transaction must survive its partition leader being SIGKILLed and restarted. The test plays the
+coordinator itself, so KIP-890's verification (test_txn_verification.py) is off while it runs.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kafka.protocol.admin.transactions import DescribeProducersRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
@@ -27,6 +30,23 @@ from tests.kafka_clients.test_data_protocol import fetch, leader_of, produce
 TOPIC = "txn-partition"
 TIMEOUT_S = 30
 READ_COMMITTED = 1
+
+
+def restart_with_verification(cluster: LocalCluster, enabled: bool) -> None:
+    cluster.ok("cluster", "stop", "--dir", str(cluster.dir))
+    cluster.write_setting("transaction_partition_verification_enable", "true" if enabled else "false")  # type: ignore[arg-type]
+    cluster.start()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_verification(kafka_cluster: LocalCluster) -> Iterator[None]:
+    """Raw transactional batches and hand-sent markers, with no coordinator: Kafka's
+    transaction.partition.verification.enable=false; the shared cluster gets it back afterwards."""
+    restart_with_verification(kafka_cluster, False)
+    try:
+        yield
+    finally:
+        restart_with_verification(kafka_cluster, True)
 
 
 def call_leader(cluster: LocalCluster, api_key: int, version: int, request: Any) -> Any:

@@ -16,7 +16,7 @@ PREFIX_TAIL = 8  # how many of the last linearized operations to show
 
 
 def verdict_word(result: CheckResult) -> str:
-    if result.model == "kafka":
+    if result.model.startswith("kafka"):
         return {True: "VALID", False: "INVALID"}.get(result.valid, "UNKNOWN")  # type: ignore[arg-type]
     return {True: "LINEARIZABLE", False: "NOT LINEARIZABLE"}.get(result.valid, "UNKNOWN")  # type: ignore[arg-type]
 
@@ -32,7 +32,7 @@ def explain(result: CheckResult) -> str:
     if h is not None:
         head += f" from {h.source} ({h.format})"
     lines = [head + f", checked in {result.elapsed_s:.3f} s"]
-    if result.model == "kafka":
+    if result.model.startswith("kafka"):
         lines += _explain_kafka(result)
     else:
         lines += _explain_linearizability(result)
@@ -78,7 +78,16 @@ def _explain_kafka(result: CheckResult) -> list[str]:
     lines = ["Anomalies: " + ", ".join(f"{t} x{n}" for t, n in counts.items())]
     for a in result.anomalies:
         tag = "" if a["failure"] else " (allowed)"
+        if "steps" in a:  # a dependency cycle (kafka-txn): each step with its type and the key it is about
+            lines.append(f"  {a['type']}{tag}: " + _cycle(a))
+            continue
         details = ", ".join(f"{k}={v!r}" for k, v in a.items() if k not in ("type", "ops", "failure"))
         ops = ", ".join(f"line {o['line']} p{o['process']} {o['f']} {o['status']}" for o in a["ops"])
         lines.append(f"  {a['type']}{tag}: {details}\n      ops: {ops}")
     return lines
+
+
+def _cycle(a: dict[str, Any]) -> str:
+    lines = {o["id"]: o["line"] for o in a["ops"]}
+    steps = [f"line {lines[s['from']]} -{s['type']} key {s['key']!r} {s['value']!r}-> " for s in a["steps"]]
+    return "".join(steps) + f"line {lines[a['steps'][0]['from']]}"

@@ -69,7 +69,7 @@ def _page_data(result: CheckResult) -> dict[str, Any]:
         ],
         "parts": [],
         "anomalies": [],
-        "kafka": result.model == "kafka",
+        "kafka": result.model.startswith("kafka"),
     }
     detail = result.detail
     if isinstance(detail, LinearizabilityDetail):

@@ -49,7 +49,8 @@ class PartitionLog:
         return out
 
 
-def _logs(ops: list[KafkaOp]) -> dict[Any, PartitionLog]:
+def partition_logs(ops: list[KafkaOp]) -> dict[Any, PartitionLog]:
+    """Each partition's log as the history saw it: acknowledged sends' offsets and polled records."""
     raw: dict[Any, dict[int, set[Any]]] = defaultdict(lambda: defaultdict(set))
     for k in ops:
         if k.status == "ok":
@@ -87,7 +88,7 @@ def _refs(ops: Iterable[KafkaOp]) -> list[dict[str, Any]]:
 
 def analyse(ops: list[KafkaOp]) -> list[dict[str, Any]]:
     """Every anomaly found, each with the operations involved, in ANOMALY_CLASSES order."""
-    logs = _logs(ops)
+    logs = partition_logs(ops)
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
     # Who wrote and who read what, per partition.

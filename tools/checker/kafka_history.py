@@ -8,7 +8,9 @@ an optional `rebalanced` list on a poll completion names the partitions whose
 assignment changed during that poll. Jepsen's `:kafka` workload shape:
 `:send`/`:poll`/`:txn` whose values are micro-op vectors
 (`[:send k [offset v]]`, `[:poll {k [[offset v] ...]}]`) and an optional
-`:rebalance-log` of `{:keys [...]}` maps.
+`:rebalance-log` of `{:keys [...]}` maps. In JSON Lines a `txn` takes the same
+micro-ops, a poll's records as `["poll", [[partition, offset, message], ...]]`
+(JSON objects cannot have integer keys).
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ def _jepsen(op: Operation) -> KafkaOp:
             for key, pairs in m[1].items():
                 for pair in pairs:
                     kop.polls.append((key, _offset(pair[0], op), pair[1]))
+        elif kind == "poll" and len(m) > 1 and isinstance(m[1], tuple):  # JSON Lines: [partition, offset, message]
+            for rec in m[1]:
+                if not (isinstance(rec, tuple) and len(rec) == 3):
+                    raise HistoryError(f"poll record {rec!r} is not [partition, offset, message]", op.invoke_line)
+                kop.polls.append((rec[0], _offset(rec[1], op), rec[2]))
     log = op.extra.get("rebalance-log") or ()
     keys: set[Any] = set()
     for event in log:

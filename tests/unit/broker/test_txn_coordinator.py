@@ -345,6 +345,13 @@ def test_verify_partitions_for_kip890():
         ("t", 0): E.NONE,
         ("t", 1): E.INVALID_TXN_STATE,
     }
+    # Another AddPartitionsToTxn in flight (librdkafka adds partitions while it produces) changes nothing.
+    h.c.add_partitions("in-flight", TXN, pid, epoch, [("t", 1)], T0)
+    assert h.c.txns[TXN].pending is not None
+    assert h.c.verify_partitions(TXN, pid, epoch, [("t", 0), ("t", 1)]) == {
+        ("t", 0): E.NONE,
+        ("t", 1): E.INVALID_TXN_STATE,
+    }
     assert h.c.verify_partitions(TXN, pid, epoch - 1, [("t", 0)]) == {("t", 0): E.PRODUCER_FENCED}
     assert h.c.verify_partitions("x", pid, epoch, [("t", 0)]) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
 

@@ -1,0 +1,163 @@
+"""KIP-890 part 1 on a real cluster: a partition leader accepts a transactional write only once the
+transaction coordinator confirms the partition is in the producer's ongoing transaction.
+
+The misbehaving producer is hand-rolled (kraftpy's codec, kafka-python's message classes): a
+transactional batch sent without AddPartitionsToTxn, and a late write arriving after its transaction
+committed, perfectly in sequence. Both are refused with INVALID_TXN_STATE, neither opens a
+transaction on the partition (the LSO stays at the high watermark), and the late write cannot slip
+into the producer's next transaction. librdkafka's ordinary transactions keep working
+(tests/kafka_clients/test_txn_coordinator.py, test_txn_end_to_end.py run with verification on).
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from kafka.protocol.admin.transactions import DescribeProducersRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, EndTxnRequest
+
+from kraftpy.protocol.errors import ErrorCode as E
+from kraftpy.protocol.records.batch import build_batch
+from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.kafka_clients.test_data_protocol import Raw, leader_of
+from tests.kafka_clients.test_groups_clients import Wire
+from tests.kafka_clients.test_txn_coordinator import describe, init, txn_coordinator
+
+TOPIC = "txn-verify"
+TXN_ID = "verify-raw"
+Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+
+def call_leader(cluster: LocalCluster, partition: int, api_key: int, version: int, request: object) -> object:
+    raw = Raw(leader_of(cluster, TOPIC, partition)[0])
+    try:
+        return raw.call(api_key, version, request)
+    finally:
+        raw.close()
+
+
+def write(
+    cluster: LocalCluster, partition: int, value: bytes, pid: int, epoch: int, seq: int, txn_id: str | None = TXN_ID
+) -> int:
+    """A transactional batch of one record, sent as a producer would; the partition's error code."""
+    records = build_batch(
+        [(b"k", value, (), 1_700_000_000_000)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+    T = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=txn_id, acks=-1, timeout_ms=10_000,
+        topic_data=[T(name=TOPIC, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
+    )  # fmt: skip
+    answer = call_leader(cluster, partition, 0, 9, request)
+    return answer.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
+
+
+def offsets(cluster: LocalCluster, partition: int) -> tuple[int, int]:
+    """(high watermark, last stable offset) of the partition, from its leader."""
+    out = []
+    for isolation in (0, 1):
+        T = ListOffsetsRequest.ListOffsetsTopic
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=[T(name=TOPIC, partitions=[T.ListOffsetsPartition(partition_index=partition, timestamp=-1)])],
+        )
+        p = call_leader(cluster, partition, 2, 7, request).topics[0].partitions[0]  # type: ignore[attr-defined]
+        assert p.error_code == 0, p
+        out.append(p.offset)
+    return out[0], out[1]
+
+
+def open_txns(cluster: LocalCluster, partition: int) -> list[int]:
+    """Producer ids with a transaction open on the partition (DescribeProducers)."""
+    T = DescribeProducersRequest.TopicRequest
+    request = DescribeProducersRequest(topics=[T(name=TOPIC, partition_indexes=[partition])])
+    answer = call_leader(cluster, partition, 61, 0, request)
+    active = answer.topics[0].partitions[0].active_producers  # type: ignore[attr-defined]
+    return [p.producer_id for p in active if p.current_txn_start_offset >= 0]
+
+
+def add(wire: Wire, pid: int, epoch: int, partitions: list[int]) -> None:
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[Topic(name=TOPIC, partitions=partitions)],
+    )  # fmt: skip
+    answer = wire.call(24, 3, request)
+    codes = [r.partition_error_code for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition]
+    assert codes == [0] * len(partitions), answer
+
+
+def commit(wire: Wire, pid: int, epoch: int) -> None:
+    end = wire.call(
+        26, 3, EndTxnRequest(transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, committed=True)
+    )
+    assert end.error_code == 0, end
+    wait_for("CompleteCommit", lambda: describe(wire, TXN_ID).transaction_state == "CompleteCommit")
+
+
+def read_committed(cluster: LocalCluster, partition: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "verify-reader",
+            "isolation.level": "read_committed",
+        }
+    )
+    values: list[bytes] = []
+    try:
+        tp = TopicPartition(TOPIC, partition)
+        end = consumer.get_watermark_offsets(tp, timeout=30)[1]  # the LSO for read_committed
+        consumer.assign([TopicPartition(TOPIC, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while consumer.position([tp])[0].offset < end and time.monotonic() < deadline:
+            values.extend(m.value() for m in consumer.consume(num_messages=100, timeout=0.5) if m.error() is None)
+    finally:
+        consumer.close()
+    return values
+
+
+def test_raw_and_late_transactional_writes_are_refused(kafka_cluster: LocalCluster) -> None:
+    kafka_cluster.ok(
+        "topics", "create", TOPIC, "--partitions", "2", "--replication-factor", "3",
+        "--config", "min.insync.replicas=2",
+    )  # fmt: skip
+    wire = Wire(txn_coordinator(kafka_cluster, TXN_ID))
+    try:
+        producer = init(wire, TXN_ID)
+        assert producer.error_code == 0
+        pid, epoch = producer.producer_id, producer.producer_epoch
+
+        # A raw write: the partition was never added to a transaction.
+        assert write(kafka_cluster, 0, b"raw", pid, epoch, 0) == E.INVALID_TXN_STATE
+        assert write(kafka_cluster, 0, b"raw", pid, epoch, 0, txn_id=None) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        hw, lso = offsets(kafka_cluster, 0)
+        assert (hw, lso) == (0, 0) and open_txns(kafka_cluster, 0) == []
+
+        # A proper transaction on partition 0, committed.
+        add(wire, pid, epoch, [0])
+        assert write(kafka_cluster, 0, b"t1", pid, epoch, 0) == E.NONE
+        commit(wire, pid, epoch)
+        hw, lso = wait_for("the marker replicated", lambda: ((o := offsets(kafka_cluster, 0))[0] == o[1] and o) or None)
+
+        # The late write of that transaction (in sequence, same epoch) after the commit: refused, and
+        # it opens nothing, so the LSO does not stop at it.
+        assert write(kafka_cluster, 0, b"late", pid, epoch, 1) == E.INVALID_TXN_STATE
+        assert offsets(kafka_cluster, 0) == (hw, lso) and open_txns(kafka_cluster, 0) == []
+
+        # The producer's next transaction (partition 1 only) cannot take it in either.
+        add(wire, pid, epoch, [1])
+        assert write(kafka_cluster, 1, b"t2", pid, epoch, 0) == E.NONE
+        assert write(kafka_cluster, 0, b"late", pid, epoch, 1) == E.INVALID_TXN_STATE
+        commit(wire, pid, epoch)
+        assert offsets(kafka_cluster, 0) == (hw, lso) and open_txns(kafka_cluster, 0) == []
+        assert read_committed(kafka_cluster, 0) == [b"t1"]
+        assert read_committed(kafka_cluster, 1) == [b"t2"]
+    finally:
+        wire.close()
