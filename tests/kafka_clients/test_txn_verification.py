@@ -22,8 +22,8 @@ from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, EndTx
 from kraftpy.protocol.errors import ErrorCode as E
 from kraftpy.protocol.records.batch import build_batch
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.test_data_protocol import Raw, leader_of
-from tests.kafka_clients.test_groups_clients import Wire
+from tests.kafka_clients.raw import Raw
+from tests.kafka_clients.test_data_protocol import leader_of
 from tests.kafka_clients.test_txn_coordinator import describe, init, txn_coordinator
 
 TOPIC = "txn-verify"
@@ -84,7 +84,7 @@ def open_txns(cluster: LocalCluster, partition: int) -> list[int]:
     return [p.producer_id for p in active if p.current_txn_start_offset >= 0]
 
 
-def add(wire: Wire, pid: int, epoch: int, partitions: list[int]) -> None:
+def add(wire: Raw, pid: int, epoch: int, partitions: list[int]) -> None:
     request = AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[Topic(name=TOPIC, partitions=partitions)],
@@ -94,7 +94,7 @@ def add(wire: Wire, pid: int, epoch: int, partitions: list[int]) -> None:
     assert codes == [0] * len(partitions), answer
 
 
-def commit(wire: Wire, pid: int, epoch: int) -> None:
+def commit(wire: Raw, pid: int, epoch: int) -> None:
     end = wire.call(
         26, 3, EndTxnRequest(transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, committed=True)
     )
@@ -128,7 +128,7 @@ def test_raw_and_late_transactional_writes_are_refused(kafka_cluster: LocalClust
         "topics", "create", TOPIC, "--partitions", "2", "--replication-factor", "3",
         "--config", "min.insync.replicas=2",
     )  # fmt: skip
-    wire = Wire(txn_coordinator(kafka_cluster, TXN_ID))
+    wire = Raw(txn_coordinator(kafka_cluster, TXN_ID))
     try:
         producer = init(wire, TXN_ID)
         assert producer.error_code == 0
