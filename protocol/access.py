@@ -38,6 +38,7 @@ OPEN = None
 # The broker's cluster-internal routes (clients reach the same handlers through the Kafka listener).
 REPLICA_FETCH_PATH = "/broker/fetch"  # a follower's fetch: moves the HW and the ISR
 WRITE_TXN_MARKERS_PATH = "/broker/write_txn_markers"  # a transaction coordinator's markers
+VERIFY_TXN_PARTITIONS_PATH = "/broker/verify_txn_partitions"  # a partition leader asks a coordinator (KIP-890)
 
 # path -> requirement (None: open). docs/security.md has the same table.
 ROUTES: dict[str, Requirement | None] = {
@@ -63,6 +64,7 @@ ROUTES: dict[str, Requirement | None] = {
     # broker <-> broker
     REPLICA_FETCH_PATH: CLUSTER,
     WRITE_TXN_MARKERS_PATH: CLUSTER,
+    VERIFY_TXN_PARTITIONS_PATH: CLUSTER,
     # the node
     "/admin/status": OPEN,
 }

@@ -50,7 +50,7 @@ from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
-from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
+from kraftpy.protocol.access import REPLICA_FETCH_PATH, VERIFY_TXN_PARTITIONS_PATH, WRITE_TXN_MARKERS_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
@@ -138,6 +138,7 @@ class ReplicaManager:
         self._routes: dict[str, Handler] = {
             REPLICA_FETCH_PATH: self.fetch_handler.follower_fetch,
             WRITE_TXN_MARKERS_PATH: write_txn_markers,
+            VERIFY_TXN_PARTITIONS_PATH: self.txn.verify_txn_partitions,
         }
         self._applied: MetadataImage | None = None
         self._tick_task: asyncio.Task[None] | None = None

@@ -2,7 +2,7 @@
 
 The partition core decides which batches need it and remembers the answers (broker/replication/
 txn_verification.py); this asks the coordinator of the request's transactional id, on this broker
-or another, through `/kafka/verify_txn_partitions` (AddPartitionsToTxn v4 verify_only semantics),
+or another, through `/broker/verify_txn_partitions` (AddPartitionsToTxn v4 verify_only semantics),
 one call per produce request. While one request of a producer waits for its verification on a
 partition, the producer's later requests to that partition wait for it too, so its batches still
 append in sequence order. Docs: docs/transactions.md, "Verification (KIP-890 part 1)".
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraftpy.broker.api.find_coordinator import find_coordinator
 from kraftpy.broker.replication.txn_verification import produce_error
+from kraftpy.protocol.access import VERIFY_TXN_PARTITIONS_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.header import BatchHeader
 from kraftpy.protocol.shell.clock import wall_ms
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from kraftpy.broker.shell.partition_host import HostedPartition
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
-VERIFY_PATH = "/kafka/verify_txn_partitions"
 # The coordinator call is bounded by the produce's timeout, within these limits.
 MIN_VERIFY_TIMEOUT_MS = 1_000
 MAX_VERIFY_TIMEOUT_MS = 30_000
@@ -138,7 +138,11 @@ class TxnVerifier:
             else:
                 bound_ms = min(max(timeout_ms, MIN_VERIFY_TIMEOUT_MS), MAX_VERIFY_TIMEOUT_MS)
                 answer = await self.rm.node.rpc.call(
-                    (where["host"], where["port"]), VERIFY_PATH, body, timeout_ms=bound_ms, raise_errors=False
+                    (where["host"], where["port"]),
+                    VERIFY_TXN_PARTITIONS_PATH,
+                    body,
+                    timeout_ms=bound_ms,
+                    raise_errors=False,
                 )
         except KafkaError as exc:
             return dict.fromkeys(wanted, exc.code), exc.message
