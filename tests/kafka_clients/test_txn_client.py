@@ -29,7 +29,7 @@ from kraftpy.client.shell.sync import SyncProducer
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.types import TopicPartition
 from tests.integration.test_cluster_support import LocalCluster
-from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill
+from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill, make_topics_and_inputs
 from tests.kafka_clients.test_txn_end_to_end import read_committed as ck_read_committed
 
 log = logging.getLogger(__name__)
@@ -130,8 +130,9 @@ async def transform_loop(
                 # With this transaction open (its partitions added, records written), a partition leader
                 # and later the coordinator's node die; the coordinator's successor resumes the
                 # transaction from __transaction_state.
-                await producer.flush()
-                await asyncio.to_thread(faults.step, len(committed), RECORDS)
+                if faults.due(len(committed), RECORDS):
+                    await producer.flush()
+                    await asyncio.to_thread(faults.step, len(committed), RECORDS)
                 await producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), CALL_MS)
                 await until_done("commit_transaction", lambda: producer.commit_transaction(CALL_MS), deadline)
             except ProducerFencedError:
@@ -154,13 +155,7 @@ def test_kraftpy_client_exactly_once_across_leader_and_coordinator_kills(
     kafka_cluster: LocalCluster,
 ) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    for topic, partitions in ((IN, 3), (OUT_A, 2), (OUT_B, 2)):
-        kafka_cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
-    source = CkProducer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "enable.idempotence": True})
-    for i in range(RECORDS):
-        source.produce(IN, key=b"k%d" % i, value=b"in-%d" % i, partition=i % 3)
-    assert source.flush(60) == 0
-    del source  # librdkafka's producer stops with its last reference
+    make_topics_and_inputs(kafka_cluster, (IN, OUT_A, OUT_B), RECORDS)
 
     faults = LeaderThenCoordinatorKill(kafka_cluster, TXN_ID, OUT_A, (IN, OUT_A, OUT_B))
     try:

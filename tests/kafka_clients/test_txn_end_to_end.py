@@ -53,11 +53,17 @@ class LeaderThenCoordinatorKill:
         self.killed: list[int] = []
         self.down: int | None = None
 
+    def due(self, done: int, total: int) -> bool:
+        """Whether `step` with these counts would do a fault (a caller may flush its writes first)."""
+        return (not self.killed and done >= total // 3) or (len(self.killed) == 1 and done >= total // 2)
+
     def step(self, done: int, total: int) -> None:
         """Call between transactions (or with one open) with the inputs committed so far."""
-        if not self.killed and done >= total // 3:
+        if not self.due(done, total):
+            return
+        if not self.killed:
             self._kill(self.cluster.describe(self.topic)["partitions"][0]["leader"])
-        elif len(self.killed) == 1 and done >= total // 2:
+        else:
             self.restore()
             for topic in self.topics:
                 wait_for(f"{topic}'s ISRs full again", lambda t=topic: self._isrs_full(t), timeout_s=60)
@@ -75,6 +81,17 @@ class LeaderThenCoordinatorKill:
 
     def _isrs_full(self, topic: str) -> bool:
         return all(len(p["isr"]) == len(p["replicas"]) for p in self.cluster.describe(topic)["partitions"])
+
+
+def make_topics_and_inputs(cluster: LocalCluster, topics: tuple[str, str, str], records: int) -> None:
+    """The input topic (3 partitions) filled with `records` values in-0.., and two empty output topics."""
+    source, out_a, out_b = topics
+    for topic, partitions in ((source, 3), (out_a, 2), (out_b, 2)):
+        cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
+    for i in range(records):
+        producer.produce(source, key=b"k%d" % i, value=b"in-%d" % i, partition=i % 3)
+    assert producer.flush(60) == 0
 
 
 def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline: float) -> list[bytes]:
@@ -107,12 +124,7 @@ def test_exactly_once_across_leader_and_coordinator_kills(
     kafka_cluster: LocalCluster,
 ) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    for topic, partitions in ((IN, 3), (OUT_A, 2), (OUT_B, 2)):
-        kafka_cluster.ok("topics", "create", topic, "--partitions", str(partitions), "--replication-factor", "3")
-    source = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "enable.idempotence": True})
-    for i in range(RECORDS):
-        source.produce(IN, key=b"k%d" % i, value=b"in-%d" % i, partition=i % 3)
-    assert source.flush(60) == 0
+    make_topics_and_inputs(kafka_cluster, (IN, OUT_A, OUT_B), RECORDS)
 
     consumer = Consumer(
         {
