@@ -78,7 +78,7 @@ def _explain_kafka(result: CheckResult) -> list[str]:
     lines = ["Anomalies: " + ", ".join(f"{t} x{n}" for t, n in counts.items())]
     for a in result.anomalies:
         tag = "" if a["failure"] else " (allowed)"
-        if "steps" in a:  # a dependency cycle (kafka-txn): each step with its type and the key it is about
+        if "steps" in a:  # a dependency cycle: each step with its type and the key it is about
             lines.append(f"  {a['type']}{tag}: " + _cycle(a))
             continue
         details = ", ".join(f"{k}={v!r}" for k, v in a.items() if k not in ("type", "ops", "failure"))

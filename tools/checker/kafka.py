@@ -5,16 +5,14 @@ Design notes: docs/checker.md, section "tools/checker/kafka.py".
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from kraftpy.tools.checker.history import History
-from kraftpy.tools.checker.kafka_history import KafkaOp, kafka_ops
-from kraftpy.tools.checker.result import CheckResult, jsonable
+from kraftpy.tools.checker.kafka_history import KafkaOp
+from kraftpy.tools.checker.result import jsonable
 
 ANOMALY_CLASSES = (
     "inconsistent-offsets",
@@ -277,23 +275,3 @@ def _sorted_raw(values: Iterable[Any]) -> list[Any]:
 
 def _sorted(values: Iterable[Any]) -> list[Any]:
     return [jsonable(v) for v in _sorted_raw(values)]
-
-
-def check_kafka(history: History, allowed: Iterable[str] = ()) -> CheckResult:
-    """Find the anomalies; valid unless one of a class not in `allowed` is found."""
-    allowed = frozenset(allowed)
-    unknown = allowed - set(ANOMALY_CLASSES)
-    if unknown:
-        raise ValueError(f"unknown anomaly class(es) {', '.join(sorted(unknown))}; known: {', '.join(ANOMALY_CLASSES)}")
-    started = time.monotonic()
-    anomalies = analyse(kafka_ops(history))
-    for a in anomalies:
-        a["failure"] = a["type"] not in allowed
-    return CheckResult(
-        valid=not any(a["failure"] for a in anomalies),
-        model="kafka",
-        operations=len(history.operations),
-        elapsed_s=time.monotonic() - started,
-        anomalies=anomalies,
-        history=history,
-    )

@@ -1,4 +1,4 @@
-"""Transactional anomalies over a Kafka history (`--model kafka-txn`): Adya's classes, as Elle finds them.
+"""Transactional anomalies over a Kafka history: Adya's classes, as Elle finds them.
 
 Every send, poll and txn operation is a transaction: `ok` committed, `fail` aborted, `info`
 unknown. The partition logs built by kafka.py give each key its version order (the order of the
@@ -13,22 +13,21 @@ wrote) and G1b (intermediate read: a committed transaction's highest read of k i
 writer followed with another write to k, which the reader never saw). Cycles (Elle's
 classification, by the edge types on a shortest cycle found in each strongly connected
 component): G0 (ww only), G1c (ww and wr, at least one wr), G-single (exactly one rw), G2 (two
-or more rw). Docs: docs/checker.md, "Transactions (`--model kafka-txn`)".
+or more rw). kafka_check.py runs this on histories with `txn` operations. Docs: docs/checker.md,
+"Transactions".
 """
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
 from kraftpy.tools.checker.cycles import TypedGraph, shortest_path, strongly_connected
-from kraftpy.tools.checker.history import History
-from kraftpy.tools.checker.kafka import ANOMALY_CLASSES, PartitionLog, analyse, partition_logs
-from kraftpy.tools.checker.kafka_history import KafkaOp, kafka_ops
-from kraftpy.tools.checker.result import CheckResult, jsonable
+from kraftpy.tools.checker.kafka import PartitionLog
+from kraftpy.tools.checker.kafka_history import KafkaOp
+from kraftpy.tools.checker.result import jsonable
 
 TXN_ANOMALY_CLASSES = ("G0", "G1a", "G1b", "G1c", "G-single", "G2")
 WW, WR, RW = "ww", "wr", "rw"
@@ -218,30 +217,3 @@ def analyse_txns(ops: list[KafkaOp], logs: dict[Any, PartitionLog]) -> list[dict
     found["G1b"] = deps.intermediate_reads()
     found.update(deps.cycles())
     return [{"type": cls, **a} for cls in TXN_ANOMALY_CLASSES for a in found.get(cls, [])]
-
-
-# kafka.py's aborted-read is G1a here (the same condition, named as Adya and Elle name it).
-KAFKA_TXN_CLASSES = tuple(c for c in ANOMALY_CLASSES if c != "aborted-read") + TXN_ANOMALY_CLASSES
-
-
-def check_kafka_txn(history: History, allowed: Iterable[str] = ()) -> CheckResult:
-    """kafka.py's log anomalies and the transactional ones; valid unless a class not in `allowed` is found."""
-    allowed = frozenset(allowed)
-    unknown = allowed - set(KAFKA_TXN_CLASSES)
-    if unknown:
-        known = ", ".join(KAFKA_TXN_CLASSES)
-        raise ValueError(f"unknown anomaly class(es) {', '.join(sorted(unknown))}; known: {known}")
-    started = time.monotonic()
-    ops = kafka_ops(history)
-    anomalies = [a for a in analyse(ops) if a["type"] != "aborted-read"]
-    anomalies += analyse_txns(ops, partition_logs(ops))
-    for a in anomalies:
-        a["failure"] = a["type"] not in allowed
-    return CheckResult(
-        valid=not any(a["failure"] for a in anomalies),
-        model="kafka-txn",
-        operations=len(history.operations),
-        elapsed_s=time.monotonic() - started,
-        anomalies=anomalies,
-        history=history,
-    )

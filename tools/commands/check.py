@@ -16,8 +16,8 @@ import click
 from kraftpy.tools.checker.explain import explain
 from kraftpy.tools.checker.formats import FORMATS, read_history
 from kraftpy.tools.checker.history import HistoryError
-from kraftpy.tools.checker.kafka import SUBSCRIBE_ALLOWED, check_kafka
-from kraftpy.tools.checker.kafka_txn import KAFKA_TXN_CLASSES, check_kafka_txn
+from kraftpy.tools.checker.kafka import SUBSCRIBE_ALLOWED
+from kraftpy.tools.checker.kafka_check import KAFKA_CLASSES, check_kafka
 from kraftpy.tools.checker.linearizability import check_linearizability
 from kraftpy.tools.checker.model import ModelError
 from kraftpy.tools.checker.models import MODEL_NAMES
@@ -46,9 +46,7 @@ def _classes(values: tuple[str, ...]) -> set[str]:
 
 @click.command("check")
 @click.argument("history_path", metavar="HISTORY", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--model", "model", required=True, type=click.Choice([*MODEL_NAMES, "kafka", "kafka-txn"]), help="Model to check."
-)
+@click.option("--model", "model", required=True, type=click.Choice([*MODEL_NAMES, "kafka"]), help="Model to check.")
 @click.option("--init", "init", default=None, help="Initial register value (JSON, else text); default nil.")
 @click.option("--no-partition", is_flag=True, help="Check a P-compositional model (kv) as one search.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="History format (default: detect).")
@@ -62,8 +60,7 @@ def _classes(values: tuple[str, ...]) -> set[str]:
     "allow",
     multiple=True,
     metavar="CLASS[,CLASS]",
-    help=f"kafka, kafka-txn: anomaly classes that do not fail the check ({', '.join(KAFKA_TXN_CLASSES)}, "
-    "aborted-read).",
+    help=f"kafka: anomaly classes that do not fail the check ({', '.join(KAFKA_CLASSES)}).",
 )
 @click.option(
     "--sub-via",
@@ -92,9 +89,9 @@ def check(
         history = read_history(history_path, fmt)
         for warning in history.warnings:
             click.echo(f"Warning: {warning}", err=True)
-        if model in ("kafka", "kafka-txn"):
+        if model == "kafka":
             allowed = _classes(allow) | (SUBSCRIBE_ALLOWED if sub_via == "subscribe" else set())
-            result = check_kafka(history, allowed) if model == "kafka" else check_kafka_txn(history, allowed)
+            result = check_kafka(history, allowed)
         else:
             with progress_sink(wanted(show_progress)) as sink:
                 result = check_linearizability(

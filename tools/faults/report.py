@@ -182,7 +182,7 @@ def write_report(out: Path, result: Any, replay: str) -> Path:
     """report.html in `out`, from the run's history, summary and audit."""
     from kraftpy.tools.checker.formats import read_history
     from kraftpy.tools.checker.html_report import render_html
-    from kraftpy.tools.checker.kafka import check_kafka
+    from kraftpy.tools.checker.kafka_check import check_kafka
 
     history_path = out / "history.jsonl"
     events = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from kraftpy.tools.checker.formats import parse_history
-from kraftpy.tools.checker.kafka import ANOMALY_CLASSES, SUBSCRIBE_ALLOWED, check_kafka
+from kraftpy.tools.checker.kafka import ANOMALY_CLASSES, SUBSCRIBE_ALLOWED
+from kraftpy.tools.checker.kafka_check import check_kafka
 
 
 def send(p: int, key: int, value: str, offset: int | None, status: str = "ok") -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""The transactional Kafka checker (`--model kafka-txn`): reference histories with known verdicts,
-allowed classes, the CLI, and the cycle search on a long history."""
+"""`--model kafka` on transactional histories: reference histories with known verdicts, allowed
+classes, the CLI, and the cycle search on a long history."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from kraftpy.tools.checker.cycles import TypedGraph, strongly_connected
 from kraftpy.tools.checker.formats import parse_history, read_history
-from kraftpy.tools.checker.kafka import check_kafka
-from kraftpy.tools.checker.kafka_txn import TXN_ANOMALY_CLASSES, check_kafka_txn
+from kraftpy.tools.checker.kafka_check import check_kafka
+from kraftpy.tools.checker.kafka_txn import TXN_ANOMALY_CLASSES
 
 HERE = Path(__file__).resolve().parent / "kafka_txn"
 
@@ -29,7 +29,7 @@ def verdicts() -> list[tuple[str, bool, set[str]]]:
 
 @pytest.mark.parametrize(("name", "valid", "anomalies"), verdicts(), ids=[v[0] for v in verdicts()])
 def test_reference_history(name: str, valid: bool, anomalies: set[str]) -> None:
-    result = check_kafka_txn(read_history(HERE / name))
+    result = check_kafka(read_history(HERE / name))
     assert result.valid is valid
     assert {a["type"] for a in result.anomalies} == anomalies
 
@@ -41,36 +41,38 @@ def test_every_transactional_class_has_a_reference_history() -> None:
 
 
 def test_a_cycle_names_its_operations_and_edge_types() -> None:
-    result = check_kafka_txn(read_history(HERE / "g2-write-skew.edn"))
+    result = check_kafka(read_history(HERE / "g2-write-skew.edn"))
     (g2,) = result.anomalies
     assert [s["type"] for s in g2["steps"]] == ["rw", "rw"]
     assert [o["line"] for o in g2["cycle"]] == [3, 4]
-    single = check_kafka_txn(read_history(HERE / "g-single-read-skew.edn")).anomalies[0]
+    single = check_kafka(read_history(HERE / "g-single-read-skew.edn")).anomalies[0]
     assert sorted(s["type"] for s in single["steps"]) == ["rw", "wr"]
 
 
 def test_allowed_classes_do_not_fail_and_unknown_ones_are_refused() -> None:
     history = read_history(HERE / "g1b-intermediate-read.edn")
-    assert check_kafka_txn(history, {"G1b", "G-single"}).valid is True
-    assert check_kafka_txn(history, {"G1b"}).valid is False
+    assert check_kafka(history, {"G1b", "G-single"}).valid is True
+    assert check_kafka(history, {"G1b"}).valid is False
     with pytest.raises(ValueError, match="unknown anomaly"):
-        check_kafka_txn(history, {"G3"})
+        check_kafka(history, {"G3"})
 
 
-def test_the_plain_kafka_model_reads_the_same_files() -> None:
-    """--model kafka keeps its own name for G1a and knows nothing of cycles."""
-    result = check_kafka(read_history(HERE / "g1a-aborted-read.edn"))
+def test_without_txn_operations_the_log_classes_only() -> None:
+    """A history of plain sends and polls keeps the log checker's name for an aborted read, and is not
+    searched for cycles: the same G1a history written as `send`/`poll` operations."""
+    text = (HERE / "g1a-aborted-read.edn").read_text().replace(":f :txn", ":f :send")
+    result = check_kafka(parse_history(text, "edn"))
     assert {a["type"] for a in result.anomalies} == {"aborted-read"}
-    assert check_kafka(read_history(HERE / "g0-write-cycle.edn")).valid is True
+    assert check_kafka(read_history(HERE / "g1a-aborted-read.edn")).anomalies[0]["type"] == "G1a"
 
 
 def test_cli_exit_codes_and_json() -> None:
     def run(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "kraftpy.tools.cli", "check", str(HERE / name), "--model", "kafka-txn", *extra]
+        cmd = [sys.executable, "-m", "kraftpy.tools.cli", "check", str(HERE / name), "--model", "kafka", *extra]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
     ok = run("valid.edn")
-    assert ok.returncode == 0 and ok.stdout.startswith("VALID: model kafka-txn"), ok
+    assert ok.returncode == 0 and ok.stdout.startswith("VALID: model kafka"), ok
     bad = run("g0-write-cycle.edn", "--json")
     assert bad.returncode == 1
     assert [a["type"] for a in json.loads(bad.stdout)["anomalies"]] == ["G0"]
@@ -100,5 +102,5 @@ def test_many_committed_transactions_in_one_order_are_valid() -> None:
     lines.append(
         {"process": 1000, "type": "ok", "f": "txn", "value": [["poll", [[0, i, f"v{i}"] for i in range(300)]]]}
     )
-    result = check_kafka_txn(parse_history("\n".join(json.dumps(e) for e in lines) + "\n"))
+    result = check_kafka(parse_history("\n".join(json.dumps(e) for e in lines) + "\n"))
     assert result.valid is True, result.anomalies[:3]
