@@ -15,51 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from kafka_clients_bench import Cluster, log  # benchmarks/ is on sys.path when this file runs as a script
 
-PARTITIONS = 6
 TOPIC = "txn-bench"
 TIMEOUT_S = 60
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def free_run(count: int, start: int) -> int:
-    """The first of `count` consecutive free ports on 127.0.0.1, from `start` on."""
-    for base in range(start, 60_000, 97):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free ports")
-
-
-def cli(*args: str, timeout_s: float = 600) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "kraftpy.tools.cli", *args], capture_output=True, text=True, timeout=timeout_s
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"kraftpy {' '.join(args)} failed: {out.stderr[-2000:]}")
-    return out.stdout
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -134,21 +100,18 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="txn-bench-") as tmp:
-        directory = Path(tmp) / "cluster"
-        kafka = free_run(3, 32_000)
-        rpc = free_run(3, kafka + 10)
-        log(f"cluster start in {directory} (load {os.getloadavg()[0]:.2f})")
-        cli("cluster", "start", "--dir", str(directory), "--kafka-base-port", str(kafka), "--base-port", str(rpc))
+        cluster = Cluster(Path(tmp) / "cluster")
+        log(f"cluster start in {cluster.dir} (load {os.getloadavg()[0]:.2f})")
+        cluster.start()
         results: list[dict] = []
         try:
-            bootstrap = json.loads((directory / "cluster.json").read_text())["kafka_bootstrap_servers"]
-            cli("topics", "create", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "3",
-                "--config", "min.insync.replicas=2", "--dir", str(directory))  # fmt: skip
+            cluster.create_topic(TOPIC)
             # The first transactional producer creates __transaction_state: not timed.
-            run(bootstrap, 1, 3, TIMEOUT_S, args.record_bytes, transactional=True)
+            run(cluster.bootstrap, 1, 3, TIMEOUT_S, args.record_bytes, transactional=True)
             for per_txn in sizes:
                 for transactional in (True, False) if not args.no_idempotent else (True,):
-                    r = run(bootstrap, per_txn, args.transactions, args.max_seconds, args.record_bytes, transactional)
+                    r = run(cluster.bootstrap, per_txn, args.transactions, args.max_seconds, args.record_bytes,
+                            transactional)  # fmt: skip
                     r["load1"] = os.getloadavg()[0]
                     results.append(r)
                     log(
@@ -156,11 +119,7 @@ def main() -> None:
                         f"{r['txn_per_s']:.1f} txn/s, {r['records_per_s']:.0f} records/s, load {r['load1']:.2f}"
                     )
         finally:
-            subprocess.run(
-                [sys.executable, "-m", "kraftpy.tools.cli", "cluster", "stop", "--dir", str(directory)],
-                capture_output=True,
-                timeout=120,
-            )
+            cluster.stop()
     print(table(results))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
