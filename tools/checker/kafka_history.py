@@ -1,16 +1,12 @@
 """Kafka operations as the log checker sees them: sends, polls and assignments.
 
-Two shapes are read. kraftpy's own (docs/history-format.md): `send` with
-key = partition, value, and `offset` on the completion; `poll` whose
-completion value is a list of [partition, offset, value] triples in the order
-the consumer received them; `assign`/`subscribe` with the list of partitions;
-an optional `rebalanced` list on a poll completion names the partitions whose
-assignment changed during that poll. Jepsen's `:kafka` workload shape:
-`:send`/`:poll`/`:txn` whose values are micro-op vectors
-(`[:send k [offset v]]`, `[:poll {k [[offset v] ...]}]`) and an optional
-`:rebalance-log` of `{:keys [...]}` maps. In JSON Lines a `txn` takes the same
-micro-ops, a poll's records as `["poll", [[partition, offset, message], ...]]`
-(JSON objects cannot have integer keys).
+Two shapes are read (docs/history-format.md has both in full). kraftpy's own: `send` with
+key = partition and the offset on its completion; `poll` completing with [partition, offset,
+value] triples in the order received; `assign`/`subscribe` with the partitions; an optional
+`rebalanced` list on a poll. Jepsen's `:kafka` workload shape: `:send`/`:poll`/`:txn` whose
+values are micro-op vectors (`[:send k [offset v]]`, `[:poll {k [[offset v] ...]}]`) and an
+optional `:rebalance-log`. In JSON Lines a `txn` takes the same micro-ops, a poll's records as
+`["poll", [[partition, offset, message], ...]]` (JSON objects cannot have integer keys).
 """
 
 from __future__ import annotations

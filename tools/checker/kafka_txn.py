@@ -1,20 +1,12 @@
 """Transactional anomalies over a Kafka history: Adya's classes, as Elle finds them.
 
-Every send, poll and txn operation is a transaction: `ok` committed, `fail` aborted, `info`
-unknown. The partition logs built by kafka.py give each key its version order (the order of the
-values by offset). From it, between transactions T1 != T2 (Jepsen's kafka workload):
-
-* ww: T1 and T2 wrote to k, T1's value immediately before T2's in k's log;
-* wr: T2's highest read of k is a value T1 wrote;
-* rw: T1's highest read of k is at position i, T2 wrote the value at position i + 1.
-
-Non-cyclic anomalies: G1a (aborted read: a committed transaction read a value only a failed one
-wrote) and G1b (intermediate read: a committed transaction's highest read of k is a value its
-writer followed with another write to k, which the reader never saw). Cycles (Elle's
-classification, by the edge types on a shortest cycle found in each strongly connected
-component): G0 (ww only), G1c (ww and wr, at least one wr), G-single (exactly one rw), G2 (two
-or more rw). kafka_check.py runs this on histories with `txn` operations. Docs: docs/checker.md,
-"Transactions".
+Every send, poll and txn operation is a transaction (`ok` committed, `fail` aborted, `info`
+unknown); each partition's log gives its version order. Between transactions: ww (consecutive
+writes of a key), wr (a highest read of a value another wrote), rw (a highest read followed by
+another's write). G1a (aborted read) and G1b (intermediate read) are found directly; cycles are
+classified by the edge types on a shortest cycle in each strongly connected component: G0 (ww
+only), G1c (ww and wr), G-single (one rw), G2 (two or more rw). kafka_check.py runs this on
+histories with `txn` operations. The edges' exact definitions: docs/checker.md, "Transactions".
 """
 
 from __future__ import annotations
