@@ -20,6 +20,7 @@ from kraftpy.broker.groups.records import Record
 from kraftpy.broker.groups.requests import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
+    GroupRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -121,6 +122,10 @@ class GroupCoordinator:
             )
 
     # --- requests, completions, timers --------------------------------------------------------
+
+    def parse(self, api: str, body: Mapping[str, Any]) -> GroupRequest:
+        """The request `handle` would act on (KafkaError INVALID_REQUEST if malformed); changes nothing."""
+        return self._parser.parse(api, body)
 
     def handle(self, request_id: Hashable, api: str, body: Mapping[str, Any], now_ms: int) -> list[Action]:
         """One group API request. The answer may be among the returned actions or come later."""

@@ -5,7 +5,8 @@ The misbehaving producer is hand-rolled (kraftpy's codec, kafka-python's message
 transactional batch sent without AddPartitionsToTxn, and a late write arriving after its transaction
 committed, perfectly in sequence. Both are refused with INVALID_TXN_STATE, neither opens a
 transaction on the partition (the LSO stays at the high watermark), and the late write cannot slip
-into the producer's next transaction. librdkafka's ordinary transactions keep working
+into the producer's next transaction. The same for a TxnOffsetCommit without AddOffsetsToTxn.
+librdkafka's ordinary transactions keep working
 (tests/kafka_clients/test_txn_coordinator.py, test_txn_end_to_end.py run with verification on).
 """
 
@@ -15,18 +16,26 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kafka.protocol.admin.transactions import DescribeProducersRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.produce import ProduceRequest
-from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, EndTxnRequest
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
 
 from kraftpy.protocol.errors import ErrorCode as E
 from kraftpy.protocol.records.batch import build_batch
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 from tests.kafka_clients.raw import Raw
 from tests.kafka_clients.test_data_protocol import leader_of
+from tests.kafka_clients.test_groups_clients import find_coordinator
 from tests.kafka_clients.test_txn_coordinator import describe, init, txn_coordinator
 
 TOPIC = "txn-verify"
+COMMITTED = "txn-verify-offsets"  # the topic whose offsets a transaction commits
 TXN_ID = "verify-raw"
 Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 
@@ -161,3 +170,60 @@ def test_raw_and_late_transactional_writes_are_refused(kafka_cluster: LocalClust
         assert read_committed(kafka_cluster, 1) == [b"t2"]
     finally:
         wire.close()
+
+
+def txn_offset_commit(wire: Raw, txn_id: str, group: str, pid: int, epoch: int, offset: int) -> int:
+    """A TxnOffsetCommit (v3) of `offset` for COMMITTED-0 by the producer; the partition's error code."""
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    request = TxnOffsetCommitRequest(
+        transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+        member_id="", group_instance_id=None,
+        topics=[T(name=COMMITTED, partitions=[P(partition_index=0, committed_offset=offset, committed_metadata="")])],
+    )  # fmt: skip
+    answer = wire.call(28, 3, request)
+    return answer.topics[0].partitions[0].error_code  # type: ignore[attr-defined]
+
+
+def stable_offset(wire: Raw, group: str) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable of COMMITTED-0: (error code, committed offset)."""
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    request = OffsetFetchRequest(group_id=group, topics=[T(name=COMMITTED, partition_indexes=[0])], require_stable=True)
+    answer = wire.call(9, 7, request)
+    if answer.error_code != 0:  # type: ignore[attr-defined]
+        return answer.error_code, -1  # type: ignore[attr-defined]
+    p = answer.topics[0].partitions[0]  # type: ignore[attr-defined]
+    return p.error_code, p.committed_offset
+
+
+def test_a_txn_offset_commit_outside_the_transaction_is_refused(kafka_cluster: LocalCluster) -> None:
+    """Without AddOffsetsToTxn the commit is refused and leaves no open transaction on
+    __consumer_offsets (unverified, it was written as a transactional batch that no marker ever
+    ended, and require_stable fetches of the group answered UNSTABLE_OFFSET_COMMIT for ever)."""
+    txn_id, group = "verify-offsets", "verify-offsets-group"
+    kafka_cluster.ok("topics", "create", COMMITTED, "--partitions", "1", "--replication-factor", "3")
+    wire = Raw(txn_coordinator(kafka_cluster, txn_id))
+    groups = Raw(find_coordinator(kafka_cluster, group))
+    try:
+        producer = init(wire, txn_id)
+        pid, epoch = producer.producer_id, producer.producer_epoch
+        wait_for("the group's offsets partition loaded", lambda: stable_offset(groups, group) == (E.NONE, -1))
+        assert txn_offset_commit(groups, txn_id, group, pid, epoch, 5) == E.INVALID_TXN_STATE
+        assert stable_offset(groups, group) == (E.NONE, -1)
+
+        # Through the transaction it is accepted, held until the commit, then visible.
+        producer_fields = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
+        added = wire.call(25, 3, AddOffsetsToTxnRequest(group_id=group, **producer_fields))
+        assert added.error_code == 0, added
+        assert txn_offset_commit(groups, txn_id, group, pid, epoch, 7) == E.NONE
+        assert stable_offset(groups, group)[0] == E.UNSTABLE_OFFSET_COMMIT
+        end = wire.call(26, 3, EndTxnRequest(committed=True, **producer_fields))
+        assert end.error_code == 0, end
+        wait_for("the committed offset", lambda: stable_offset(groups, group) == (E.NONE, 7))
+
+        # A late commit of that finished transaction is refused too, and hides nothing.
+        assert txn_offset_commit(groups, txn_id, group, pid, epoch, 9) == E.INVALID_TXN_STATE
+        assert stable_offset(groups, group) == (E.NONE, 7)
+    finally:
+        wire.close()
+        groups.close()

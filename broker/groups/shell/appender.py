@@ -88,7 +88,11 @@ class OffsetsAppender:
                 batch = build_batch(action.records, **transactional_fields(hosted, action))
                 config = hosted.log.config
                 header = check_producer_batch(batch, config.max_message_bytes, config.segment_bytes)
-                rid, future = self.produce.begin_append(hosted, header, batch, ACKS_ALL, self.timeout_ms, now)
+                # A TxnOffsetCommit's batch must have been verified (KIP-890; coordinator_shell.py).
+                verify = header.is_transactional and self.rm.settings.transaction_partition_verification_enable
+                rid, future = self.produce.begin_append(
+                    hosted, header, batch, ACKS_ALL, self.timeout_ms, now, verify_txn=verify
+                )
                 waits[rid] = ((self.topic, action.partition), hosted, future)
             error = ErrorCode.NONE
         except KafkaError as exc:

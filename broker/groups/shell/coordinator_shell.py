@@ -15,12 +15,22 @@ from typing import TYPE_CHECKING, Any
 from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler
 from kraftpy.broker.groups import GROUP_APIS, Append, GroupCoordinator, PartitionStatus, Respond
 from kraftpy.broker.groups.actions import Action
+from kraftpy.broker.groups.requests import TxnOffsetCommitRequest
+from kraftpy.broker.groups.responses import offset_commit_response
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
 from kraftpy.broker.groups.shell.pending import PendingAnswers
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator
+from kraftpy.broker.shell.txn_verifier import Batch
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.header import (
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+)
 from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc import Handler
 
@@ -48,6 +58,7 @@ class GroupCoordinatorShell:
         rng: random.Random | None = None,
     ) -> None:
         self.rm = rm
+        self.produce = produce
         self.settings = settings
         self.coordinator = GroupCoordinator(settings.coordinator, rng=rng or random.Random())
         self.creator = OffsetsTopicCreator(rm.controller_channel.call, rm.image, settings)
@@ -132,11 +143,41 @@ class GroupCoordinatorShell:
         """One group request: answered once the coordinator says so (KafkaError INVALID_REQUEST if malformed)."""
         if self._stopped:
             raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if api == "txn_offset_commit" and self.rm.settings.transaction_partition_verification_enable:
+            return await self._verified_txn_offset_commit(body)
+        return await self._ask(api, body)
+
+    async def _ask(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._pending.ask(
             lambda request_id: self.perform(self.coordinator.handle(request_id, api, body, wall_ms())),
             self._backstop_ms(body),
             f"{api} got no answer from the coordinator in time",
         )
+
+    async def _verified_txn_offset_commit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """KIP-890 part 1 for TxnOffsetCommit, as Kafka does since 3.6: the transaction coordinator must
+        confirm that the group's offsets partition is in the producer's transaction (AddOffsetsToTxn)
+        before the commit is written. Else a late or raw commit would open a transaction on
+        __consumer_offsets that no marker ever ends, and every require_stable OffsetFetch of the
+        partition's groups would answer UNSTABLE_OFFSET_COMMIT for ever. The append itself is refused
+        by the partition's core unless verified (the appender passes verify_txn)."""
+        try:
+            request = self.coordinator.parse("txn_offset_commit", body)
+            assert isinstance(request, TxnOffsetCommitRequest)
+            partition = self.coordinator.partition_for(request.commit.group_id)
+            hosted = self.rm.lookup(self.appender.topic, partition)
+        except KafkaError:  # malformed, or not the coordinator here: the core answers it
+            return await self._ask("txn_offset_commit", body)
+        header = _txn_header(request.producer_id, request.producer_epoch)
+        batch = Batch((self.appender.topic, partition), hosted, header)
+        async with self.produce.verifier.verifying(
+            request.transactional_id, [batch], self.settings.offsets_commit_timeout_ms
+        ) as refused:
+            if batch.key in refused:
+                error = refused[batch.key]
+                keys = [(p.topic, p.partition) for p in request.commit.partitions]
+                return offset_commit_response(dict.fromkeys(keys, error.code), dict.fromkeys(keys, error.message))
+            return await self._ask("txn_offset_commit", body)
 
     def _backstop_ms(self, body: Mapping[str, Any]) -> int:
         config = self.settings.coordinator
@@ -194,3 +235,23 @@ class GroupCoordinatorShell:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(sleep_ms / 1000):
                     await self._rearm.wait()
+
+
+def _txn_header(producer_id: int, producer_epoch: int) -> BatchHeader:
+    """The header fields verification looks at (a transactional batch of this producer), for a commit
+    whose batch is built only when the coordinator appends it."""
+    return BatchHeader(
+        base_offset=0,
+        batch_length=0,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        magic=MAGIC,
+        crc=0,
+        attributes=TRANSACTIONAL_BIT,
+        last_offset_delta=0,
+        base_timestamp=-1,
+        max_timestamp=-1,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+        records_count=0,
+    )
