@@ -154,3 +154,26 @@ async def test_an_acks_all_produce_costs_each_follower_exactly_one_more_fetch(tm
                 fetcher = cluster.rm(b).fetchers.fetchers[1]
                 assert fetcher.requests_sent - sent[b] == 1, f"broker {b} fetched {fetcher.requests_sent - sent[b]}x"
                 assert fetcher.failures == 0
+
+
+async def test_a_follower_sends_its_next_fetch_from_the_task_that_processed_the_answer(tmp_path: Path) -> None:
+    """The fetch that reports a follower's append (and so moves the HW) leaves right after the append, from
+    the request's own task, as Kafka's fetcher thread loops, not after a round through the fetcher's
+    scheduling loop. With that loop stopped, acks=all produces must still complete, append after append;
+    had the next fetch needed the loop, the first produce would wait out its timeout (the ISR does not shrink
+    meanwhile: replica_lag_time_max_ms is longer)."""
+    async with BrokerCluster(tmp_path, replica_fetch_wait_max_ms=120_000, replica_lag_time_max_ms=120_000) as cluster:
+        cluster.create_topic("chain", assignments=[(1, 2, 3)])
+        followers = (2, 3)
+        await wait_until(lambda: cluster.rm(1).fetch_handler.waiting == 2, what="follower fetches parked")
+        for b in followers:
+            fetcher = cluster.rm(b).fetchers.fetchers[1]
+            assert fetcher._task is not None and len(fetcher._requests) == 1
+            fetcher._task.cancel()  # the scheduling loop; the parked request's task stays
+            await asyncio.gather(fetcher._task, return_exceptions=True)
+        for i in range(3):
+            part = {"partition": 0, "records": build_batch([(None, b"c")])}
+            produce = {"acks": -1, "timeout_ms": 10_000, "topics": [{"name": "chain", "partitions": [part]}]}
+            answer = part_of(await cluster.call(1, "/kafka/produce", produce, timeout_ms=20_000))
+            assert answer["error_code"] == ErrorCode.NONE and answer["base_offset"] == i
+            assert cluster.hosted(1, "chain").log.high_watermark == i + 1
