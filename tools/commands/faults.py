@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 
 from kraftpy.tools.faults.netns import NetError, cleanup_stale, supported
-from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, expand
+from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, SCHEDULES, expand
 from kraftpy.tools.tables import narrow_table
 
 err_console = Console(stderr=True)
@@ -37,6 +37,14 @@ def faults() -> None:
     multiple=True,
     help="A fault to inject, or a family of them (partition, leader, disk, all); repeat for several "
     "[default: every nemesis but disk-full].",
+)
+@click.option(
+    "--schedule",
+    type=click.Choice(SCHEDULES),
+    default="one-at-a-time",
+    show_default=True,
+    help="one-at-a-time: each fault healed before the next; overlapping: faults on at once (a pause or a kill "
+    "during a partition), never two on one node, a majority of nodes always up.",
 )
 @click.option("--hostile", is_flag=True, help="Also send malformed, forged and oversized requests throughout.")
 @click.option(
@@ -61,6 +69,7 @@ def run(
     out_dir: Path | None,
     hostile: bool,
     audit: bool,
+    schedule: str,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
@@ -79,13 +88,17 @@ def run(
         + f"kraftpy faults run --seed {seed} --time-limit-s {time_limit_s:g} --nodes {node_count} "
         + " ".join(f"--nemesis {n}" for n in nemeses)
         + (f" --rate {rate:g}" if rate else "")
+        + (f" --schedule {schedule}" if schedule != "one-at-a-time" else "")
         + (" --hostile" if hostile else "")
         + ("" if audit else " --no-audit")
     )
-    err_console.print(f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}")
-    fault_run = FaultRun(
-        out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay
+    err_console.print(
+        f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}, {schedule}"
     )
+    fault_run = FaultRun(
+        out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay,
+        schedule=schedule,
+    )  # fmt: skip
     try:
         result = fault_run.run()
     except (CouldNotRun, NetError) as exc:

@@ -8,6 +8,8 @@
   frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
 Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
+With an overlapping schedule (`run_overlapping`) each fault is healed on its own (`heal_one`), and the
+events carry the fault's id, so overlapping faults of one nemesis pair up in the history.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kraftpy.tools.commands.cluster import spawn_node
 from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet
-from kraftpy.tools.faults.schedule import Fault, Schedule, aim
+from kraftpy.tools.faults.schedule import NODE_ACTIONS, Fault, Schedule, TimedFault, aim, aim_free, conflicts
 
 GRACEFUL_STOP_S = 30
 LOOKUP_TIMEOUT_MS = 5_000
@@ -201,6 +203,88 @@ class Nemesis:
                 healed = await asyncio.to_thread(self.heal, fault)
                 history.nemesis(f"{fault.nemesis}-end", healed)
                 self.log(f"{fault.nemesis} end" + (f": {healed}" if healed["restarted"] else ""))
+        return self.done
+
+    # --- overlapping faults --------------------------------------------------------------------------
+    def heal_one(self, fault: Fault, still_on: list[Fault]) -> dict[str, Any]:
+        """End one fault of an overlapping schedule, leaving the others on. A node down that no fault still
+        on took down died on its own: it is started again and fails the run."""
+        node = fault.node
+        if fault.action == "pause" and node is not None:
+            pid = self.pid(node)
+            if pid is not None:
+                os.kill(pid, signal.SIGCONT)
+            self.paused.discard(node)
+        elif fault.action == "partition":
+            self.net.heal()  # the plan has one partition on at a time
+        elif fault.action == "disk-full" and node is not None:
+            if self.disk is not None:
+                self.disk.free()
+            if self.pid(node) is not None:
+                self.restart_gracefully(node)
+        down_on_purpose = {f.node for f in still_on if f.action in NODE_ACTIONS and f.action != "pause"}
+        dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None and n.node_id not in down_on_purpose]
+        for entry in dead:
+            spawn_node(self.layout, entry)
+        restarted = [n.node_id for n in dead]
+        on_their_own = [n for n in restarted if not (fault.action == "kill" and n == node)]
+        if on_their_own:
+            self.died.append({"fault": fault.describe(), "nodes": on_their_own})
+        return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
+
+    async def run_overlapping(
+        self, plan: list[TimedFault], nodes: tuple[int, ...], history: HistoryWriter, end: RunEnd
+    ) -> Counter[str]:
+        """Each planned fault from its start to its end, several at once; all healed on return.
+
+        A fault also waits for the faults it was planned after (a conflicting one, or one holding a node
+        fault slot), so a heal that runs late never lets two faults stack on one node."""
+        t0 = time.monotonic()
+        if plan:
+            end.extend_to(t0 + plan[-1].end_s + 1.0)
+        ended = {t.fault_id: asyncio.Event() for t in plan}
+        on: dict[int, Fault] = {}
+
+        def before(t: TimedFault) -> list[asyncio.Event]:
+            both_node = t.fault.action in NODE_ACTIONS
+            return [
+                ended[u.fault_id]
+                for u in plan
+                if u.end_s <= t.start_s
+                and (conflicts(u.fault, t.fault) or (both_node and u.fault.action in NODE_ACTIONS))
+            ]
+
+        async def one(t: TimedFault) -> None:
+            try:
+                await asyncio.sleep(max(0.0, t0 + t.start_s - time.monotonic()))
+                for event in before(t):
+                    await event.wait()
+                if end.passed():  # the run's hard limit came first: the fault is not started
+                    return
+                fault, note = t.fault, {}
+                if fault.role is not None:
+                    found = await self.holder(fault)
+                    busy = [f.node for f in on.values() if f.action in NODE_ACTIONS and f.node is not None]
+                    fault = aim_free(fault, found, busy, nodes)
+                    note = {"holder_found": found is not None}
+                on[t.fault_id] = fault
+                self.log(f"{fault.nemesis} #{t.fault_id} start: {summary(fault)}")
+                history.nemesis(f"{fault.nemesis}-start", {"fault": t.fault_id, **fault.describe(), **note})
+                try:
+                    extra = await self.inject(fault)
+                    if extra:
+                        history.nemesis(f"{fault.nemesis}-detail", {"fault": t.fault_id, **extra})
+                    self.done[fault.nemesis] += 1
+                    await asyncio.sleep(fault.hold_s)
+                finally:
+                    del on[t.fault_id]
+                    healed = await asyncio.to_thread(self.heal_one, fault, list(on.values()))
+                    history.nemesis(f"{fault.nemesis}-end", {"fault": t.fault_id, **healed})
+                    self.log(f"{fault.nemesis} #{t.fault_id} end" + (f": {healed}" if healed["restarted"] else ""))
+            finally:
+                ended[t.fault_id].set()
+
+        await asyncio.gather(*(one(t) for t in plan))
         return self.done
 
     def close(self) -> None:

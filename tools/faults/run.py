@@ -35,7 +35,7 @@ from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
-from kraftpy.tools.faults.schedule import Schedule
+from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
 
 TOPIC = "faults"
@@ -95,6 +95,7 @@ class FaultRun:
     hostile: bool = False
     audit: bool = True
     replay: str = ""
+    schedule: str = "one-at-a-time"  # or "overlapping" (schedule.SCHEDULES)
     net: FaultNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -257,16 +258,24 @@ class FaultRun:
         assert self.layout is not None and self.nemesis is not None
         end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         workload_rng = random.Random(rng.random())
-        schedule = Schedule(
-            self.nemeses, self.net.node_ids, random.Random(rng.random()), disk_node=self.disk_node,
-            partition_count=PARTITIONS,
-        )  # fmt: skip
+        schedule_rng = random.Random(rng.random())
+        if self.schedule == "overlapping":
+            plan = plan_overlapping(
+                self.nemeses, self.net.node_ids, schedule_rng, self.time_limit_s, disk_node=self.disk_node,
+                partition_count=PARTITIONS,
+            )  # fmt: skip
+            nemesis_task = self.nemesis.run_overlapping(plan, self.net.node_ids, history, end)
+        else:
+            schedule = Schedule(
+                self.nemeses, self.net.node_ids, schedule_rng, disk_node=self.disk_node, partition_count=PARTITIONS
+            )
+            nemesis_task = self.nemesis.run(schedule, history, end)
         tasks = [
             produce(
                 history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
                 max_sends=int(self.time_limit_s * MAX_SENDS_PER_S), rng=workload_rng, rate_per_s=self.rate_per_s,
             ),
-            self.nemesis.run(schedule, history, end),
+            nemesis_task,
             self._progress(end, history),
         ]  # fmt: skip
         if self.hostile:

@@ -160,3 +160,86 @@ class Schedule:
         return next_fault(
             nemesis, self.nodes, self.rng, disk_node=self.disk_node, partition_count=self.partition_count, role=role
         )
+
+
+# --- overlapping faults (`--schedule overlapping`) -------------------------------------------------
+SCHEDULES = ("one-at-a-time", "overlapping")
+NODE_ACTIONS = frozenset({"kill", "pause", "lose-tail", "disk-full"})
+START_GAP_S = (0.5, 2.0)  # between two fault starts: shorter than HOLD_S, so faults overlap
+
+
+@dataclass(frozen=True)
+class TimedFault:
+    """A fault of an overlapping schedule: `fault` from `start_s` to `end_s` (seconds from the workload's start)."""
+
+    fault_id: int
+    fault: Fault
+    start_s: float
+    end_s: float
+
+    def describe(self) -> dict[str, object]:
+        return {"fault": self.fault_id, **self.fault.describe()}
+
+
+def conflicts(a: Fault, b: Fault) -> bool:
+    """Whether two faults cannot be on at the same time: two partitions (the run has one partition at a
+    time: a new one replaces the rules of the last), or two node faults on one node."""
+    if a.action == "partition" and b.action == "partition":
+        return True
+    return a.action in NODE_ACTIONS and b.action in NODE_ACTIONS and a.node == b.node
+
+
+def max_node_faults(nodes: Sequence[int]) -> int:
+    """Node faults on at once: a minority, so a majority of the quorum is always up (and the run stays live)."""
+    return max(1, (len(nodes) - 1) // 2)
+
+
+def plan_overlapping(
+    nemeses: Sequence[str],
+    nodes: Sequence[int],
+    rng: random.Random,
+    time_limit_s: float,
+    *,
+    disk_node: int | None = None,
+    partition_count: int = 1,
+) -> list[TimedFault]:
+    """Faults whose spans overlap (a pause during a partition, a kill during a partition, ...), in start order.
+
+    Faults come from `Schedule` (every nemesis once per round). One starts every START_GAP_S and holds
+    for HOLD_S, so several are on at once; a fault that would conflict with one that is on (see
+    `conflicts`, and at most `max_node_faults` node faults at once) starts when that one has ended. A
+    leader-targeted fault conflicts as its fallback node; the shell hits the fallback when the role's
+    holder is busy (`aim_free`). Faults start until `time_limit_s` and until each nemesis has started
+    once; every fault ends by the last `end_s`, so the run heals everything it did."""
+    schedule = Schedule(nemeses, nodes, rng, disk_node=disk_node, partition_count=partition_count)
+    planned: list[TimedFault] = []
+    seen: set[str] = set()
+    at_s = 0.0
+    while at_s < time_limit_s or seen != set(schedule.nemeses):
+        fault = schedule.next()
+        at_s += rng.uniform(*START_GAP_S)
+        at_s = _first_free(fault, at_s, planned, nodes)  # starts never go back: no fault is planned ahead of one
+        planned.append(TimedFault(len(planned) + 1, fault, at_s, at_s + fault.hold_s))
+        seen.add(fault.nemesis)
+    return planned
+
+
+def _first_free(fault: Fault, at_s: float, planned: Sequence[TimedFault], nodes: Sequence[int]) -> float:
+    """The first time from `at_s` at which `fault` conflicts with none of the planned faults on then."""
+    while True:
+        on = [t for t in planned if t.start_s <= at_s < t.end_s]
+        blocking = [t for t in on if conflicts(fault, t.fault)]
+        node_faults = [t for t in on if t.fault.action in NODE_ACTIONS]
+        if fault.action in NODE_ACTIONS and len(node_faults) >= max_node_faults(nodes):
+            blocking += node_faults
+        if not blocking:
+            return at_s
+        at_s = min(t.end_s for t in blocking)
+
+
+def aim_free(fault: Fault, holder: int | None, busy: Iterable[int], nodes: Sequence[int]) -> Fault:
+    """A leader-targeted fault aimed at the role's holder, or at its planned node when the holder is unknown
+    or under another node fault now (the plan kept the planned node free, so faults never stack on a node)."""
+    node = holder if holder is not None and holder not in set(busy) else fault.node
+    assert node is not None
+    return aim(fault, node, nodes)
