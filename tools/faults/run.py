@@ -33,7 +33,7 @@ from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_he
 from kraftpy.tools.faults.disk import LoopDisk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
-from kraftpy.tools.faults.netns import FaultNet, enter_namespace
+from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
@@ -59,6 +59,7 @@ class CouldNotRun(Exception):
 @dataclass
 class RunResult:
     seed: int
+    network: str = "netns"
     valid: bool | None = None
     faults: Counter[str] = field(default_factory=Counter)
     invoked: int = 0
@@ -73,6 +74,7 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
+            "network": self.network,
             "valid": self.valid,
             "faults": dict(self.faults),
             "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info},
@@ -96,7 +98,8 @@ class FaultRun:
     audit: bool = True
     replay: str = ""
     schedule: str = "one-at-a-time"  # or "overlapping" (schedule.SCHEDULES)
-    net: FaultNet = field(init=False)
+    network: str = "netns"  # or "loopback" (netns.choose_network)
+    net: FaultNet | LoopbackNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
     disk_node: int | None = None
@@ -105,7 +108,8 @@ class FaultRun:
     _phase_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        self.net = FaultNet(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
+        net = LoopbackNet if self.network == "loopback" else FaultNet
+        self.net = net(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
 
     def log(self, message: str) -> None:
         self.say(f"[{time.monotonic() - self._t0:6.1f}s] {message}")
@@ -124,10 +128,13 @@ class FaultRun:
 
     def start(self, rng: random.Random) -> None:
         self.net.setup()
-        self.log(f"network {self.net.run_id}: {self.net.subnet}, namespaces {', '.join(self.net.namespaces())}")
-        enter_namespace(self.net.namespace(CLIENT))
+        if isinstance(self.net, FaultNet):
+            self.log(f"network {self.net.run_id}: {self.net.subnet}, namespaces {', '.join(self.net.namespaces())}")
+            enter_namespace(self.net.namespace(CLIENT))
+        else:
+            self.log(f"loopback mode: nodes on {self.net.subnet}, no namespaces, no partitions")
         hosts = ",".join(self.net.address(n) for n in self.net.node_ids)
-        namespaces = ",".join(self.net.namespace(n) for n in self.net.node_ids)
+        namespaces = ",".join(self.net.namespace(n) for n in self.net.node_ids if self.net.namespace(n))
         layout = new_layout(self.out / "cluster", self.node_count, hosts, RPC_PORT, KAFKA_PORT, namespaces)
         self.layout = layout
         if "disk-full" in self.nemeses:  # mounted before the node's directory is formatted
@@ -165,7 +172,7 @@ class FaultRun:
 
     # --- the run -------------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        result = RunResult(self.seed)
+        result = RunResult(self.seed, self.network)
         rng = random.Random(self.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         self.start(rng)

@@ -48,6 +48,11 @@ def expand(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(n for n in NEMESES if n in wanted)
 
 
+def needs_partitions(nemeses: Iterable[str]) -> list[str]:
+    """The nemeses that cut the network (which loopback mode cannot do)."""
+    return [n for n in nemeses if action_of(n) == "partition"]
+
+
 def action_of(nemesis: str) -> str:
     """What the shell does: kill, pause, partition, lose-tail or disk-full."""
     if nemesis.endswith("-leader"):
