@@ -35,7 +35,7 @@ def faults() -> None:
     "nemeses",
     type=click.Choice((*NEMESES, *FAMILIES)),
     multiple=True,
-    help="A fault to inject, or a family of them (partition, leader, disk, all); repeat for several "
+    help="A fault to inject, or a family of them (partition, leader, disk, client, all); repeat for several "
     "[default: every nemesis but disk-full].",
 )
 @click.option(

@@ -3,6 +3,7 @@
 - kill: SIGKILL; the heal starts the node again exactly as `cluster start` does.
 - pause: SIGSTOP; the heal sends SIGCONT.
 - partitions: the fault's drops as nftables rules in the namespaces (netns.py); the heal removes them.
+  Client partitions are the same, with rules in the client namespace and in the nodes' it is cut from.
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
 - disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
   frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
@@ -32,7 +33,8 @@ from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_no
 from kraftpy.tools.commands.cluster import spawn_node
 from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
-from kraftpy.tools.faults.netns import FaultNet
+from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
+from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import NODE_ACTIONS, Fault, Schedule, TimedFault, aim, aim_free, conflicts
 
 GRACEFUL_STOP_S = 30
@@ -43,7 +45,7 @@ COORDINATOR_GROUP = "kraftpy-faults"  # the group whose coordinator `coordinator
 @dataclass
 class Nemesis:
     layout: ClusterLayout
-    net: FaultNet
+    net: FaultNet | LoopbackNet
     topic: str
     cli: Callable[..., subprocess.CompletedProcess[str]]
     log: Callable[[str], None]
@@ -297,4 +299,5 @@ def summary(fault: Fault) -> str:
     if fault.action != "partition" or fault.role is not None:
         return f"node {fault.node}" + (role if fault.role else "")
     cut = sorted({tuple(sorted(p)) for p in fault.drops})
-    return "cut " + (", ".join(f"{a}-{b}" for a, b in cut) if cut else "nothing")
+    name = {CLIENT: "clients"}
+    return "cut " + (", ".join(f"{name.get(a, a)}-{name.get(b, b)}" for a, b in cut) if cut else "nothing")

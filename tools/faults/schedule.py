@@ -3,7 +3,8 @@
 Every nemesis asked for runs once per round, in a random order, so a short run has done each (and the
 leader-targeted ones take the three roles in turn, so three of them hit each role once).
 Partition faults are planned as drops over the nodes by partitions.py (clients keep reaching
-every node they could); node faults name a node. A leader-targeted fault names a role (the Raft
+every node they could), client partitions as drops between the client namespace and some nodes
+(the nodes keep hearing each other); node faults name a node. A leader-targeted fault names a role (the Raft
 leader, a partition's leader, the group coordinator): the shell (run.py) looks its holder up in
 the cluster's own metadata and calls `aim()`; the fault's `node` is the holder to use when the
 lookup fails. The shell does what a `Fault` says and logs its start and end.
@@ -21,12 +22,15 @@ from kraftpy.tools.faults.partitions import Drops
 PARTITION_NEMESES = ("isolate", "majority", "bridge", "ring", "one-way")
 LEADER_NEMESES = ("kill-leader", "pause-leader", "isolate-leader")
 DISK_NEMESES = ("lose-tail", "disk-full")
-NEMESES = ("kill", "pause", *PARTITION_NEMESES, *LEADER_NEMESES, *DISK_NEMESES)
+# The clients cut from a minority of the nodes, or from the leader of a partition they write to.
+CLIENT_NEMESES = ("client-partition", "client-partition-leader")
+NEMESES = ("kill", "pause", *PARTITION_NEMESES, *LEADER_NEMESES, *DISK_NEMESES, *CLIENT_NEMESES)
 # What `--nemesis` also accepts: a family stands for all of its nemeses.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "partition": PARTITION_NEMESES,
     "leader": LEADER_NEMESES,
     "disk": DISK_NEMESES,
+    "client": CLIENT_NEMESES,
     "all": NEMESES,
 }
 LEADER_ROLES = ("raft-leader", "partition-leader", "coordinator")
@@ -97,12 +101,19 @@ def plan_drops(nemesis: str, nodes: Sequence[int], rng: random.Random) -> Drops:
     if nemesis == "one-way":
         src, dst = rng.sample(list(nodes), 2)
         return partitions.one_way(src, dst)
+    if nemesis == "client-partition":
+        return partitions.cut_clients(nodes, rng.sample(list(nodes), rng.randint(1, max(1, (len(nodes) - 1) // 2))))
     raise ValueError(f"unknown nemesis {nemesis!r}; known: {', '.join(NEMESES)}")
 
 
 def aim(fault: Fault, node: int, nodes: Sequence[int]) -> Fault:
     """The fault on `node` (a leader-targeted fault once its role's holder is known)."""
-    drops = partitions.isolate(nodes, node) if fault.action == "partition" else frozenset()
+    if fault.action != "partition":
+        drops: Drops = frozenset()
+    elif fault.nemesis.startswith("client-"):
+        drops = partitions.cut_clients(nodes, [node])
+    else:
+        drops = partitions.isolate(nodes, node)
     return replace(fault, node=node, drops=drops)
 
 
@@ -117,7 +128,9 @@ def next_fault(
 ) -> Fault:
     """One fault of `nemesis`; a leader-targeted one hits `role` (drawn when None)."""
     quiet_s, hold_s, seed = rng.uniform(*QUIET_S), rng.uniform(*HOLD_S), rng.randrange(2**32)
-    if nemesis in LEADER_NEMESES:
+    if nemesis == "client-partition-leader":  # the clients' writes go to partition leaders
+        role = "partition-leader"
+    if nemesis in LEADER_NEMESES or nemesis == "client-partition-leader":
         role = role or rng.choice(LEADER_ROLES)
         partition = rng.randrange(partition_count) if role == "partition-leader" else None
         fault = Fault(nemesis, None, frozenset(), hold_s, quiet_s, role, partition, seed)
