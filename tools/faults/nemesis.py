@@ -6,7 +6,8 @@
   Client partitions are the same, with rules in the client namespace and in the nodes' it is cut from.
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
 - disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
-  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
+  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed (or
+  starts it, when its metadata log's directory failed and it shut itself down, as a Kafka broker does).
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
 Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
 With an overlapping schedule (`run_overlapping`) each fault is healed on its own (`heal_one`), and the
@@ -35,7 +36,16 @@ from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
 from kraftpy.tools.faults.partitions import CLIENT
-from kraftpy.tools.faults.schedule import NODE_ACTIONS, Fault, Schedule, TimedFault, aim, aim_free, conflicts
+from kraftpy.tools.faults.schedule import (
+    NODE_ACTIONS,
+    Fault,
+    Schedule,
+    TimedFault,
+    aim,
+    aim_free,
+    conflicts,
+    may_leave_down,
+)
 
 GRACEFUL_STOP_S = 30
 LOOKUP_TIMEOUT_MS = 5_000
@@ -171,8 +181,7 @@ class Nemesis:
             if self.pid(fault.node) is not None:
                 self.restart_gracefully(fault.node)
         restarted = self.heal_all()
-        killed = {fault.node} if fault.action == "kill" else set()
-        on_their_own = [n for n in restarted if n not in killed]
+        on_their_own = [n for n in restarted if n not in may_leave_down(fault)]
         if on_their_own:
             self.died.append({"fault": fault.describe(), "nodes": on_their_own})
         return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
@@ -229,7 +238,7 @@ class Nemesis:
         for entry in dead:
             spawn_node(self.layout, entry)
         restarted = [n.node_id for n in dead]
-        on_their_own = [n for n in restarted if not (fault.action == "kill" and n == node)]
+        on_their_own = [n for n in restarted if n not in may_leave_down(fault)]
         if on_their_own:
             self.died.append({"fault": fault.describe(), "nodes": on_their_own})
         return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}

@@ -52,6 +52,15 @@ def expand(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(n for n in NEMESES if n in wanted)
 
 
+def may_leave_down(fault: Fault) -> frozenset[int]:
+    """The nodes a fault may leave down at its heal without that being a failure: the node it killed, and
+    the node whose disk it filled (a node whose metadata log directory fails shuts itself down, as Kafka's
+    brokers do (KIP-858); the heal starts it again once the disk has room, as Kafka's operators do)."""
+    if fault.action in ("kill", "disk-full") and fault.node is not None:
+        return frozenset({fault.node})
+    return frozenset()
+
+
 def needs_partitions(nemeses: Iterable[str]) -> list[str]:
     """The nemeses that cut the network (which loopback mode cannot do)."""
     return [n for n in nemeses if action_of(n) == "partition"]

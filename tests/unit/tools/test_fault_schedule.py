@@ -20,6 +20,7 @@ from kraftpy.tools.faults.schedule import (
     conflicts,
     expand,
     max_node_faults,
+    may_leave_down,
     next_fault,
     plan_drops,
     plan_overlapping,
@@ -139,3 +140,15 @@ def test_a_leader_fault_falls_back_to_its_planned_node_when_the_holder_is_busy()
     assert aim_free(fault, busy_holder, [busy_holder], NODES).node == planned
     assert aim_free(fault, busy_holder, [], NODES).node == busy_holder
     assert aim_free(fault, None, [], NODES).node == planned
+
+
+def test_a_disk_full_node_may_be_down_at_its_heal_and_only_it() -> None:
+    # seed 105's finding: the filled node's Raft log stalled, the node shut itself down (as a Kafka broker
+    # does when its metadata log directory fails), and the heal counted it as a node dead on its own.
+    disk_full = next_fault("disk-full", NODES, random.Random(105), disk_node=3)
+    assert may_leave_down(disk_full) == {3}
+    assert may_leave_down(next_fault("kill", NODES, random.Random(1))) == {
+        next_fault("kill", NODES, random.Random(1)).node
+    }
+    for nemesis in ("pause", "lose-tail", "isolate"):
+        assert may_leave_down(next_fault(nemesis, NODES, random.Random(1))) == frozenset()
