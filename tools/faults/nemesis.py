@@ -1,16 +1,13 @@
 """The nemesis of a fault run (a thin shell): does what the schedule's `Fault`s say to the cluster, then heals.
 
-- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does.
-- pause: SIGSTOP; the heal sends SIGCONT.
-- partitions: the fault's drops as nftables rules in the namespaces (netns.py); the heal removes them.
-  Client partitions are the same, with rules in the client namespace and in the nodes' it is cut from.
+- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does. pause: SIGSTOP/SIGCONT.
+- partitions (client partitions too): the fault's drops as nftables rules in the namespaces (netns.py).
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
-- disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
-  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed (or
-  starts it, when its metadata log's directory failed and it shut itself down, as a Kafka broker does).
+- disk-full: the small disk (disk.py) filled to the last byte; the heal frees it and restarts the node
+  (which may have shut itself down, as a Kafka broker whose metadata log directory failed does).
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
-Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
-With an overlapping schedule (`run_overlapping`) each fault is healed on its own (`heal_one`), and the
+Every fault is logged with its start and end; a node dead at a heal its fault did not take down fails
+the run. An overlapping schedule (`run_overlapping`) heals each fault on its own (`heal_one`); its
 events carry the fault's id, so overlapping faults of one nemesis pair up in the history.
 """
 
