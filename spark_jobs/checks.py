@@ -18,6 +18,8 @@ import re
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from kraftpy.spark_jobs.replicas import METADATA_TOPIC
+
 FINDING_COLUMNS = ("kind", "topic", "partition", "nodes", "offset", "file", "position", "detail")
 KINDS = ("corrupt", "crc", "divergence", "gap", "offset_order", "epoch_lineage", "lost_write", "duplicate")
 # read_info's prefix for a leader-epoch checkpoint whose entries go back: a lineage finding, not damage.
@@ -113,7 +115,11 @@ def damage(records: DataFrame, replicas: DataFrame) -> DataFrame:
 
 
 def _content() -> Column:
-    """What must be equal on every replica at one offset: the batch's epoch and producer fields, the record."""
+    """What must be equal on every replica at one offset: the batch's epoch and producer fields, the record.
+
+    A Raft log's batches carry the appending node's own clock (raft/shell/durable_log.py), so a voter's
+    timestamps are its own: the entry (epoch, kind, bytes) is what the voters must agree on."""
+    timestamp = F.when(F.col("topic") == METADATA_TOPIC, F.lit(None)).otherwise(F.col("timestamp"))
     return F.concat_ws(
         "/",
         *[
@@ -123,7 +129,7 @@ def _content() -> Column:
                 "producer_id",
                 "producer_epoch",
                 "sequence",
-                "timestamp",
+                timestamp,
                 "key_hash",
                 "value_hash",
             )

@@ -4,7 +4,10 @@ A cluster directory is what `kraftpy cluster start` lays out (tools/cluster_layo
 `cluster.json` and, per node, `node-N/data/partitions/<topic>-<partition>/`. Each
 such partition directory on each node is one replica; the audit reads its
 segments on the executors and its checkpoints here, on the driver, because they
-are a few bytes each.
+are a few bytes each. Each voter's Raft log (`node-N/data/__cluster_metadata-0/`, Kafka v2
+batches in the storage engine's files, raft/entry_batches.py) is one more replica, of the
+topic `__cluster_metadata`: the same checks then say that every voter's log is identical
+below the commit index (the lowest checkpointed high watermark of the voters).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from kraftpy.tools.cluster_layout import ClusterLayout
 
 # Kafka's internal compacted topic; any topic whose replica has a cleaner checkpoint is compacted too.
 COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_LOG_DIR = f"{METADATA_TOPIC}-0"  # raft.shell.durable_log.METADATA_LOG_DIR
+VOTER_ROLE = "controller"
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ def discover(cluster_dir: Path) -> list[ReplicaDir]:
         data_dir = cluster.data_dir(node)
         if not data_dir.is_dir():
             raise KafkaError(f"node {node.node_id} has no data directory at {data_dir}", ErrorCode.INVALID_CONFIG)
+        raft_log = data_dir / METADATA_LOG_DIR
+        if VOTER_ROLE in node.roles and raft_log.is_dir():
+            found.append(ReplicaDir(node.node_id, METADATA_TOPIC, 0, str(raft_log)))
         root = data_dir / PARTITIONS_DIR
         if not root.is_dir():
             continue  # a node that never hosted a partition

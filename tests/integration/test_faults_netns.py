@@ -93,6 +93,17 @@ def test_a_two_way_partition_really_cuts_tcp_both_ways_until_healed(net: FaultNe
         assert connects(net, 1, 2)
 
 
+def test_a_client_partition_cuts_the_clients_from_one_node_only(net: FaultNet) -> None:
+    with listeners(net, (CLIENT, 1, 2, 3)):
+        wait_for("every listener up", lambda: all(connects(net, CLIENT, n) for n in NODES))
+        net.apply(partitions.cut_clients(NODES, [2]))  # nft rules in the client namespace and node 2's
+        assert not connects(net, CLIENT, 2) and not connects(net, 2, CLIENT)
+        assert connects(net, CLIENT, 1) and connects(net, CLIENT, 3)
+        assert connects(net, 2, 1) and connects(net, 1, 2)  # the nodes still hear each other
+        net.heal()
+        assert connects(net, CLIENT, 2)
+
+
 def test_setup_again_replaces_a_leftover_network(net: FaultNet) -> None:
     net.setup()  # idempotent: the same run's network made again from scratch
     with listeners(net, (2,)):

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from kraftpy.tools.faults.netns import NetError, cleanup_stale, supported
-from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, expand
+from kraftpy.tools.faults.netns import NETWORKS, NetError, choose_network, cleanup_stale, supported
+from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, SCHEDULES, expand, needs_partitions
 from kraftpy.tools.tables import narrow_table
 
 err_console = Console(stderr=True)
@@ -35,8 +35,24 @@ def faults() -> None:
     "nemeses",
     type=click.Choice((*NEMESES, *FAMILIES)),
     multiple=True,
-    help="A fault to inject, or a family of them (partition, leader, disk, all); repeat for several "
+    help="A fault to inject, or a family of them (partition, leader, disk, client, all); repeat for several "
     "[default: every nemesis but disk-full].",
+)
+@click.option(
+    "--schedule",
+    type=click.Choice(SCHEDULES),
+    default="one-at-a-time",
+    show_default=True,
+    help="one-at-a-time: each fault healed before the next; overlapping: faults on at once (a pause or a kill "
+    "during a partition), never two on one node, a majority of nodes always up.",
+)
+@click.option(
+    "--network",
+    type=click.Choice(NETWORKS),
+    default="auto",
+    show_default=True,
+    help="netns: each node in a network namespace (root, ip, nft), partitions possible; loopback: nodes on "
+    "127.x.y.z, no partitions; auto: netns where the machine can, else loopback (the run says which).",
 )
 @click.option("--hostile", is_flag=True, help="Also send malformed, forged and oversized requests throughout.")
 @click.option(
@@ -61,31 +77,50 @@ def run(
     out_dir: Path | None,
     hostile: bool,
     audit: bool,
+    schedule: str,
+    network: str,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
 
     seed = random.randrange(2**32) if seed is None else seed
     out_dir = out_dir or Path(f"faults-{time.strftime('%Y%m%d-%H%M%S')}")
-    # disk-full needs a loop-mounted file system, so it runs only when named
-    nemeses = expand(nemeses) if nemeses else tuple(n for n in NEMESES if n != "disk-full")
-    ok, why = supported()
-    if not ok:
-        err_console.print(f"[red]cannot run: {why}[/] (docs/jepsen.md)")
+    try:
+        network, why = choose_network(network)
+    except NetError as exc:
+        err_console.print(f"[red]cannot run: {exc}[/] (docs/jepsen.md)")
         sys.exit(2)
+    # disk-full needs a loop-mounted file system, so it runs only when named; loopback mode cannot partition
+    named = bool(nemeses)
+    nemeses = expand(nemeses) if nemeses else tuple(n for n in NEMESES if n != "disk-full")
+    if network == "loopback":
+        err_console.print(f"[yellow]loopback mode[/]: {why}; faults limited to kill, pause, lose-tail and disk-full")
+        cut = needs_partitions(nemeses)
+        if cut and named:
+            err_console.print(
+                f"[red]cannot run: {', '.join(cut)} cut the network, which needs network namespaces "
+                "(root, `ip`, `nft`); loopback mode has kill, pause, kill-leader, pause-leader, lose-tail, disk-full[/]"
+            )
+            sys.exit(2)
+        nemeses = tuple(n for n in nemeses if n not in cut)
     broken = os.environ.get("KRAFTPY_TEST_BREAK")
     replay = (
         (f"KRAFTPY_TEST_BREAK={broken} " if broken else "")
         + f"kraftpy faults run --seed {seed} --time-limit-s {time_limit_s:g} --nodes {node_count} "
         + " ".join(f"--nemesis {n}" for n in nemeses)
         + (f" --rate {rate:g}" if rate else "")
+        + (f" --schedule {schedule}" if schedule != "one-at-a-time" else "")
+        + (" --network loopback" if network == "loopback" else "")
         + (" --hostile" if hostile else "")
         + ("" if audit else " --no-audit")
     )
-    err_console.print(f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}")
-    fault_run = FaultRun(
-        out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay
+    err_console.print(
+        f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}, {schedule}"
     )
+    fault_run = FaultRun(
+        out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay,
+        schedule=schedule, network=network,
+    )  # fmt: skip
     try:
         result = fault_run.run()
     except (CouldNotRun, NetError) as exc:
@@ -100,6 +135,7 @@ def run(
     table = narrow_table("", "", title=f"fault run: {'valid' if result.valid else 'ANOMALIES'}")
     table.show_header = False
     table.add_row("seed", str(seed))
+    table.add_row("network", network)
     table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
     table.add_row("sends", f"{result.invoked} invoked, {result.ok} ok, {result.info} unknown (info)")
     found = ", ".join(f"{k} x{len(v) if isinstance(v, list | dict) else v}" for k, v in result.anomalies.items())

@@ -25,6 +25,11 @@ class RunEnd:
         """The nemesis calls this before each fault of its first round."""
         self.at = max(self.at, min(time.monotonic() + 5.0, self._limit))
 
+    def extend_to(self, at: float) -> None:
+        """Keep the workload going until monotonic time `at` (an overlapping schedule's last heal), within
+        the hard limit."""
+        self.at = max(self.at, min(at, self._limit))
+
     def passed(self) -> bool:
         return time.monotonic() >= self.at
 

@@ -1,13 +1,14 @@
 """The nemesis of a fault run (a thin shell): does what the schedule's `Fault`s say to the cluster, then heals.
 
-- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does.
-- pause: SIGSTOP; the heal sends SIGCONT.
-- partitions: the fault's drops as nftables rules in the namespaces (netns.py); the heal removes them.
+- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does. pause: SIGSTOP/SIGCONT.
+- partitions (client partitions too): the fault's drops as nftables rules in the namespaces (netns.py).
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
-- disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
-  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
+- disk-full: the small disk (disk.py) filled to the last byte; the heal frees it and restarts the node
+  (which may have shut itself down, as a Kafka broker whose metadata log directory failed does).
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
-Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
+Every fault is logged with its start and end; a node dead at a heal its fault did not take down fails
+the run. An overlapping schedule (`run_overlapping`) heals each fault on its own (`heal_one`); its
+events carry the fault's id, so overlapping faults of one nemesis pair up in the history.
 """
 
 from __future__ import annotations
@@ -30,8 +31,18 @@ from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_no
 from kraftpy.tools.commands.cluster import spawn_node
 from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
-from kraftpy.tools.faults.netns import FaultNet
-from kraftpy.tools.faults.schedule import Fault, Schedule, aim
+from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
+from kraftpy.tools.faults.partitions import CLIENT
+from kraftpy.tools.faults.schedule import (
+    NODE_ACTIONS,
+    Fault,
+    Schedule,
+    TimedFault,
+    aim,
+    aim_free,
+    conflicts,
+    may_leave_down,
+)
 
 GRACEFUL_STOP_S = 30
 LOOKUP_TIMEOUT_MS = 5_000
@@ -41,7 +52,7 @@ COORDINATOR_GROUP = "kraftpy-faults"  # the group whose coordinator `coordinator
 @dataclass
 class Nemesis:
     layout: ClusterLayout
-    net: FaultNet
+    net: FaultNet | LoopbackNet
     topic: str
     cli: Callable[..., subprocess.CompletedProcess[str]]
     log: Callable[[str], None]
@@ -167,8 +178,7 @@ class Nemesis:
             if self.pid(fault.node) is not None:
                 self.restart_gracefully(fault.node)
         restarted = self.heal_all()
-        killed = {fault.node} if fault.action == "kill" else set()
-        on_their_own = [n for n in restarted if n not in killed]
+        on_their_own = [n for n in restarted if n not in may_leave_down(fault)]
         if on_their_own:
             self.died.append({"fault": fault.describe(), "nodes": on_their_own})
         return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
@@ -203,6 +213,88 @@ class Nemesis:
                 self.log(f"{fault.nemesis} end" + (f": {healed}" if healed["restarted"] else ""))
         return self.done
 
+    # --- overlapping faults --------------------------------------------------------------------------
+    def heal_one(self, fault: Fault, still_on: list[Fault]) -> dict[str, Any]:
+        """End one fault of an overlapping schedule, leaving the others on. A node down that no fault still
+        on took down died on its own: it is started again and fails the run."""
+        node = fault.node
+        if fault.action == "pause" and node is not None:
+            pid = self.pid(node)
+            if pid is not None:
+                os.kill(pid, signal.SIGCONT)
+            self.paused.discard(node)
+        elif fault.action == "partition":
+            self.net.heal()  # the plan has one partition on at a time
+        elif fault.action == "disk-full" and node is not None:
+            if self.disk is not None:
+                self.disk.free()
+            if self.pid(node) is not None:
+                self.restart_gracefully(node)
+        down_on_purpose = {f.node for f in still_on if f.action in NODE_ACTIONS and f.action != "pause"}
+        dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None and n.node_id not in down_on_purpose]
+        for entry in dead:
+            spawn_node(self.layout, entry)
+        restarted = [n.node_id for n in dead]
+        on_their_own = [n for n in restarted if n not in may_leave_down(fault)]
+        if on_their_own:
+            self.died.append({"fault": fault.describe(), "nodes": on_their_own})
+        return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
+
+    async def run_overlapping(
+        self, plan: list[TimedFault], nodes: tuple[int, ...], history: HistoryWriter, end: RunEnd
+    ) -> Counter[str]:
+        """Each planned fault from its start to its end, several at once; all healed on return.
+
+        A fault also waits for the faults it was planned after (a conflicting one, or one holding a node
+        fault slot), so a heal that runs late never lets two faults stack on one node."""
+        t0 = time.monotonic()
+        if plan:
+            end.extend_to(t0 + plan[-1].end_s + 1.0)
+        ended = {t.fault_id: asyncio.Event() for t in plan}
+        on: dict[int, Fault] = {}
+
+        def before(t: TimedFault) -> list[asyncio.Event]:
+            both_node = t.fault.action in NODE_ACTIONS
+            return [
+                ended[u.fault_id]
+                for u in plan
+                if u.end_s <= t.start_s
+                and (conflicts(u.fault, t.fault) or (both_node and u.fault.action in NODE_ACTIONS))
+            ]
+
+        async def one(t: TimedFault) -> None:
+            try:
+                await asyncio.sleep(max(0.0, t0 + t.start_s - time.monotonic()))
+                for event in before(t):
+                    await event.wait()
+                if end.passed():  # the run's hard limit came first: the fault is not started
+                    return
+                fault, note = t.fault, {}
+                if fault.role is not None:
+                    found = await self.holder(fault)
+                    busy = [f.node for f in on.values() if f.action in NODE_ACTIONS and f.node is not None]
+                    fault = aim_free(fault, found, busy, nodes)
+                    note = {"holder_found": found is not None}
+                on[t.fault_id] = fault
+                self.log(f"{fault.nemesis} #{t.fault_id} start: {summary(fault)}")
+                history.nemesis(f"{fault.nemesis}-start", {"fault": t.fault_id, **fault.describe(), **note})
+                try:
+                    extra = await self.inject(fault)
+                    if extra:
+                        history.nemesis(f"{fault.nemesis}-detail", {"fault": t.fault_id, **extra})
+                    self.done[fault.nemesis] += 1
+                    await asyncio.sleep(fault.hold_s)
+                finally:
+                    del on[t.fault_id]
+                    healed = await asyncio.to_thread(self.heal_one, fault, list(on.values()))
+                    history.nemesis(f"{fault.nemesis}-end", {"fault": t.fault_id, **healed})
+                    self.log(f"{fault.nemesis} #{t.fault_id} end" + (f": {healed}" if healed["restarted"] else ""))
+            finally:
+                ended[t.fault_id].set()
+
+        await asyncio.gather(*(one(t) for t in plan))
+        return self.done
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.resume_all()
@@ -213,4 +305,5 @@ def summary(fault: Fault) -> str:
     if fault.action != "partition" or fault.role is not None:
         return f"node {fault.node}" + (role if fault.role else "")
     cut = sorted({tuple(sorted(p)) for p in fault.drops})
-    return "cut " + (", ".join(f"{a}-{b}" for a, b in cut) if cut else "nothing")
+    name = {CLIENT: "clients"}
+    return "cut " + (", ".join(f"{name.get(a, a)}-{name.get(b, b)}" for a, b in cut) if cut else "nothing")

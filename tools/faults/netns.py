@@ -4,6 +4,9 @@
     kpf-<run>-n<i> node i: `eth0` = 10.207.N.(10+i)/24, the peer of `v<i>`
     kpf-<run>-c    the clients: `eth0` = 10.207.N.2/24
 
+Where namespaces cannot be made (`supported()` says why), `LoopbackNet` stands in: every node on an
+address of 127.0.0.0/8 of its own, no partitions (the run refuses partition nemeses).
+
 Veths are made inside the bridge namespace, so the root namespace never sees a link, route or
 rule of the run; 10.207.N.0/24 overlaps no root address. A run's owner pid is in
 /run/kraftpy-faults/<run>.pid: `cleanup_stale()` (called by `setup()`) removes runs whose owner is gone.
@@ -25,6 +28,7 @@ from pathlib import Path
 from kraftpy.tools.faults.partitions import CLIENT, Drops, nft_scripts
 
 PREFIX = "kpf-"
+NETWORKS = ("auto", "netns", "loopback")  # `--network`: auto is netns where the machine can, else loopback
 OWNERS_DIR = Path("/run/kraftpy-faults")
 NET_BASE = ipaddress.ip_network("10.207.0.0/16")
 CMD_TIMEOUT_S = 20
@@ -131,6 +135,7 @@ class FaultNet:
     run_id: str
     node_ids: tuple[int, ...]
     subnet: ipaddress.IPv4Network | None = None
+    kind = "netns"
 
     @property
     def bridge_ns(self) -> str:
@@ -203,6 +208,68 @@ class FaultNet:
         for name in self.namespaces():
             _kill_namespace(name)
         (OWNERS_DIR / f"{self.run_id}.pid").unlink(missing_ok=True)
+
+
+def loopback_subnet(run_id: str) -> ipaddress.IPv4Network:
+    """A /24 of 127.0.0.0/8 picked from the run id (parallel runs differ; 127.0.0.0/24 is left to others)."""
+    digest = hashlib.sha256(run_id.encode()).digest()
+    return ipaddress.ip_network(f"127.{1 + digest[0] % 254}.{digest[1]}.0/24")
+
+
+@dataclass
+class LoopbackNet:
+    """The fallback network: no namespaces, each node on its own loopback address; partitions cannot be made."""
+
+    run_id: str
+    node_ids: tuple[int, ...]
+    subnet: ipaddress.IPv4Network | None = None
+    kind = "loopback"
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return (CLIENT, *self.node_ids)
+
+    def namespace(self, node: int) -> str:
+        return ""  # the caller's own
+
+    def namespaces(self) -> list[str]:
+        return []
+
+    def address(self, node: int) -> str:
+        assert self.subnet is not None, "setup() first"
+        return str(self.subnet.network_address + (2 if node == CLIENT else 10 + node))
+
+    @property
+    def addresses(self) -> dict[int, str]:
+        return {m: self.address(m) for m in self.members}
+
+    def setup(self) -> None:
+        self.subnet = self.subnet or loopback_subnet(self.run_id)
+
+    def apply(self, drops: Drops) -> None:
+        if drops:
+            raise NetError("partitions need network namespaces; this run is in loopback mode")
+
+    def heal(self) -> None:
+        """Nothing to heal: loopback mode makes no partition."""
+
+    def teardown(self) -> None:
+        """Nothing to remove: loopback mode makes no namespace."""
+
+
+def choose_network(asked: str) -> tuple[str, str]:
+    """`--network` -> (the network the run uses, why). auto: netns where `supported()`, else loopback;
+    netns where it is not supported: NetError (CI asks for netns, so a machine without it fails loudly)."""
+    if asked not in NETWORKS:
+        raise ValueError(f"unknown network {asked!r}; known: {', '.join(NETWORKS)}")
+    if asked == "loopback":
+        return "loopback", "asked for (--network loopback)"
+    ok, why = supported()
+    if ok:
+        return "netns", why
+    if asked == "netns":
+        raise NetError(f"network namespaces cannot be made here: {why}")
+    return "loopback", f"network namespaces cannot be made here ({why})"
 
 
 CLONE_NEWNET = 0x40000000

@@ -64,6 +64,16 @@ def ring(nodes: Sequence[int]) -> Drops:
     return frozenset(drops)
 
 
+def cut_clients(nodes: Sequence[int], cut: Iterable[int]) -> Drops:
+    """The clients cut from `cut` (both ways), the nodes still hearing each other and the clients the rest."""
+    away = sorted(set(cut))
+    for n in away:
+        _known(nodes, n)
+    if not away or len(away) >= len(nodes):
+        raise ValueError(f"clients cut from {away}: at least one node of {list(nodes)}, and not all of them")
+    return frozenset({(CLIENT, n) for n in away} | {(n, CLIENT) for n in away})
+
+
 def one_way(src: int, dst: int) -> Drops:
     """Packets from src to dst are lost; dst to src still flow (so TCP cannot connect either way)."""
     if src == dst:

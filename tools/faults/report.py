@@ -18,6 +18,7 @@ from typing import Any
 NS_PER_S = 1_000_000_000
 WIDTH, PLOT_H, MARGIN_L, MARGIN_B = 900, 170, 56, 22
 COLOURS = {"ok": "#2e7d4f", "info": "#e08a00", "fail": "#c0392b"}
+LANE_H = 6  # the height of a fault's strip at the top of a plot
 FAULT_COLOURS = ("#8e44ad", "#2980b9", "#c0392b", "#16a085", "#d35400", "#7f8c8d")
 
 
@@ -26,7 +27,7 @@ def fault_timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [e for e in events if "time" in e]
     t0 = min((e["time"] for e in timed), default=0)
     spans: list[dict[str, Any]] = []
-    open_at: dict[str, dict[str, Any]] = {}
+    open_at: dict[tuple[str, Any], dict[str, Any]] = {}
     invoked: dict[Any, int] = {}
     latencies: list[tuple[float, float, str]] = []  # (completion s, latency ms, type)
     per_second: Counter[tuple[int, str]] = Counter()
@@ -34,10 +35,13 @@ def fault_timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
         at_s = (e["time"] - t0) / NS_PER_S
         if e["process"] == "nemesis":
             name, _, phase = e["f"].rpartition("-")
+            value = e.get("value")
+            # overlapping faults of one nemesis pair up by their id (an overlapping schedule's events have one)
+            key = (name, value.get("fault") if isinstance(value, dict) else None)
             if phase == "start":
-                open_at[name] = {"nemesis": name, "start": at_s, "end": None, "value": e.get("value")}
-            elif phase == "end" and name in open_at:
-                span = open_at.pop(name)
+                open_at[key] = {"nemesis": name, "start": at_s, "end": None, "value": value}
+            elif phase == "end" and key in open_at:
+                span = open_at.pop(key)
                 span["end"] = at_s
                 spans.append(span)
             continue
@@ -57,15 +61,34 @@ def _x(at_s: float, end_s: float) -> float:
     return MARGIN_L + (WIDTH - MARGIN_L - 10) * at_s / end_s
 
 
+def lanes(spans: list[dict[str, Any]]) -> list[int]:
+    """Per span, a lane such that spans on at the same time have different lanes (overlaps stack up)."""
+    lane_end: list[float] = []
+    found = [0] * len(spans)
+    for i in sorted(range(len(spans)), key=lambda i: spans[i]["start"]):
+        free = [k for k, e in enumerate(lane_end) if e <= spans[i]["start"]]
+        k = free[0] if free else len(lane_end)
+        if k == len(lane_end):
+            lane_end.append(0.0)
+        lane_end[k] = spans[i]["end"]
+        found[i] = k
+    return found
+
+
 def _bands(spans: list[dict[str, Any]], end_s: float, names: list[str]) -> str:
+    """A shaded band per fault over the whole plot (overlaps shade deeper), and a solid strip per fault
+    at the top, one lane per fault on at once, so overlapping faults show one above the other."""
     out = []
-    for span in spans:
+    for span, lane in zip(spans, lanes(spans), strict=True):
         colour = FAULT_COLOURS[names.index(span["nemesis"]) % len(FAULT_COLOURS)]
         x0, x1 = _x(span["start"], end_s), _x(span["end"], end_s)
         tip = html.escape(f"{span['nemesis']} {span['start']:.1f}-{span['end']:.1f} s: {json.dumps(span['value'])}")
+        width = max(x1 - x0, 1)
         out.append(
-            f'<rect x="{x0:.1f}" y="0" width="{max(x1 - x0, 1):.1f}" height="{PLOT_H}" fill="{colour}" '
+            f'<rect x="{x0:.1f}" y="0" width="{width:.1f}" height="{PLOT_H}" fill="{colour}" '
             f'fill-opacity="0.15"><title>{tip}</title></rect>'
+            f'<rect class="lane" x="{x0:.1f}" y="{lane * LANE_H}" width="{width:.1f}" height="{LANE_H - 1}" '
+            f'fill="{colour}"><title>{tip}</title></rect>'
         )
     return "".join(out)
 

@@ -33,9 +33,9 @@ from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_he
 from kraftpy.tools.faults.disk import LoopDisk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
-from kraftpy.tools.faults.netns import FaultNet, enter_namespace
+from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
-from kraftpy.tools.faults.schedule import Schedule
+from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
 
 TOPIC = "faults"
@@ -59,6 +59,7 @@ class CouldNotRun(Exception):
 @dataclass
 class RunResult:
     seed: int
+    network: str = "netns"
     valid: bool | None = None
     faults: Counter[str] = field(default_factory=Counter)
     invoked: int = 0
@@ -73,6 +74,7 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
+            "network": self.network,
             "valid": self.valid,
             "faults": dict(self.faults),
             "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info},
@@ -95,7 +97,9 @@ class FaultRun:
     hostile: bool = False
     audit: bool = True
     replay: str = ""
-    net: FaultNet = field(init=False)
+    schedule: str = "one-at-a-time"  # or "overlapping" (schedule.SCHEDULES)
+    network: str = "netns"  # or "loopback" (netns.choose_network)
+    net: FaultNet | LoopbackNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
     disk_node: int | None = None
@@ -104,7 +108,8 @@ class FaultRun:
     _phase_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        self.net = FaultNet(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
+        net = LoopbackNet if self.network == "loopback" else FaultNet
+        self.net = net(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
 
     def log(self, message: str) -> None:
         self.say(f"[{time.monotonic() - self._t0:6.1f}s] {message}")
@@ -123,10 +128,13 @@ class FaultRun:
 
     def start(self, rng: random.Random) -> None:
         self.net.setup()
-        self.log(f"network {self.net.run_id}: {self.net.subnet}, namespaces {', '.join(self.net.namespaces())}")
-        enter_namespace(self.net.namespace(CLIENT))
+        if isinstance(self.net, FaultNet):
+            self.log(f"network {self.net.run_id}: {self.net.subnet}, namespaces {', '.join(self.net.namespaces())}")
+            enter_namespace(self.net.namespace(CLIENT))
+        else:
+            self.log(f"loopback mode: nodes on {self.net.subnet}, no namespaces, no partitions")
         hosts = ",".join(self.net.address(n) for n in self.net.node_ids)
-        namespaces = ",".join(self.net.namespace(n) for n in self.net.node_ids)
+        namespaces = ",".join(self.net.namespace(n) for n in self.net.node_ids if self.net.namespace(n))
         layout = new_layout(self.out / "cluster", self.node_count, hosts, RPC_PORT, KAFKA_PORT, namespaces)
         self.layout = layout
         if "disk-full" in self.nemeses:  # mounted before the node's directory is formatted
@@ -164,7 +172,7 @@ class FaultRun:
 
     # --- the run -------------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        result = RunResult(self.seed)
+        result = RunResult(self.seed, self.network)
         rng = random.Random(self.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         self.start(rng)
@@ -257,16 +265,24 @@ class FaultRun:
         assert self.layout is not None and self.nemesis is not None
         end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         workload_rng = random.Random(rng.random())
-        schedule = Schedule(
-            self.nemeses, self.net.node_ids, random.Random(rng.random()), disk_node=self.disk_node,
-            partition_count=PARTITIONS,
-        )  # fmt: skip
+        schedule_rng = random.Random(rng.random())
+        if self.schedule == "overlapping":
+            plan = plan_overlapping(
+                self.nemeses, self.net.node_ids, schedule_rng, self.time_limit_s, disk_node=self.disk_node,
+                partition_count=PARTITIONS,
+            )  # fmt: skip
+            nemesis_task = self.nemesis.run_overlapping(plan, self.net.node_ids, history, end)
+        else:
+            schedule = Schedule(
+                self.nemeses, self.net.node_ids, schedule_rng, disk_node=self.disk_node, partition_count=PARTITIONS
+            )
+            nemesis_task = self.nemesis.run(schedule, history, end)
         tasks = [
             produce(
                 history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
                 max_sends=int(self.time_limit_s * MAX_SENDS_PER_S), rng=workload_rng, rate_per_s=self.rate_per_s,
             ),
-            self.nemesis.run(schedule, history, end),
+            nemesis_task,
             self._progress(end, history),
         ]  # fmt: skip
         if self.hostile:

@@ -3,7 +3,8 @@
 Every nemesis asked for runs once per round, in a random order, so a short run has done each (and the
 leader-targeted ones take the three roles in turn, so three of them hit each role once).
 Partition faults are planned as drops over the nodes by partitions.py (clients keep reaching
-every node they could); node faults name a node. A leader-targeted fault names a role (the Raft
+every node they could), client partitions as drops between the client namespace and some nodes
+(the nodes keep hearing each other); node faults name a node. A leader-targeted fault names a role (the Raft
 leader, a partition's leader, the group coordinator): the shell (run.py) looks its holder up in
 the cluster's own metadata and calls `aim()`; the fault's `node` is the holder to use when the
 lookup fails. The shell does what a `Fault` says and logs its start and end.
@@ -21,12 +22,15 @@ from kraftpy.tools.faults.partitions import Drops
 PARTITION_NEMESES = ("isolate", "majority", "bridge", "ring", "one-way")
 LEADER_NEMESES = ("kill-leader", "pause-leader", "isolate-leader")
 DISK_NEMESES = ("lose-tail", "disk-full")
-NEMESES = ("kill", "pause", *PARTITION_NEMESES, *LEADER_NEMESES, *DISK_NEMESES)
+# The clients cut from a minority of the nodes, or from the leader of a partition they write to.
+CLIENT_NEMESES = ("client-partition", "client-partition-leader")
+NEMESES = ("kill", "pause", *PARTITION_NEMESES, *LEADER_NEMESES, *DISK_NEMESES, *CLIENT_NEMESES)
 # What `--nemesis` also accepts: a family stands for all of its nemeses.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "partition": PARTITION_NEMESES,
     "leader": LEADER_NEMESES,
     "disk": DISK_NEMESES,
+    "client": CLIENT_NEMESES,
     "all": NEMESES,
 }
 LEADER_ROLES = ("raft-leader", "partition-leader", "coordinator")
@@ -46,6 +50,20 @@ def expand(names: Iterable[str]) -> tuple[str, ...]:
         else:
             raise ValueError(f"unknown nemesis {name!r}; known: {', '.join((*NEMESES, *FAMILIES))}")
     return tuple(n for n in NEMESES if n in wanted)
+
+
+def may_leave_down(fault: Fault) -> frozenset[int]:
+    """The nodes a fault may leave down at its heal without that being a failure: the node it killed, and
+    the node whose disk it filled (a node whose metadata log directory fails shuts itself down, as Kafka's
+    brokers do (KIP-858); the heal starts it again once the disk has room, as Kafka's operators do)."""
+    if fault.action in ("kill", "disk-full") and fault.node is not None:
+        return frozenset({fault.node})
+    return frozenset()
+
+
+def needs_partitions(nemeses: Iterable[str]) -> list[str]:
+    """The nemeses that cut the network (which loopback mode cannot do)."""
+    return [n for n in nemeses if action_of(n) == "partition"]
 
 
 def action_of(nemesis: str) -> str:
@@ -92,12 +110,19 @@ def plan_drops(nemesis: str, nodes: Sequence[int], rng: random.Random) -> Drops:
     if nemesis == "one-way":
         src, dst = rng.sample(list(nodes), 2)
         return partitions.one_way(src, dst)
+    if nemesis == "client-partition":
+        return partitions.cut_clients(nodes, rng.sample(list(nodes), rng.randint(1, max(1, (len(nodes) - 1) // 2))))
     raise ValueError(f"unknown nemesis {nemesis!r}; known: {', '.join(NEMESES)}")
 
 
 def aim(fault: Fault, node: int, nodes: Sequence[int]) -> Fault:
     """The fault on `node` (a leader-targeted fault once its role's holder is known)."""
-    drops = partitions.isolate(nodes, node) if fault.action == "partition" else frozenset()
+    if fault.action != "partition":
+        drops: Drops = frozenset()
+    elif fault.nemesis.startswith("client-"):
+        drops = partitions.cut_clients(nodes, [node])
+    else:
+        drops = partitions.isolate(nodes, node)
     return replace(fault, node=node, drops=drops)
 
 
@@ -112,7 +137,9 @@ def next_fault(
 ) -> Fault:
     """One fault of `nemesis`; a leader-targeted one hits `role` (drawn when None)."""
     quiet_s, hold_s, seed = rng.uniform(*QUIET_S), rng.uniform(*HOLD_S), rng.randrange(2**32)
-    if nemesis in LEADER_NEMESES:
+    if nemesis == "client-partition-leader":  # the clients' writes go to partition leaders
+        role = "partition-leader"
+    if nemesis in LEADER_NEMESES or nemesis == "client-partition-leader":
         role = role or rng.choice(LEADER_ROLES)
         partition = rng.randrange(partition_count) if role == "partition-leader" else None
         fault = Fault(nemesis, None, frozenset(), hold_s, quiet_s, role, partition, seed)
@@ -160,3 +187,86 @@ class Schedule:
         return next_fault(
             nemesis, self.nodes, self.rng, disk_node=self.disk_node, partition_count=self.partition_count, role=role
         )
+
+
+# --- overlapping faults (`--schedule overlapping`) -------------------------------------------------
+SCHEDULES = ("one-at-a-time", "overlapping")
+NODE_ACTIONS = frozenset({"kill", "pause", "lose-tail", "disk-full"})
+START_GAP_S = (0.5, 2.0)  # between two fault starts: shorter than HOLD_S, so faults overlap
+
+
+@dataclass(frozen=True)
+class TimedFault:
+    """A fault of an overlapping schedule: `fault` from `start_s` to `end_s` (seconds from the workload's start)."""
+
+    fault_id: int
+    fault: Fault
+    start_s: float
+    end_s: float
+
+    def describe(self) -> dict[str, object]:
+        return {"fault": self.fault_id, **self.fault.describe()}
+
+
+def conflicts(a: Fault, b: Fault) -> bool:
+    """Whether two faults cannot be on at the same time: two partitions (the run has one partition at a
+    time: a new one replaces the rules of the last), or two node faults on one node."""
+    if a.action == "partition" and b.action == "partition":
+        return True
+    return a.action in NODE_ACTIONS and b.action in NODE_ACTIONS and a.node == b.node
+
+
+def max_node_faults(nodes: Sequence[int]) -> int:
+    """Node faults on at once: a minority, so a majority of the quorum is always up (and the run stays live)."""
+    return max(1, (len(nodes) - 1) // 2)
+
+
+def plan_overlapping(
+    nemeses: Sequence[str],
+    nodes: Sequence[int],
+    rng: random.Random,
+    time_limit_s: float,
+    *,
+    disk_node: int | None = None,
+    partition_count: int = 1,
+) -> list[TimedFault]:
+    """Faults whose spans overlap (a pause during a partition, a kill during a partition, ...), in start order.
+
+    Faults come from `Schedule` (every nemesis once per round). One starts every START_GAP_S and holds
+    for HOLD_S, so several are on at once; a fault that would conflict with one that is on (see
+    `conflicts`, and at most `max_node_faults` node faults at once) starts when that one has ended. A
+    leader-targeted fault conflicts as its fallback node; the shell hits the fallback when the role's
+    holder is busy (`aim_free`). Faults start until `time_limit_s` and until each nemesis has started
+    once; every fault ends by the last `end_s`, so the run heals everything it did."""
+    schedule = Schedule(nemeses, nodes, rng, disk_node=disk_node, partition_count=partition_count)
+    planned: list[TimedFault] = []
+    seen: set[str] = set()
+    at_s = 0.0
+    while at_s < time_limit_s or seen != set(schedule.nemeses):
+        fault = schedule.next()
+        at_s += rng.uniform(*START_GAP_S)
+        at_s = _first_free(fault, at_s, planned, nodes)  # starts never go back: no fault is planned ahead of one
+        planned.append(TimedFault(len(planned) + 1, fault, at_s, at_s + fault.hold_s))
+        seen.add(fault.nemesis)
+    return planned
+
+
+def _first_free(fault: Fault, at_s: float, planned: Sequence[TimedFault], nodes: Sequence[int]) -> float:
+    """The first time from `at_s` at which `fault` conflicts with none of the planned faults on then."""
+    while True:
+        on = [t for t in planned if t.start_s <= at_s < t.end_s]
+        blocking = [t for t in on if conflicts(fault, t.fault)]
+        node_faults = [t for t in on if t.fault.action in NODE_ACTIONS]
+        if fault.action in NODE_ACTIONS and len(node_faults) >= max_node_faults(nodes):
+            blocking += node_faults
+        if not blocking:
+            return at_s
+        at_s = min(t.end_s for t in blocking)
+
+
+def aim_free(fault: Fault, holder: int | None, busy: Iterable[int], nodes: Sequence[int]) -> Fault:
+    """A leader-targeted fault aimed at the role's holder, or at its planned node when the holder is unknown
+    or under another node fault now (the plan kept the planned node free, so faults never stack on a node)."""
+    node = holder if holder is not None and holder not in set(busy) else fault.node
+    assert node is not None
+    return aim(fault, node, nodes)

@@ -10,6 +10,7 @@ from kraftpy.tools.faults.partitions import (
     CLIENT,
     TABLE,
     bridge,
+    cut_clients,
     heal,
     hears,
     isolate,
@@ -99,3 +100,37 @@ def test_bad_specs_say_why() -> None:
         isolate((1, 2, 3), 7)
     with pytest.raises(ValueError, match="3 nodes"):
         bridge((1, 2))
+
+
+def test_clients_cut_from_some_nodes_keep_the_others_and_the_nodes_keep_each_other() -> None:
+    drops = cut_clients((1, 2, 3), [2])
+    assert drops == {(CLIENT, 2), (2, CLIENT)}
+    assert hears(drops, (CLIENT, 1, 2, 3), CLIENT) == {CLIENT, 1, 3}
+    assert hears(drops, (CLIENT, 1, 2, 3), 2) == {1, 2, 3}
+    with pytest.raises(ValueError):
+        cut_clients((1, 2, 3), [])
+    with pytest.raises(ValueError):
+        cut_clients((1, 2, 3), [1, 2, 3])  # clients cut from every node is no partition of the cluster
+
+
+def test_a_client_partition_puts_rules_in_the_client_namespace_and_the_cut_node() -> None:
+    addresses = {CLIENT: "10.0.0.2", 1: "10.0.0.11", 2: "10.0.0.12", 3: "10.0.0.13"}
+    scripts = nft_scripts(cut_clients((1, 2, 3), [2]), addresses)
+    assert "ip saddr { 10.0.0.12 } drop" in scripts[CLIENT]
+    assert "ip saddr { 10.0.0.2 } drop" in scripts[2]
+    assert "drop" not in scripts[1] and "drop" not in scripts[3]
+
+
+def test_the_client_nemeses_cut_only_client_links() -> None:
+    import random
+
+    from kraftpy.tools.faults.schedule import aim, expand, next_fault
+
+    assert expand(["client"]) == ("client-partition", "client-partition-leader")
+    for seed in range(20):
+        fault = next_fault("client-partition", (1, 2, 3, 4, 5), random.Random(seed))
+        assert fault.drops and all(CLIENT in pair for pair in fault.drops)
+        assert 1 <= len(fault.drops) // 2 <= 2
+    leader = next_fault("client-partition-leader", (1, 2, 3), random.Random(1), partition_count=3)
+    assert leader.role == "partition-leader" and leader.partition is not None
+    assert aim(leader, 3, (1, 2, 3)).drops == {(CLIENT, 3), (3, CLIENT)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraftpy.tools.faults.report import NS_PER_S, audit_section, fault_timeline, plots_svg
+from kraftpy.tools.faults.report import NS_PER_S, audit_section, fault_timeline, lanes, plots_svg
 
 
 def ev(process, type_, f, t_s, **fields):
@@ -51,3 +51,27 @@ def test_the_audit_section_lists_findings_or_says_it_did_not_run() -> None:
     finding = {"kind": "lost_acked_write", "topic": "faults", "partition": 0}
     page = audit_section({"ok": False, "findings": [finding], "replicas": []})
     assert "1 finding(s)" in page and "lost_acked_write" in page
+
+
+def test_overlapping_faults_of_one_nemesis_pair_up_by_id_and_stack_in_lanes() -> None:
+    history = [
+        ev("nemesis", "info", "pause-start", 1.0, value={"fault": 1, "nemesis": "pause", "node": 2}),
+        ev("nemesis", "info", "isolate-start", 1.5, value={"fault": 2, "nemesis": "isolate", "node": None}),
+        ev("nemesis", "info", "pause-start", 2.0, value={"fault": 3, "nemesis": "pause", "node": 3}),
+        ev("nemesis", "info", "pause-end", 2.5, value={"fault": 1, "restarted": []}),
+        ev("nemesis", "info", "isolate-end", 4.0, value={"fault": 2, "restarted": []}),
+        ev("nemesis", "info", "pause-end", 5.0, value={"fault": 3, "restarted": []}),
+        ev("nemesis", "info", "kill-start", 6.0, value={"fault": 4, "nemesis": "kill", "node": 1}),
+        ev("nemesis", "info", "kill-end", 7.0, value={"fault": 4, "restarted": [1]}),
+    ]
+    spans = fault_timeline(history)["spans"]
+    assert sorted((s["nemesis"], s["start"], s["end"]) for s in spans) == [
+        ("isolate", 0.5, 3.0),  # seconds from the history's first event
+        ("kill", 5.0, 6.0),
+        ("pause", 0.0, 1.5),
+        ("pause", 1.0, 4.0),
+    ]
+    by_start = {s["start"]: lane for s, lane in zip(spans, lanes(spans), strict=True)}
+    assert by_start[0.0] != by_start[0.5] != by_start[1.0] != by_start[0.0]  # three faults on at 1.0-1.5 s
+    assert by_start[5.0] == 0  # alone again
+    assert plots_svg(fault_timeline(history)).count('class="lane"') == 2 * len(spans)
