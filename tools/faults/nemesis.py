@@ -5,7 +5,9 @@
 - partitions: the fault's drops as nftables rules in the namespaces (netns.py); the heal removes them.
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
 - disk-full: the node with the small disk (disk.py) has its file system filled to the last byte; the heal
-  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed.
+  frees it and restarts the node gracefully, as Kafka's operators do after a log directory failed. A node
+  that met the full disk while it was starting stopped itself, as Kafka does (disk.stopped_by_full_disk):
+  the heal starts it again and the history says so; that is no death.
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
 Every fault is logged with its start and end; a node dead at a heal its fault did not kill fails the run.
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
 from kraftpy.tools.commands.cluster import spawn_node
-from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
+from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, stopped_by_full_disk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet
 from kraftpy.tools.faults.schedule import Fault, Schedule, aim
@@ -49,6 +51,7 @@ class Nemesis:
     paused: set[int] = field(default_factory=set)
     done: Counter[str] = field(default_factory=Counter)
     died: list[dict[str, Any]] = field(default_factory=list)  # nodes that died on their own
+    log_marks: dict[int, int] = field(default_factory=dict)  # each node's server.log size at its last start
 
     def entry(self, node: int) -> NodeEntry:
         return next(n for n in self.layout.nodes if n.node_id == node)
@@ -83,6 +86,21 @@ class Nemesis:
     def pid(self, node: int) -> int | None:
         return self.layout.read_pid(self.entry(node))
 
+    def start(self, entry: NodeEntry) -> None:
+        path = self.layout.log_path(entry)
+        self.log_marks[entry.node_id] = path.stat().st_size if path.exists() else 0
+        spawn_node(self.layout, entry)
+
+    def log_since_start(self, node: int) -> str:
+        """What the node logged since this nemesis last started it (the whole log before that)."""
+        path = self.layout.log_path(self.entry(node))
+        try:
+            with path.open("rb") as f:
+                f.seek(self.log_marks.get(node, 0))
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def kill(self, node: int) -> None:
         pid = self.pid(node)
         if pid is not None:
@@ -108,7 +126,7 @@ class Nemesis:
     def lose_tail(self, node: int, seed: int) -> list[dict[str, object]]:
         self.kill(node)
         cuts = cut_unsynced_tails(self.layout.data_dir(self.entry(node)), self.topic, random.Random(seed))
-        spawn_node(self.layout, self.entry(node))
+        self.start(self.entry(node))
         return [c.describe() for c in cuts]
 
     def fill_disk(self, node: int) -> int:
@@ -126,12 +144,12 @@ class Nemesis:
                     os.kill(pid, signal.SIGKILL)
                     break
                 time.sleep(0.1)
-        spawn_node(self.layout, self.entry(node))
+        self.start(self.entry(node))
 
     def restart_dead(self) -> list[int]:
         dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None]
         for entry in dead:
-            spawn_node(self.layout, entry)
+            self.start(entry)
         return [n.node_id for n in dead]
 
     def heal_all(self) -> list[int]:
@@ -160,18 +178,26 @@ class Nemesis:
         return extra
 
     def heal(self, fault: Fault) -> dict[str, Any]:
-        """End one fault. A node the fault did not kill and that is gone now died on its own."""
+        """End one fault. A node the fault did not stop (kill, or a full disk at its start) that is gone now
+        died on its own."""
+        stopped: dict[int, str] = {}  # node -> the line it stopped with at start on its full disk
         if fault.action == "disk-full" and fault.node is not None:
             if self.disk is not None:
                 self.disk.free()
             if self.pid(fault.node) is not None:
                 self.restart_gracefully(fault.node)
+            elif (line := stopped_by_full_disk(self.log_since_start(fault.node))) is not None:
+                stopped[fault.node] = line
         restarted = self.heal_all()
-        killed = {fault.node} if fault.action == "kill" else set()
-        on_their_own = [n for n in restarted if n not in killed]
+        expected = set(stopped) | ({fault.node} if fault.action == "kill" else set())
+        on_their_own = [n for n in restarted if n not in expected]
         if on_their_own:
             self.died.append({"fault": fault.describe(), "nodes": on_their_own})
-        return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
+        return {
+            "restarted": restarted,
+            **({"stopped_by_full_disk": stopped} if stopped else {}),
+            **({"died": on_their_own} if on_their_own else {}),
+        }
 
     async def run(self, schedule: Schedule, history: HistoryWriter, end: RunEnd) -> Counter[str]:
         """Faults one at a time until the run's end (held until each nemesis has run once); all healed on return."""
