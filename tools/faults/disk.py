@@ -10,6 +10,9 @@ segment above the recovery point may be lost: the segment is cut at a random
 position there, usually in the middle of a batch. The Raft log fsyncs every
 entry before it counts, so only an append in flight can be lost there: a torn
 copy of its last batch is left at its end, which recovery must cut off.
+
+`stopped_by_full_disk` tells a node that stopped itself at start because its disk was full (an
+expected, clean stop under disk-full) from one that died.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from kraftpy.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
 
 CMD_TIMEOUT_S = 30
 METADATA_DIR = "__cluster_metadata-0"
+# What `kraftpy server` prints when it cannot start on a full disk (node/start_errors.py), and what
+# node/process.py logs once a start is done.
+FULL_DISK_AT_START = "Error: no space left on the device holding "
+SERVING_MARK = " serving on "
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -195,3 +202,20 @@ def cut_unsynced_tails(data_dir: Path, topic: str, rng: random.Random) -> list[C
     if torn is not None:
         cuts.append(torn)
     return cuts
+
+
+def stopped_by_full_disk(log_since_start: str) -> str | None:
+    """The start-up error line when a node stopped itself at start on its full disk, else None.
+
+    Under load a start takes seconds, so a disk-full fault often fills the disk while the node is
+    still starting (the heal of the fault before restarted it). The node then exits with one line
+    (node/start_errors.py), as a Kafka broker shuts down when its metadata log dir fails; the heal
+    frees the disk and starts it again, as an operator would. A node that was serving first, or that
+    stopped with anything else, died.
+    """
+    lines = [line for line in log_since_start.splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith(FULL_DISK_AT_START):
+        return None
+    if any(SERVING_MARK in line for line in lines):
+        return None
+    return lines[-1]

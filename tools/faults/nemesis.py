@@ -4,7 +4,7 @@
 - partitions (client partitions too): the fault's drops as nftables rules in the namespaces (netns.py).
 - lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
 - disk-full: the small disk (disk.py) filled to the last byte; the heal frees it and restarts the node
-  (which may have shut itself down, as a Kafka broker whose metadata log directory failed does).
+  (a node that stopped itself on the full disk, as Kafka's brokers do, is no death: disk.stopped_by_full_disk).
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
 Every fault is logged with its start and end; a node dead at a heal its fault did not take down fails
 the run. An overlapping schedule (`run_overlapping`) heals each fault on its own (`heal_one`); its
@@ -29,7 +29,7 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
 from kraftpy.tools.commands.cluster import spawn_node
-from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails
+from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, stopped_by_full_disk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
 from kraftpy.tools.faults.partitions import CLIENT
@@ -60,6 +60,7 @@ class Nemesis:
     paused: set[int] = field(default_factory=set)
     done: Counter[str] = field(default_factory=Counter)
     died: list[dict[str, Any]] = field(default_factory=list)  # nodes that died on their own
+    log_marks: dict[int, int] = field(default_factory=dict)  # each node's server.log size at its last start
 
     def entry(self, node: int) -> NodeEntry:
         return next(n for n in self.layout.nodes if n.node_id == node)
@@ -94,6 +95,21 @@ class Nemesis:
     def pid(self, node: int) -> int | None:
         return self.layout.read_pid(self.entry(node))
 
+    def start(self, entry: NodeEntry) -> None:
+        path = self.layout.log_path(entry)
+        self.log_marks[entry.node_id] = path.stat().st_size if path.exists() else 0
+        spawn_node(self.layout, entry)
+
+    def log_since_start(self, node: int) -> str:
+        """What the node logged since this nemesis last started it (the whole log before that)."""
+        path = self.layout.log_path(self.entry(node))
+        try:
+            with path.open("rb") as f:
+                f.seek(self.log_marks.get(node, 0))
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def kill(self, node: int) -> None:
         pid = self.pid(node)
         if pid is not None:
@@ -119,7 +135,7 @@ class Nemesis:
     def lose_tail(self, node: int, seed: int) -> list[dict[str, object]]:
         self.kill(node)
         cuts = cut_unsynced_tails(self.layout.data_dir(self.entry(node)), self.topic, random.Random(seed))
-        spawn_node(self.layout, self.entry(node))
+        self.start(self.entry(node))
         return [c.describe() for c in cuts]
 
     def fill_disk(self, node: int) -> int:
@@ -137,12 +153,12 @@ class Nemesis:
                     os.kill(pid, signal.SIGKILL)
                     break
                 time.sleep(0.1)
-        spawn_node(self.layout, self.entry(node))
+        self.start(self.entry(node))
 
     def restart_dead(self) -> list[int]:
         dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None]
         for entry in dead:
-            spawn_node(self.layout, entry)
+            self.start(entry)
         return [n.node_id for n in dead]
 
     def heal_all(self) -> list[int]:
@@ -171,17 +187,26 @@ class Nemesis:
         return extra
 
     def heal(self, fault: Fault) -> dict[str, Any]:
-        """End one fault. A node the fault did not kill and that is gone now died on its own."""
+        """End one fault. A node the fault did not stop (kill, or a full disk at its start) that is gone now
+        died on its own."""
+        stopped: dict[int, str] = {}  # node -> the line it stopped with at start on its full disk
         if fault.action == "disk-full" and fault.node is not None:
             if self.disk is not None:
                 self.disk.free()
             if self.pid(fault.node) is not None:
                 self.restart_gracefully(fault.node)
+            elif (line := stopped_by_full_disk(self.log_since_start(fault.node))) is not None:
+                stopped[fault.node] = line
         restarted = self.heal_all()
-        on_their_own = [n for n in restarted if n not in may_leave_down(fault)]
+        expected = may_leave_down(fault) | set(stopped)
+        on_their_own = [n for n in restarted if n not in expected]
         if on_their_own:
             self.died.append({"fault": fault.describe(), "nodes": on_their_own})
-        return {"restarted": restarted, **({"died": on_their_own} if on_their_own else {})}
+        return {
+            "restarted": restarted,
+            **({"stopped_by_full_disk": stopped} if stopped else {}),
+            **({"died": on_their_own} if on_their_own else {}),
+        }
 
     async def run(self, schedule: Schedule, history: HistoryWriter, end: RunEnd) -> Counter[str]:
         """Faults one at a time until the run's end (held until each nemesis has run once); all healed on return."""
