@@ -6,7 +6,8 @@ Three properties, each an anomaly class (docs/checker.md, docs/jepsen.md):
   of the committed offsets) that began after another commit had succeeded holds a lower offset, with
   no explicit `reset` of that partition between them. Order is real time, so concurrent commits of
   two members never count against each other.
-- `commit-skip`: an offset below the partition's final committed offset that no member ever polled
+- `commit-skip`: an offset below the partition's final committed offset that no member (a process
+  with an `assign` that has a generation) ever polled
   (Kafka's groups promise at-least-once: a commit says everything below it was consumed).
 
 The history (docs/history-format.md): `assign` with the partitions as value and `member` and
@@ -45,12 +46,17 @@ def _ref(op: Operation) -> dict[str, Any]:
     return {"id": op.id, "line": op.invoke_line, "process": op.process, "f": op.f, "status": op.status}
 
 
+def _generation(op: Operation) -> int | None:
+    """A group member's assignment carries its generation; a plain `assign` (a reader outside the group) does not."""
+    return op.extra.get("generation", op.extra.get("generation_id"))
+
+
 def _double_owners(ops: list[Operation]) -> list[dict[str, Any]]:
     owners: dict[tuple[int, int], dict[str, Operation]] = defaultdict(dict)
     for op in ops:
         if op.f != "assign" or op.status != "ok":
             continue
-        generation = op.extra.get("generation", op.extra.get("generation_id"))
+        generation = _generation(op)
         member = op.extra.get("member", op.process)
         if generation is None or generation < 0:
             continue
@@ -119,10 +125,11 @@ def _skips(ops: list[Operation]) -> list[dict[str, Any]]:
     polled: dict[int, set[int]] = defaultdict(set)
     final: dict[int, int] = {}
     final_op: Operation | None = None
+    members = {op.process for op in ops if op.f == "assign" and op.status == "ok" and _generation(op) is not None}
     for op in ops:
         if op.status != "ok":
             continue
-        if op.f == "poll":
+        if op.f == "poll" and op.process in members:  # a reader outside the group consumed nothing for it
             for record in op.result or ():
                 polled[int(record[0])].add(int(record[1]))
         elif op.f == "commit" and final_op is None:

@@ -67,3 +67,15 @@ def test_cli_exit_codes() -> None:
         return subprocess.run(args, capture_output=True, text=True, timeout=60).returncode
 
     assert (run("valid-rebalance.jsonl"), run("nonmonotonic-commit.jsonl")) == (0, 1)
+
+
+def test_a_reader_outside_the_group_does_not_cover_a_skip() -> None:
+    text = (HERE / "commit-skip.jsonl").read_text()
+    outsider = [  # the fault run's final read-back: an assign without a generation, then a poll
+        {"process": 7, "type": "invoke", "f": "assign", "value": [0]},
+        {"process": 7, "type": "ok", "f": "assign", "value": [0]},
+        {"process": 7, "type": "invoke", "f": "poll"},
+        {"process": 7, "type": "ok", "f": "poll", "value": [[0, 1, "b"]]},
+    ]
+    result = check_kafka_groups(parse_history(text + "".join(json.dumps(e) + "\n" for e in outsider)))
+    assert [a["type"] for a in result.anomalies] == ["commit-skip"]
