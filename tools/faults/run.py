@@ -37,6 +37,7 @@ from kraftpy.tools.faults.netns import FaultNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
+from kraftpy.tools.faults.workloads import groups
 
 TOPIC = "faults"
 PARTITIONS = 3
@@ -95,6 +96,7 @@ class FaultRun:
     hostile: bool = False
     audit: bool = True
     replay: str = ""
+    workload: str = "queue"
     net: FaultNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -172,7 +174,10 @@ class FaultRun:
         assert self.layout is not None and self.nemesis is not None
         result.history = self.out / "history.jsonl"
         history = HistoryWriter(result.history)
+        readback = HistoryWriter(self.out / "readback.jsonl") if self.workload == "groups" else None  # not a member
         try:
+            if self.workload == "groups":
+                asyncio.run(groups.warm_up(self.layout.kafka_bootstrap_servers, TOPIC))
             stats = asyncio.run(self._under_faults(history, rng, result))
             self.phase(result, "workload under faults")
             restarted = self.nemesis.heal_all()
@@ -184,10 +189,14 @@ class FaultRun:
                 time.sleep(0.5)
             self.phase(result, "ISRs full again")
             self.log("every replica in sync; reading everything back")
-            seen = asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            seen = asyncio.run(read_all(readback or history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            if self.workload == "groups":
+                asyncio.run(groups.final_committed(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
             self.phase(result, "read back")
         finally:
             history.close()
+            if readback is not None:
+                readback.close()
         self._judge(result, stats, seen)
         self.phase(result, "kraftpy check")
         self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
@@ -204,7 +213,8 @@ class FaultRun:
 
     def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, list[str]]) -> None:
         assert self.nemesis is not None
-        check = self.cli("check", str(result.history), "--model", "kafka", "--json")
+        model = "kafka-groups" if self.workload == "groups" else "kafka"
+        check = self.cli("check", str(result.history), "--model", model, "--json")
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -269,6 +279,16 @@ class FaultRun:
             self.nemesis.run(schedule, history, end),
             self._progress(end, history),
         ]  # fmt: skip
+        if self.workload == "groups":
+            members = groups.run_members(
+                history,
+                self.layout.kafka_bootstrap_servers,
+                TOPIC,
+                end=end,
+                rng=random.Random(rng.random()),
+                log_dir=self.out / "members",
+            )
+            tasks.insert(1, members)  # found[1]: the member endings; the hostile client stays last
         if self.hostile:
             from kraftpy.tools.faults.hostile import HostileClient
 
@@ -280,7 +300,9 @@ class FaultRun:
         stats: WorkloadStats = found[0]
         result.faults = Counter(self.nemesis.done)
         if self.hostile:
-            result.hostile = found[3].summary()
+            result.hostile = found[-1].summary()
+        if self.workload == "groups":
+            result.faults.update(found[1])
         result.invoked, result.ok, result.info = stats.invoked, stats.ok, stats.info
         return stats
 
