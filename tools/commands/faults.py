@@ -47,7 +47,7 @@ def faults() -> None:
 )
 @click.option(
     "--workload",
-    type=click.Choice(("queue", "groups")),
+    type=click.Choice(("queue", "groups", "register")),
     default="queue",
     show_default=True,
     help="queue: idempotent sends read back; groups: consumer-group members join, leave, crash (docs/jepsen.md).",

@@ -37,7 +37,7 @@ from kraftpy.tools.faults.netns import FaultNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
-from kraftpy.tools.faults.workloads import groups
+from kraftpy.tools.faults.workloads import groups, register
 
 TOPIC = "faults"
 PARTITIONS = 3
@@ -226,6 +226,8 @@ class FaultRun:
                     result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
             if not result.anomalies:
                 result.anomalies["check"] = verdict
+        if self.workload == "register":
+            result.anomalies.update(register.judge(self.cli, self.out))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
             at = {m: o for o, m in enumerate(seen[partition])}
@@ -289,6 +291,8 @@ class FaultRun:
                 log_dir=self.out / "members",
             )
             tasks.insert(1, members)  # found[1]: the member endings; the hostile client stays last
+        if self.workload == "register":  # beside the producers: read/write/cas on the metadata quorum
+            tasks.insert(1, register.run_register(self.layout, self.out, end=end, rng=random.Random(rng.random())))
         if self.hostile:
             from kraftpy.tools.faults.hostile import HostileClient
 
