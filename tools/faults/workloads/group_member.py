@@ -35,14 +35,19 @@ def emit(type_: str, f: str, **fields: Any) -> None:
 class _Recorder(ConsumerRebalanceListener):
     def __init__(self) -> None:
         self.consumer: Consumer | None = None
+        self.pending: list[dict[str, Any]] = []  # written after the poll that ran the listener completes
+
+    def flush(self) -> None:
+        for fields in self.pending:
+            emit("invoke", "assign", **fields)
+            emit("ok", "assign", **fields)
+        self.pending.clear()
 
     def on_partitions_assigned(self, partitions: Collection[TopicPartition]) -> None:
         assert self.consumer is not None
         meta = self.consumer.group_metadata()
         owned = sorted(tp.partition for tp in self.consumer.assignment())
-        fields = {"value": owned, "member": meta.member_id, "generation": meta.generation_id}
-        emit("invoke", "assign", **fields)
-        emit("ok", "assign", **fields)
+        self.pending.append({"value": owned, "member": meta.member_id, "generation": meta.generation_id})
 
 
 async def member(bootstrap: str, topic: str, group: str) -> None:
@@ -58,19 +63,20 @@ async def member(bootstrap: str, topic: str, group: str) -> None:
     recorder.consumer = consumer
     try:
         consumer.subscribe([topic], listener=recorder)
-        print("subscribed", file=sys.stderr, flush=True)
         while not stop.is_set():
             emit("invoke", "poll")
             try:
                 records = await consumer.poll(timeout_ms=200, max_records=50)
             except Exception as exc:  # a fault may fail a poll; the member carries on
                 emit("info", "poll", error=repr(exc)[:200])
+                recorder.flush()
                 await asyncio.sleep(0.1)
                 continue
             generation = consumer.group_metadata().generation_id
             emit(
                 "ok", "poll", value=[[r.partition, r.offset, r.value.decode()] for r in records], generation=generation
             )
+            recorder.flush()
             upto: dict[int, int] = {}
             for r in records:
                 upto[r.partition] = max(upto.get(r.partition, 0), r.offset + 1)
