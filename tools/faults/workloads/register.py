@@ -66,7 +66,7 @@ async def _run(layout: ClusterLayout, history: HistoryWriter, end: RunEnd, rng: 
     next_process = PROCESSES
 
     def note_leader(error: KafkaError) -> None:
-        leader["address"] = by_id.get(error.leader_id) or rng.choice(addresses)
+        leader["address"] = by_id.get(error.details.get("leader_id")) or rng.choice(addresses)
 
     async def one(process: int) -> None:
         nonlocal next_process
