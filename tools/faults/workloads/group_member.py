@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Collection
@@ -63,7 +64,8 @@ async def member(bootstrap: str, topic: str, group: str) -> None:
     recorder.consumer = consumer
     try:
         consumer.subscribe([topic], listener=recorder)
-        while not stop.is_set():
+        parent = os.getppid()
+        while not stop.is_set() and os.getppid() == parent:  # a killed run leaves no member polling
             emit("invoke", "poll")
             try:
                 records = await consumer.poll(timeout_ms=200, max_records=50)
