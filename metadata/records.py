@@ -258,6 +258,15 @@ class NoOpRecord(MetadataRecord):
     TYPE = 20
 
 
+@dataclass(frozen=True, slots=True)
+class RegisterValueRecord(MetadataRecord):
+    """Sets one key of the linearizable registers (`/controller/register_write`; docs/metadata.md)."""
+
+    TYPE = 1000  # kraftpy's own, far from Kafka's record apiKeys
+    key: str = field(metadata={"codec": "str"})
+    value: int = field(metadata={"codec": "int"})
+
+
 RECORD_TYPES: tuple[type[MetadataRecord], ...] = (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
@@ -271,6 +280,7 @@ RECORD_TYPES: tuple[type[MetadataRecord], ...] = (
     ProducerIdsRecord,
     BrokerRegistrationChangeRecord,
     NoOpRecord,
+    RegisterValueRecord,
 )
 
 # (type id, version) -> (class, field decoders). Older versions keep their entry here.

@@ -61,6 +61,8 @@ ROUTES: dict[str, Requirement | None] = {
     "/controller/elect_leaders": ADMIN_CLUSTER,
     "/controller/describe_configs": OPEN,
     "/controller/describe_quorum": OPEN,
+    "/controller/register_write": ADMIN_CLUSTER,
+    "/controller/register_read": OPEN,
     # broker <-> broker
     REPLICA_FETCH_PATH: CLUSTER,
     WRITE_TXN_MARKERS_PATH: CLUSTER,

@@ -36,6 +36,9 @@ class GroupCoordinatorConfig:
     max_protocols_per_member: int = 64
     max_protocol_metadata_bytes: int = 1_048_576
     max_id_length: int = 1_024
+    # A deliberately broken build (KRAFTPY_TEST_BREAK=commit-any-generation, set by the group shell, only in
+    # fault-run tests): OffsetCommit skips the member and generation checks, so a fenced zombie's commit lands.
+    test_break_commit_any_generation: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:

@@ -70,7 +70,7 @@ class OffsetManager:
                 return answer_all(E.ILLEGAL_GENERATION, f"group {req.group_id!r} does not exist")
             group = rt.create_group(req.group_id)
         try:
-            if (err := self._validate(group, req)) is not None:
+            if (err := self._validate(group, req)) is not None and not rt.config.test_break_commit_any_generation:
                 return answer_all(*err)
             if group.state is GroupState.COMPLETING_REBALANCE and txn is None:
                 return answer_all(E.REBALANCE_IN_PROGRESS, "the group is completing a rebalance; commit after it")

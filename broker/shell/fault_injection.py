@@ -14,7 +14,9 @@ log = logging.getLogger(__name__)
 
 ACK_BEFORE_HW = "ack-before-hw"  # acks=all answered at the leader's append
 TRUNCATE_TO_HW = "truncate-to-hw"  # a new leader cuts its log to its checkpointed high watermark
-BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW)
+COMMIT_ANY_GENERATION = "commit-any-generation"  # a group's coordinator stores any member's commit
+STALE_READ = "stale-read"  # a register read skips the read index: any controller answers from its image
+BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, COMMIT_ANY_GENERATION, STALE_READ)
 
 TEST_BREAK = os.environ.get("KRAFTPY_TEST_BREAK", "")
 if TEST_BREAK:

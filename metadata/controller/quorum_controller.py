@@ -9,7 +9,13 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from kraftpy.metadata.controller import config_control, leader_balance, producer_ids, replication_control
+from kraftpy.metadata.controller import (
+    config_control,
+    leader_balance,
+    producer_ids,
+    register_control,
+    replication_control,
+)
 from kraftpy.metadata.controller.cluster_control import ClusterControlManager, check_broker_epoch
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.requests import (
@@ -25,6 +31,7 @@ from kraftpy.metadata.controller.requests import (
     DescribeConfigsResponse,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
+    RegisterWriteRequest,
     UnregisterBrokerRequest,
 )
 from kraftpy.metadata.image.metadata_delta import apply_records
@@ -59,6 +66,7 @@ class QuorumController:
             AlterPartitionRequest: self.alter_partition,
             ElectLeadersRequest: self.elect_leaders,
             AllocateProducerIdsRequest: self.allocate_producer_ids,
+            RegisterWriteRequest: self.write_register,
         }
 
     # --- state ---------------------------------------------------------------------------------
@@ -187,6 +195,9 @@ class QuorumController:
 
     def allocate_producer_ids(self, request: AllocateProducerIdsRequest, now_ms: int) -> ControllerResult:
         return self._write(now_ms, lambda: producer_ids.allocate_producer_ids(self._latest, request))
+
+    def write_register(self, request: RegisterWriteRequest, now_ms: int) -> ControllerResult:
+        return self._write(now_ms, lambda: register_control.write_register(self._latest, request))
 
     # --- reads ---------------------------------------------------------------------------------
     def describe_configs(self, request: DescribeConfigsRequest) -> DescribeConfigsResponse:

@@ -297,6 +297,22 @@ class AllocateProducerIdsResponse:
     producer_id_len: int
 
 
+# --- the linearizable registers (register_control.py) ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWriteRequest:
+    key: str
+    value: int
+    cas: bool = False  # only while the register holds `expected`
+    expected: int | None = None  # None: never written
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWriteResponse:
+    previous: int | None
+
+
 # --- every decision's output -----------------------------------------------------------------------
 
 

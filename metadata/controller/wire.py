@@ -48,10 +48,12 @@ from kraftpy.metadata.controller.requests import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    RegisterWriteRequest,
+    RegisterWriteResponse,
 )
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, check_int, check_str, field, show
+from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, INT64_MAX, INT64_MIN, check_int, check_str, field, show
 
 # Bounds on list lengths: a request's size is already capped by the HTTP body limit; these keep
 # one request's decision (and its record batch) to a size the Raft log takes in one append.
@@ -219,6 +221,23 @@ def _alter_partition(body: Mapping[str, Any]) -> AlterPartitionRequest:
 
 def _allocate_producer_ids(body: Mapping[str, Any]) -> AllocateProducerIdsRequest:
     return AllocateProducerIdsRequest(_id(body, "broker_id"), _int(body, "broker_epoch"))
+
+
+MAX_REGISTER_KEY_LEN = 255
+
+
+def _register_write(body: Mapping[str, Any]) -> RegisterWriteRequest:
+    key = _at("", lambda: field(body, "key", str, max_len=MAX_REGISTER_KEY_LEN))
+    value = _at("", lambda: field(body, "value", int, min_value=INT64_MIN, max_value=INT64_MAX))
+    if "from" not in body:
+        return RegisterWriteRequest(key, value)
+    expected = _at("", lambda: field(body, "from", int, nullable=True, min_value=INT64_MIN, max_value=INT64_MAX))
+    return RegisterWriteRequest(key, value, cas=True, expected=expected)
+
+
+def register_read_key(body: Any) -> str:
+    """The key of a `/controller/register_read` request (the read is the shell's: read index, image)."""
+    return _at("", lambda: field(_map(body, "request body"), "key", str, max_len=MAX_REGISTER_KEY_LEN))
 
 
 def _configs_map(value: Any, where: str) -> dict[str, Any]:
@@ -396,6 +415,10 @@ def _enc_producer_ids(r: AllocateProducerIdsResponse) -> dict[str, Any]:
     return {"producer_id_start": r.producer_id_start, "producer_id_len": r.producer_id_len}
 
 
+def _enc_register_write(r: RegisterWriteResponse) -> dict[str, Any]:
+    return {"previous": r.previous}
+
+
 def _enc_create_topics(r: CreateTopicsResponse) -> dict[str, Any]:
     return {
         "topics": [
@@ -474,6 +497,7 @@ ROUTES: dict[str, tuple[Callable[[Mapping[str, Any]], Any], type, Callable[[Any]
     "describe_configs": (_describe_configs, DescribeConfigsResponse, _enc_describe_configs),
     "incremental_alter_configs": (_incremental_alter_configs, IncrementalAlterConfigsResponse, _enc_alter_configs),
     "elect_leaders": (_elect_leaders, ElectLeadersResponse, _enc_elect_leaders),
+    "register_write": (_register_write, RegisterWriteResponse, _enc_register_write),
 }
 
 

@@ -39,6 +39,7 @@ from kraftpy.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterValueRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -100,6 +101,7 @@ class MetadataDelta:
         self._new_names: dict[str, uuid.UUID] = {}
         self._configs: dict[tuple[int, str], dict[str, Any] | None] = {}
         self._next_producer_id = image.producer_ids.next_producer_id
+        self._registers: dict[str, int] = {}
         self._last_offset: int | None = None
         self._handlers: dict[type, Callable[[Any, int | None], None]] = {
             RegisterBrokerRecord: self._register_broker,
@@ -113,6 +115,7 @@ class MetadataDelta:
             RemoveTopicRecord: self._remove_topic,
             ConfigRecord: self._config,
             ProducerIdsRecord: self._producer_ids,
+            RegisterValueRecord: self._register_value,
             NoOpRecord: lambda record, offset: None,
         }
 
@@ -240,6 +243,9 @@ class MetadataDelta:
             )
         self._next_producer_id = r.next_producer_id
 
+    def _register_value(self, r: RegisterValueRecord, offset: int | None) -> None:
+        self._registers[r.key] = r.value
+
     # --- building the next image ---------------------------------------------------------------
     def apply(self, offset: int | None = None, epoch: int | None = None) -> MetadataImage:
         """The next image. `offset`/`epoch` default to the last replayed offset and the base epoch."""
@@ -261,6 +267,7 @@ class MetadataDelta:
                 if self._next_producer_id == image.producer_ids.next_producer_id
                 else ProducerIdsImage(self._next_producer_id)
             ),
+            registers=PMap.from_dict({**image.registers, **self._registers}) if self._registers else image.registers,
         )
 
     def _apply_cluster(self, cluster: ClusterImage) -> ClusterImage:

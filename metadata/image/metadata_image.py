@@ -136,6 +136,7 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigurationsImage = field(default_factory=ConfigurationsImage)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
+    registers: PMap[str, int] = field(default_factory=lambda: PMap.EMPTY)  # the linearizable registers' values
 
     EMPTY: ClassVar[MetadataImage]  # set below: the image of an empty log
 

@@ -68,6 +68,7 @@ def _encode(image: MetadataImage) -> bytes:
             "brokers": brokers,
             "topics": topics,
             "configs": configs,
+            "registers": sorted([k, v] for k, v in image.registers.items()),
         }
     )
 
@@ -149,4 +150,5 @@ def _decode_body(body: dict[str, Any]) -> MetadataImage:
         topics=topics,
         configs=ConfigurationsImage(resources),
         producer_ids=ProducerIdsImage(_int(body["next_producer_id"])),
+        registers=PMap.from_dict({str(k): _int(v) for k, v in body.get("registers", ())}),  # absent before them
     )

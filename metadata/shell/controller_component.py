@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -47,6 +48,7 @@ DEFAULT_REQUEST_WAIT_MS = 15_000
 # Upper bound of one timer sleep, so a missed wake-up costs at most this long.
 MAX_TIMER_SLEEP_MS = 1000
 MIN_TICK_GAP_MS = 10
+STALE_READ_BREAK = "stale-read"  # fault_injection.STALE_READ, which this layer may not import
 
 
 def controller_config_from(node_config: Any, cluster_id: str) -> ControllerConfig:
@@ -73,6 +75,7 @@ class ControllerComponent:
         max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES,
         max_uncommitted_bytes: int = DEFAULT_MAX_UNCOMMITTED_BYTES,
         clock: Callable[[], int] = monotonic_ms,
+        stale_reads: bool = False,
     ) -> None:
         self.node = node
         self.node_id: int = node.config.node_id
@@ -101,6 +104,7 @@ class ControllerComponent:
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._stopping = False
+        self.stale_reads = stale_reads
         metadata.subscribe(self._on_image, self._on_leader_change)
 
     @property
@@ -226,6 +230,23 @@ class ControllerComponent:
             )
         return describe_quorum(self.raft.status(), self.raft)
 
+    async def _register_read(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A linearizable read of a register: the active controller confirms its Raft leadership with a
+        quorum round after the request arrived (the read index) and waits until its state machine has
+        applied up to that index, then answers from the committed image. A deposed leader's round never
+        completes: it answers NOT_CONTROLLER or REQUEST_TIMED_OUT, never an old value."""
+        key = wire.register_read_key(body)
+        if not self.stale_reads:
+            if not self.controller.is_active:
+                raise self.driver.not_controller_error()
+            try:
+                await self.raft.read_barrier(self.request_wait_ms)
+            except KafkaError as e:
+                if e.code is ErrorCode.REQUEST_TIMED_OUT:
+                    raise
+                raise self.driver.not_controller_error() from None  # the raft leadership is gone
+        return {"value": self.metadata.image.registers.get(key)}
+
     # --- timers --------------------------------------------------------------------------------------
     async def _timer_loop(self) -> None:
         while not self._stopping:
@@ -255,6 +276,7 @@ class ControllerComponent:
     def routes(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {PREFIX + route: self._route(route) for route in wire.ROUTES}
         out[PREFIX + "describe_quorum"] = self._describe_quorum
+        out[PREFIX + "register_read"] = self._register_read
         return out
 
     async def start(self) -> None:
@@ -291,4 +313,8 @@ def create(node: Any) -> ControllerComponent | None:
     except LookupError:  # no Raft on this node: nothing to be the active controller of
         log.error("the controller role needs the raft and metadata components; not starting the controller")
         return None
-    return ControllerComponent(node, raft, metadata, controller_config_from(node.config, node.cluster_id))
+    # KRAFTPY_TEST_BREAK=stale-read (broker/shell/fault_injection.py, which validates and logs it; fault-run
+    # tests only): a register read skips the read index and any controller answers from its own image
+    stale_reads = os.environ.get("KRAFTPY_TEST_BREAK") == STALE_READ_BREAK
+    config = controller_config_from(node.config, node.cluster_id)
+    return ControllerComponent(node, raft, metadata, config, stale_reads=stale_reads)

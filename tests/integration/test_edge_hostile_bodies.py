@@ -94,6 +94,8 @@ CONTROLLER: dict[str, dict[str, Any]] = {
         "validate_only": True,
     },
     "elect_leaders": {"election_type": "preferred", "topic_partitions": [{"topic": "nope", "partitions": [0]}]},
+    "register_write": {"key": "fz", "value": 1, "from": 0},
+    "register_read": {"key": "fz"},
 }
 
 # The broker's internal routes (its clients' requests are the Kafka listener's, whose codec checks widths).

@@ -18,6 +18,7 @@ from kraftpy.tools.checker.formats import FORMATS, read_history
 from kraftpy.tools.checker.history import HistoryError
 from kraftpy.tools.checker.kafka import SUBSCRIBE_ALLOWED
 from kraftpy.tools.checker.kafka_check import KAFKA_CLASSES, check_kafka
+from kraftpy.tools.checker.kafka_groups import check_kafka_groups
 from kraftpy.tools.checker.linearizability import check_linearizability
 from kraftpy.tools.checker.model import ModelError
 from kraftpy.tools.checker.models import MODEL_NAMES
@@ -46,7 +47,13 @@ def _classes(values: tuple[str, ...]) -> set[str]:
 
 @click.command("check")
 @click.argument("history_path", metavar="HISTORY", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", "model", required=True, type=click.Choice([*MODEL_NAMES, "kafka"]), help="Model to check.")
+@click.option(
+    "--model",
+    "model",
+    required=True,
+    type=click.Choice([*MODEL_NAMES, "kafka", "kafka-groups"]),
+    help="Model to check.",
+)
 @click.option("--init", "init", default=None, help="Initial register value (JSON, else text); default nil.")
 @click.option("--no-partition", is_flag=True, help="Check a P-compositional model (kv) as one search.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="History format (default: detect).")
@@ -92,6 +99,8 @@ def check(
         if model == "kafka":
             allowed = _classes(allow) | (SUBSCRIBE_ALLOWED if sub_via == "subscribe" else set())
             result = check_kafka(history, allowed)
+        elif model == "kafka-groups":
+            result = check_kafka_groups(history, _classes(allow))
         else:
             with progress_sink(wanted(show_progress)) as sink:
                 result = check_linearizability(

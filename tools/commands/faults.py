@@ -61,6 +61,13 @@ def faults() -> None:
     show_default=True,
     help="After the run, the PySpark audit of every replica's files (a JVM start: tens of seconds).",
 )
+@click.option(
+    "--workload",
+    type=click.Choice(("queue", "groups", "register")),
+    default="queue",
+    show_default=True,
+    help="queue: idempotent sends read back; groups: consumer-group members join, leave, crash (docs/jepsen.md).",
+)
 @click.option("--rate", type=click.FloatRange(min=0.1), help="Sends per second, all producers together.")
 @click.option(
     "--out",
@@ -79,6 +86,7 @@ def run(
     audit: bool,
     schedule: str,
     network: str,
+    workload: str,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
@@ -113,13 +121,14 @@ def run(
         + (" --network loopback" if network == "loopback" else "")
         + (" --hostile" if hostile else "")
         + ("" if audit else " --no-audit")
+        + ("" if workload == "queue" else f" --workload {workload}")
     )
     err_console.print(
         f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}, {schedule}"
     )
     fault_run = FaultRun(
         out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay,
-        schedule=schedule, network=network,
+        schedule=schedule, network=network, workload=workload,
     )  # fmt: skip
     try:
         result = fault_run.run()

@@ -37,6 +37,7 @@ from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
+from kraftpy.tools.faults.workloads import groups, register
 
 TOPIC = "faults"
 PARTITIONS = 3
@@ -99,6 +100,7 @@ class FaultRun:
     replay: str = ""
     schedule: str = "one-at-a-time"  # or "overlapping" (schedule.SCHEDULES)
     network: str = "netns"  # or "loopback" (netns.choose_network)
+    workload: str = "queue"  # or "groups", "register" (tools/faults/workloads/)
     net: FaultNet | LoopbackNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -180,7 +182,10 @@ class FaultRun:
         assert self.layout is not None and self.nemesis is not None
         result.history = self.out / "history.jsonl"
         history = HistoryWriter(result.history)
+        readback = HistoryWriter(self.out / "readback.jsonl") if self.workload == "groups" else None  # not a member
         try:
+            if self.workload == "groups":
+                asyncio.run(groups.warm_up(self.layout.kafka_bootstrap_servers, TOPIC))
             stats = asyncio.run(self._under_faults(history, rng, result))
             self.phase(result, "workload under faults")
             restarted = self.nemesis.heal_all()
@@ -192,10 +197,14 @@ class FaultRun:
                 time.sleep(0.5)
             self.phase(result, "ISRs full again")
             self.log("every replica in sync; reading everything back")
-            seen = asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            seen = asyncio.run(read_all(readback or history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            if self.workload == "groups":
+                asyncio.run(groups.final_committed(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
             self.phase(result, "read back")
         finally:
             history.close()
+            if readback is not None:
+                readback.close()
         self._judge(result, stats, seen)
         self.phase(result, "kraftpy check")
         self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
@@ -212,7 +221,8 @@ class FaultRun:
 
     def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, list[str]]) -> None:
         assert self.nemesis is not None
-        check = self.cli("check", str(result.history), "--model", "kafka", "--json")
+        model = "kafka-groups" if self.workload == "groups" else "kafka"
+        check = self.cli("check", str(result.history), "--model", model, "--json")
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -224,6 +234,8 @@ class FaultRun:
                     result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
             if not result.anomalies:
                 result.anomalies["check"] = verdict
+        if self.workload == "register":
+            result.anomalies.update(register.judge(self.cli, self.out))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
             at = {m: o for o, m in enumerate(seen[partition])}
@@ -285,6 +297,18 @@ class FaultRun:
             nemesis_task,
             self._progress(end, history),
         ]  # fmt: skip
+        if self.workload == "groups":
+            members = groups.run_members(
+                history,
+                self.layout.kafka_bootstrap_servers,
+                TOPIC,
+                end=end,
+                rng=random.Random(rng.random()),
+                log_dir=self.out / "members",
+            )
+            tasks.insert(1, members)  # found[1]: the member endings; the hostile client stays last
+        if self.workload == "register":  # beside the producers: read/write/cas on the metadata quorum
+            tasks.insert(1, register.run_register(self.layout, self.out, end=end, rng=random.Random(rng.random())))
         if self.hostile:
             from kraftpy.tools.faults.hostile import HostileClient
 
@@ -296,7 +320,9 @@ class FaultRun:
         stats: WorkloadStats = found[0]
         result.faults = Counter(self.nemesis.done)
         if self.hostile:
-            result.hostile = found[3].summary()
+            result.hostile = found[-1].summary()
+        if self.workload == "groups":
+            result.faults.update(found[1])
         result.invoked, result.ok, result.info = stats.invoked, stats.ok, stats.info
         return stats
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.broker.groups import GroupCoordinatorConfig
+from kraftpy.broker.shell import fault_injection
 from kraftpy.protocol.settings import settings_from
 
 # Kafka's offsets.topic.segment.bytes: small segments, so the compacted topic is cleaned (and loads) quickly.
@@ -43,6 +44,9 @@ class GroupShellSettings:
     def from_node_config(cls, config: Any, **overrides: Any) -> GroupShellSettings:
         """The settings a node config names (unknown to it: Kafka's defaults). Raises ValueError for bad values."""
         coordinator = settings_from(config, GroupCoordinatorConfig)
+        coordinator.setdefault(
+            "test_break_commit_any_generation", fault_injection.TEST_BREAK == fault_injection.COMMIT_ANY_GENERATION
+        )
         values = settings_from(config, cls, skip=("coordinator",))
         values.update(overrides)
         values.setdefault("coordinator", GroupCoordinatorConfig(**coordinator))

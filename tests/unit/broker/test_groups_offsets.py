@@ -168,3 +168,12 @@ def test_a_group_whose_subscriptions_cannot_be_read_keeps_its_offsets() -> None:
     h.apply(h.c.cleanup_group_metadata(h.now))
     assert h.fetch() == {("old", 0): 2}
     assert encode_subscription(Subscription(("t",)))  # the harness's members do use the real encoding
+
+
+def test_the_commit_any_generation_broken_build_stores_a_stale_generations_commit() -> None:
+    """The fault runs' broken build (KRAFTPY_TEST_BREAK=commit-any-generation) must really be broken."""
+    h = Harness(GroupCoordinatorConfig(test_break_commit_any_generation=True))
+    (a, _b), gen = h.form_group(2)
+    assert h.commit_codes(h.commit({("t", 0): 6}, member_id=a, generation=gen - 1)) == {("t", 0): 0}
+    assert h.commit_codes(h.commit({("t", 0): 2}, member_id="zombie", generation=gen - 1)) == {("t", 0): 0}
+    assert h.fetch() == {("t", 0): 2}

@@ -9,6 +9,7 @@ listeners never see, so offsets have gaps as in the real log.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ class FakeRaft:
         self.leader_id: int | None = None
         self.snapshots: list[tuple[OffsetAndEpoch, bytes]] = []
         self.fail_appends: ErrorCode | None = None
+        self.reads: list[asyncio.Future[int]] = []
         self._batches = 0
 
     @property
@@ -115,6 +117,25 @@ class FakeRaft:
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, payload: bytes) -> None:
         self.snapshots.append((snapshot_id, payload))
+
+    async def read_barrier(self, timeout_ms: int) -> int:
+        """Raft's read index: waits until the test confirms (`confirm_reads`) or fails (`fail_reads`) the round."""
+        if not self.is_leader:
+            raise KafkaError("not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=self.leader_id)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.reads.append(future)
+        return await future
+
+    def confirm_reads(self) -> None:
+        """A quorum confirmed the leadership: the reads' index is the committed end, already applied here."""
+        for future in self.reads:
+            future.set_result(self.delivered)
+        self.reads.clear()
+
+    def fail_reads(self, error: ErrorCode) -> None:
+        for future in self.reads:
+            future.set_exception(KafkaError(f"read barrier: {error.name}", error, leader_id=self.leader_id))
+        self.reads.clear()
 
     def replay_to(self, listener: Any) -> None:
         """What the real component does on start: the latest snapshot, then the committed log after it."""

@@ -21,6 +21,7 @@ from kraftpy.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterValueRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -66,6 +67,7 @@ records = st.one_of(
     st.builds(ProducerIdsRecord, small, ints, ints),
     st.builds(BrokerRegistrationChangeRecord, small, ints, st.none() | st.booleans(), st.none() | st.booleans()),
     st.just(NoOpRecord()),
+    st.builds(RegisterValueRecord, text, ints),
 )
 
 
@@ -80,7 +82,7 @@ def test_batches_round_trip(batch) -> None:
 
 
 def test_every_record_type_is_covered_and_ids_are_unique() -> None:
-    assert len({cls.TYPE for cls in RECORD_TYPES}) == len(RECORD_TYPES) == 12
+    assert len({cls.TYPE for cls in RECORD_TYPES}) == len(RECORD_TYPES) == 13
     assert RegisterBrokerRecord.TYPE == 0 and PartitionChangeRecord.TYPE == 5 and NoOpRecord.TYPE == 20
 
 

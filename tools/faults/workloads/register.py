@@ -1,0 +1,105 @@
+"""The `register` workload: read, write and cas of one linearizable register on the metadata quorum.
+
+Processes send `/controller/register_write` (a write, or a cas with `from`) to the controller they last
+heard is active, and `/controller/register_read` to any controller node (only the active one may answer,
+after Raft's read index; docs/metadata.md "Linearizable reads"). The history (its own file, so the
+send/poll history keeps its model) is judged by `kraftpy check --model cas-register`. A read that errs
+is `fail` (it changed nothing); a cas refused with INVALID_UPDATE_VERSION is `fail` (answered after what
+it compared with committed); any other write error is `info` and the process continues under a new number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kraftpy.protocol.credentials import ADMIN_FILE
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.credential_files import load_credential
+from kraftpy.protocol.shell.rpc import RpcClient
+from kraftpy.tools.cluster_layout import ClusterLayout
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+
+CHECK_MODEL = "cas-register"
+HISTORY_FILE = "register.jsonl"
+KEY = "faults"
+PROCESSES = 4
+VALUES = 5  # few values: a stale read is likely to show as an impossible one
+OP_TIMEOUT_MS = 5_000
+PAUSE_S = 0.02  # bounds the history the linearizability search must cover
+
+
+async def run_register(layout: ClusterLayout, out: Path, *, end: RunEnd, rng: random.Random) -> dict[str, int]:
+    """Run the register processes until `end`, writing OUT/register.jsonl; returns counts of ok, fail, info."""
+    with contextlib.closing(HistoryWriter(out / HISTORY_FILE)) as history:
+        return await _run(layout, history, end, rng)
+
+
+def judge(cli: Callable[..., subprocess.CompletedProcess[str]], out: Path) -> dict[str, Any]:
+    """`kraftpy check --model cas-register` over the register history: the anomalies found, by class."""
+    done = cli("check", str(out / HISTORY_FILE), "--model", CHECK_MODEL, "--json")
+    try:
+        verdict = json.loads(done.stdout)
+    except ValueError:
+        return {"register-check": done.stderr.strip()[-500:]}
+    (out / "register-check.json").write_text(json.dumps(verdict, indent=2) + "\n")
+    if verdict.get("valid") is True:
+        return {}
+    found = [a for a in verdict.get("anomalies", []) if a.get("failure", True)]
+    return {"register-not-linearizable": found[:5] or verdict}
+
+
+async def _run(layout: ClusterLayout, history: HistoryWriter, end: RunEnd, rng: random.Random) -> dict[str, int]:
+    counts = {"ok": 0, "fail": 0, "info": 0}
+    by_id = {n.node_id: (n.host, n.port) for n in layout.nodes if "controller" in n.roles}
+    addresses = list(by_id.values())
+    credential_path = layout.secrets_dir / ADMIN_FILE
+    credential = load_credential(credential_path) if credential_path.exists() else None
+    client = RpcClient(request_timeout_ms=OP_TIMEOUT_MS, credential=credential)
+    leader: dict[str, Any] = {"address": rng.choice(addresses)}
+    next_process = PROCESSES
+
+    def note_leader(error: KafkaError) -> None:
+        leader["address"] = by_id.get(error.details.get("leader_id")) or rng.choice(addresses)
+
+    async def one(process: int) -> None:
+        nonlocal next_process
+        while not end.passed():
+            f = rng.choice(("read", "write", "cas"))
+            value: Any = None if f == "read" else rng.randrange(VALUES)
+            if f == "cas":
+                value = [rng.randrange(VALUES), value]
+            history.event(process, "invoke", f, value=value)
+            try:
+                if f == "read":
+                    answer = await client.call(rng.choice(addresses), "/controller/register_read", {"key": KEY})
+                    value = answer.get("value")
+                else:
+                    body = {"key": KEY, "value": value[1] if f == "cas" else value}
+                    if f == "cas":
+                        body["from"] = value[0]
+                    await client.call(leader["address"], "/controller/register_write", body)
+            except KafkaError as exc:
+                if exc.code is ErrorCode.NOT_CONTROLLER:
+                    note_leader(exc)
+                definite = f == "read" or exc.code is ErrorCode.INVALID_UPDATE_VERSION
+                counts["fail" if definite else "info"] += 1
+                history.event(process, "fail" if definite else "info", f, value=value, error=exc.code.name)
+                if not definite:  # the write may still take effect: this process may not invoke again
+                    process, next_process = next_process, next_process + 1
+            else:
+                counts["ok"] += 1
+                history.event(process, "ok", f, value=value)
+            await asyncio.sleep(PAUSE_S)
+
+    try:
+        await asyncio.gather(*(one(p) for p in range(PROCESSES)))
+    finally:
+        await client.close()
+    return counts
