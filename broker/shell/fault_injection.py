@@ -14,7 +14,8 @@ log = logging.getLogger(__name__)
 
 ACK_BEFORE_HW = "ack-before-hw"  # acks=all answered at the leader's append
 TRUNCATE_TO_HW = "truncate-to-hw"  # a new leader cuts its log to its checkpointed high watermark
-BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW)
+IGNORE_ABORTS = "read-committed-ignores-aborts"  # fetches tell read_committed consumers of no aborted txn
+BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, IGNORE_ABORTS)
 
 TEST_BREAK = os.environ.get("KRAFTPY_TEST_BREAK", "")
 if TEST_BREAK:

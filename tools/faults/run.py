@@ -36,11 +36,12 @@ from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule
-from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
+from kraftpy.tools.faults.workload import read_all
+from kraftpy.tools.faults.workloads import WORKLOADS, WorkloadContext
+from kraftpy.tools.faults.workloads.runner import WorkloadStats
 
 TOPIC = "faults"
 PARTITIONS = 3
-PROCESSES = 6
 RPC_PORT = 19092  # the run's addresses are its own: no other process can hold these ports there
 KAFKA_PORT = 9092
 CLI_TIMEOUT_S = 90
@@ -64,6 +65,8 @@ class RunResult:
     invoked: int = 0
     ok: int = 0
     info: int = 0
+    fail: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
     anomalies: dict[str, Any] = field(default_factory=dict)
     history: Path | None = None
     audit: dict[str, Any] | None = None
@@ -75,7 +78,8 @@ class RunResult:
             "seed": self.seed,
             "valid": self.valid,
             "faults": dict(self.faults),
-            "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info},
+            "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info, "fail": self.fail},
+            "ops": self.ops,
             "anomalies": self.anomalies,
             "audit": None if self.audit is None else {"ok": self.audit["ok"], "findings": self.audit["findings"]},
             "hostile": self.hostile,
@@ -95,6 +99,9 @@ class FaultRun:
     hostile: bool = False
     audit: bool = True
     replay: str = ""
+    workload: str = "queue"  # a name in workloads.WORKLOADS
+    client: str = "kraftpy"  # kraftpy | confluent
+    sub_via: str = "assign"  # assign | subscribe
     net: FaultNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -173,7 +180,7 @@ class FaultRun:
         result.history = self.out / "history.jsonl"
         history = HistoryWriter(result.history)
         try:
-            stats = asyncio.run(self._under_faults(history, rng, result))
+            workers = asyncio.run(self._under_faults(history, rng, result))
             self.phase(result, "workload under faults")
             restarted = self.nemesis.heal_all()
             self.log("healed" + (f"; restarted {restarted}" if restarted else "") + "; waiting for full ISRs")
@@ -183,12 +190,19 @@ class FaultRun:
                     raise CouldNotRun(f"the ISRs did not recover within {RECOVER_TIMEOUT_S} s after the heal")
                 time.sleep(0.5)
             self.phase(result, "ISRs full again")
-            self.log("every replica in sync; reading everything back")
-            seen = asyncio.run(read_all(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            self.log("every replica in sync; every consumer drains, then reading everything back")
+            asyncio.run(workers.drain())
+            workload = WORKLOADS[self.workload]
+            seen = asyncio.run(
+                read_all(
+                    history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
+                    read_committed=workload.READ_COMMITTED,
+                )
+            )  # fmt: skip
             self.phase(result, "read back")
         finally:
             history.close()
-        self._judge(result, stats, seen)
+        self._judge(result, workers.stats, seen)
         self.phase(result, "kraftpy check")
         self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
         self.phase(result, "cluster stop")
@@ -202,9 +216,9 @@ class FaultRun:
         write_report(self.out, result, self.replay)
         return result
 
-    def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, list[str]]) -> None:
+    def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, dict[int, str]]) -> None:
         assert self.nemesis is not None
-        check = self.cli("check", str(result.history), "--model", "kafka", "--json")
+        check = self.cli("check", str(result.history), "--model", "kafka", "--json", "--sub-via", self.sub_via)
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -218,7 +232,7 @@ class FaultRun:
                 result.anomalies["check"] = verdict
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
-            at = {m: o for o, m in enumerate(seen[partition])}
+            at = {m: o for o, m in seen[partition].items()}
             moved = sorted(m for m, o in acked.items() if at.get(m) != o)
             if moved:
                 lost[partition] = moved[:20]
@@ -229,7 +243,7 @@ class FaultRun:
         if result.hostile and result.hostile["poison_accepted"]:
             result.anomalies["poison-accepted"] = result.hostile["poison_accepted"]
 
-    def _audit(self, result: RunResult, seen: dict[int, list[str]]) -> None:
+    def _audit(self, result: RunResult, seen: dict[int, dict[int, str]]) -> None:
         assert self.layout is not None and result.history is not None
         self.log("kraftpy audit: the replicas' files (a JVM start takes a while)")
         done = self.cli(
@@ -244,6 +258,8 @@ class FaultRun:
         if audit["findings"]:
             result.anomalies["audit"] = audit["findings"][:50]
         records = {(r["topic"], r["partition"], r["node"]): r["records"] for r in audit["replicas"]}
+        if WORKLOADS[self.workload].READ_COMMITTED:  # the logs also hold aborted records and markers
+            return
         short = {
             f"{TOPIC}-{p} node {n}": {"records": records.get((TOPIC, p, n)), "read_back": len(seen[p])}
             for p in range(PARTITIONS)
@@ -253,19 +269,23 @@ class FaultRun:
         if short:
             result.anomalies["replica-records"] = short
 
-    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> WorkloadStats:
+    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> Any:
         assert self.layout is not None and self.nemesis is not None
-        end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         workload_rng = random.Random(rng.random())
         schedule = Schedule(
             self.nemeses, self.net.node_ids, random.Random(rng.random()), disk_node=self.disk_node,
             partition_count=PARTITIONS,
         )  # fmt: skip
+        workers = WORKLOADS[self.workload].make(
+            WorkloadContext(
+                history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
+                int(self.time_limit_s * MAX_SENDS_PER_S), workload_rng, self.rate_per_s, self.client, self.sub_via,
+            )
+        )  # fmt: skip
+        await workers.prepare()
+        end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         tasks = [
-            produce(
-                history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
-                max_sends=int(self.time_limit_s * MAX_SENDS_PER_S), rng=workload_rng, rate_per_s=self.rate_per_s,
-            ),
+            workers.run(end),
             self.nemesis.run(schedule, history, end),
             self._progress(end, history),
         ]  # fmt: skip
@@ -281,8 +301,9 @@ class FaultRun:
         result.faults = Counter(self.nemesis.done)
         if self.hostile:
             result.hostile = found[3].summary()
-        result.invoked, result.ok, result.info = stats.invoked, stats.ok, stats.info
-        return stats
+        result.invoked, result.ok, result.info, result.fail = stats.invoked, stats.ok, stats.info, stats.fail
+        result.ops = dict(sorted(stats.ops.items()))
+        return workers
 
     async def _progress(self, end: RunEnd, history: HistoryWriter) -> None:
         assert self.nemesis is not None
