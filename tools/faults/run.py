@@ -67,6 +67,7 @@ class RunResult:
     info: int = 0
     fail: int = 0
     ops: dict[str, int] = field(default_factory=dict)
+    allowed: dict[str, int] = field(default_factory=dict)  # reported classes the workload allows, by count
     anomalies: dict[str, Any] = field(default_factory=dict)
     history: Path | None = None
     audit: dict[str, Any] | None = None
@@ -81,6 +82,7 @@ class RunResult:
             "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info, "fail": self.fail},
             "ops": self.ops,
             "anomalies": self.anomalies,
+            "allowed": self.allowed,
             "audit": None if self.audit is None else {"ok": self.audit["ok"], "findings": self.audit["findings"]},
             "hostile": self.hostile,
             "phases_s": self.phases_s,
@@ -218,7 +220,8 @@ class FaultRun:
 
     def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, dict[int, str]]) -> None:
         assert self.nemesis is not None
-        check = self.cli("check", str(result.history), "--model", "kafka", "--json", "--sub-via", self.sub_via)
+        allow = [a for c in WORKLOADS[self.workload].ALLOWED for a in ("--allow", c)]
+        check = self.cli("check", str(result.history), "--model", "kafka", "--json", "--sub-via", self.sub_via, *allow)
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -230,6 +233,7 @@ class FaultRun:
                     result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
             if not result.anomalies:
                 result.anomalies["check"] = verdict
+        result.allowed = dict(Counter(a["type"] for a in verdict.get("anomalies", []) if not a.get("failure", True)))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
             at = {m: o for o, m in seen[partition].items()}

@@ -1,8 +1,9 @@
-"""The fault run's workloads, by `--workload` name: one module each, with `make(ctx)` and `READ_COMMITTED`.
+"""The fault run's workloads, by `--workload` name: one module each, with `make(ctx)`, `READ_COMMITTED`, `ALLOWED`.
 
 `make(ctx)` returns an object with `async prepare()` (before the clock and the nemesis start: coordinators
 loaded), `async run(end) -> WorkloadStats` (under the nemesis, until `end`), `async drain()` (after the
-heal) and `stats`; `READ_COMMITTED` says how the final read back reads.
+heal) and `stats`; `READ_COMMITTED` says how the final read back reads; `ALLOWED` names the checker's
+classes that are reported without failing the run (Jepsen's allowed-error-types).
 A new workload is one module and one line in WORKLOADS.
 """
 

@@ -15,7 +15,7 @@ from typing import Any
 
 SEND_SHARE = 0.6  # Jepsen writes a little more than it reads, so polls keep finding new records
 MAX_TXN_MICRO_OPS = 4
-ABORT_SHARE = 0.1  # transactions aborted on purpose, so every run has aborted writes no one may read (G1a)
+ABORT_EVERY = 5  # a process's 2nd, 7th, 12th, ... transaction aborts on purpose: every run has aborted writes
 
 
 @dataclass
@@ -27,24 +27,29 @@ class OpGenerator:
     transactional: bool
     process: int
     _n: int = field(default=0, init=False)
+    _txns: int = field(default=0, init=False)
 
     def renumber(self, process: int) -> None:
         """A fresh process after an unknown outcome (Jepsen): new values, same rng."""
         self.process, self._n = process, 0
 
+    def _send(self) -> list[Any]:
+        value = f"{self.process}-{self._n}"
+        self._n += 1
+        return ["send", self.rng.randrange(self.keys), value]
+
     def _micro(self) -> list[Any]:
-        if self.rng.random() < SEND_SHARE:
-            value = f"{self.process}-{self._n}"
-            self._n += 1
-            return ["send", self.rng.randrange(self.keys), value]
-        return ["poll"]
+        return self._send() if self.rng.random() < SEND_SHARE else ["poll"]
 
     def next_op(self) -> tuple[str, list[list[Any]], bool]:
         """(`f`, micro-ops, abort on purpose): a `txn` of 2..MAX_TXN_MICRO_OPS micro-ops, else one `send` or
         `poll`. A deliberately aborted transaction has a send, so the run always has aborted writes."""
         if self.transactional:
             micro = [self._micro() for _ in range(self.rng.randint(2, MAX_TXN_MICRO_OPS))]
-            abort = self.rng.random() < ABORT_SHARE and any(m[0] == "send" for m in micro)
+            self._txns += 1
+            abort = self._txns % ABORT_EVERY == 2
+            if abort and not any(m[0] == "send" for m in micro):
+                micro[-1] = self._send()
             return "txn", micro, abort
         micro1 = self._micro()
         return micro1[0], [micro1], False

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from kraftpy.tools.faults.workloads import WorkloadContext
 
 READ_COMMITTED = False
+ALLOWED: tuple[str, ...] = ()  # besides Jepsen's for subscribe (poll-skip, nonmonotonic-poll)
 
 
 def make(ctx: WorkloadContext) -> Workers:
