@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
 from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
 from kraftpy.broker.replication.model import READ_COMMITTED, READ_UNCOMMITTED, UNDEFINED_EPOCH
+from kraftpy.broker.shell import fault_injection
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.header import iter_batches
@@ -166,7 +167,7 @@ class FetchHandler:
         answer["records"] = records
         if not request.is_from_follower:
             answer["last_stable_offset"] = decision.last_stable_offset  # in every consumer answer, as Kafka's
-        if request.read_committed:
+        if request.read_committed and fault_injection.TEST_BREAK != fault_injection.IGNORE_ABORTS:
             answer["aborted_transactions"] = _aborted_in(hosted, request.fetch_offset, records)
         final = decision.error != ErrorCode.NONE or decision.diverging_epoch is not None
         return answer, len(records), final

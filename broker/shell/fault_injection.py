@@ -16,7 +16,8 @@ ACK_BEFORE_HW = "ack-before-hw"  # acks=all answered at the leader's append
 TRUNCATE_TO_HW = "truncate-to-hw"  # a new leader cuts its log to its checkpointed high watermark
 COMMIT_ANY_GENERATION = "commit-any-generation"  # a group's coordinator stores any member's commit
 STALE_READ = "stale-read"  # a register read skips the read index: any controller answers from its image
-BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, COMMIT_ANY_GENERATION, STALE_READ)
+IGNORE_ABORTS = "read-committed-ignores-aborts"  # fetches tell read_committed consumers of no aborted txn
+BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, COMMIT_ANY_GENERATION, STALE_READ, IGNORE_ABORTS)
 
 TEST_BREAK = os.environ.get("KRAFTPY_TEST_BREAK", "")
 if TEST_BREAK:

@@ -16,9 +16,14 @@ from rich.console import Console
 
 from kraftpy.tools.faults.netns import NETWORKS, NetError, choose_network, cleanup_stale, supported
 from kraftpy.tools.faults.schedule import FAMILIES, NEMESES, SCHEDULES, expand, needs_partitions
+from kraftpy.tools.faults.workloads import WORKLOADS
 from kraftpy.tools.tables import narrow_table
 
 err_console = Console(stderr=True)
+WORKLOAD_HELP = (
+    "queue: Jepsen's send/poll; txn: transactions of several sends and polls; groups: consumer-group members "
+    "join, leave, crash; register: read/write/cas on the metadata quorum (docs/jepsen.md)."
+)
 
 
 @click.group("faults")
@@ -61,14 +66,24 @@ def faults() -> None:
     show_default=True,
     help="After the run, the PySpark audit of every replica's files (a JVM start: tens of seconds).",
 )
+@click.option("--rate", type=click.FloatRange(min=0.1), help="Operations per second, all workers together.")
 @click.option(
-    "--workload",
-    type=click.Choice(("queue", "groups", "register")),
-    default="queue",
-    show_default=True,
-    help="queue: idempotent sends read back; groups: consumer-group members join, leave, crash (docs/jepsen.md).",
+    "--workload", type=click.Choice(sorted(WORKLOADS)), default="queue", show_default=True, help=WORKLOAD_HELP
 )
-@click.option("--rate", type=click.FloatRange(min=0.1), help="Sends per second, all producers together.")
+@click.option(
+    "--client",
+    type=click.Choice(("kraftpy", "confluent")),
+    default="kraftpy",
+    show_default=True,
+    help="The workload's client: kraftpy.client, or librdkafka through confluent-kafka.",
+)
+@click.option(
+    "--sub-via",
+    type=click.Choice(("assign", "subscribe")),
+    default="assign",
+    show_default=True,
+    help="Consumers assign every partition, or subscribe as one group (Jepsen's --sub-via).",
+)
 @click.option(
     "--out",
     "out_dir",
@@ -87,6 +102,8 @@ def run(
     schedule: str,
     network: str,
     workload: str,
+    client: str,
+    sub_via: str,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
@@ -119,16 +136,17 @@ def run(
         + (f" --rate {rate:g}" if rate else "")
         + (f" --schedule {schedule}" if schedule != "one-at-a-time" else "")
         + (" --network loopback" if network == "loopback" else "")
+        + f" --workload {workload} --client {client} --sub-via {sub_via}"
         + (" --hostile" if hostile else "")
         + ("" if audit else " --no-audit")
-        + ("" if workload == "queue" else f" --workload {workload}")
     )
     err_console.print(
-        f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}, {schedule}"
+        f"fault run: seed {seed}, {time_limit_s:g} s, {node_count} nodes, nemeses {', '.join(nemeses)}, {schedule}, "
+        f"workload {workload} via {client} ({sub_via})"
     )
     fault_run = FaultRun(
         out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay,
-        schedule=schedule, network=network, workload=workload,
+        schedule=schedule, network=network, workload=workload, client=client, sub_via=sub_via,
     )  # fmt: skip
     try:
         result = fault_run.run()
@@ -146,7 +164,9 @@ def run(
     table.add_row("seed", str(seed))
     table.add_row("network", network)
     table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
-    table.add_row("sends", f"{result.invoked} invoked, {result.ok} ok, {result.info} unknown (info)")
+    table.add_row(
+        "ops", f"{result.invoked} invoked, {result.ok} ok, {result.fail} failed, {result.info} unknown (info)"
+    )
     found = ", ".join(f"{k} x{len(v) if isinstance(v, list | dict) else v}" for k, v in result.anomalies.items())
     table.add_row("verdict", "valid" if result.valid else found)
     table.add_row("audit", "not run" if result.audit is None else "ok" if result.audit["ok"] else "FINDINGS")

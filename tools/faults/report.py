@@ -45,7 +45,7 @@ def fault_timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
                 span["end"] = at_s
                 spans.append(span)
             continue
-        if e["f"] != "send":
+        if e["f"] not in ("send", "txn"):  # the writes: queue's sends, or the txn workload's transactions
             continue
         if e["type"] == "invoke":
             invoked[e["process"]] = e["time"]

@@ -36,12 +36,12 @@ from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
-from kraftpy.tools.faults.workload import WorkloadStats, produce, read_all
-from kraftpy.tools.faults.workloads import groups, register
+from kraftpy.tools.faults.workload import read_all
+from kraftpy.tools.faults.workloads import WORKLOADS, WorkloadContext, groups, register
+from kraftpy.tools.faults.workloads.runner import WorkloadStats
 
 TOPIC = "faults"
 PARTITIONS = 3
-PROCESSES = 6
 RPC_PORT = 19092  # the run's addresses are its own: no other process can hold these ports there
 KAFKA_PORT = 9092
 CLI_TIMEOUT_S = 90
@@ -66,6 +66,9 @@ class RunResult:
     invoked: int = 0
     ok: int = 0
     info: int = 0
+    fail: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+    allowed: dict[str, int] = field(default_factory=dict)  # reported classes the workload allows, by count
     anomalies: dict[str, Any] = field(default_factory=dict)
     history: Path | None = None
     audit: dict[str, Any] | None = None
@@ -78,8 +81,10 @@ class RunResult:
             "network": self.network,
             "valid": self.valid,
             "faults": dict(self.faults),
-            "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info},
+            "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info, "fail": self.fail},
+            "ops": self.ops,
             "anomalies": self.anomalies,
+            "allowed": self.allowed,
             "audit": None if self.audit is None else {"ok": self.audit["ok"], "findings": self.audit["findings"]},
             "hostile": self.hostile,
             "phases_s": self.phases_s,
@@ -100,7 +105,9 @@ class FaultRun:
     replay: str = ""
     schedule: str = "one-at-a-time"  # or "overlapping" (schedule.SCHEDULES)
     network: str = "netns"  # or "loopback" (netns.choose_network)
-    workload: str = "queue"  # or "groups", "register" (tools/faults/workloads/)
+    workload: str = "queue"  # a name in workloads.WORKLOADS
+    client: str = "kraftpy"  # kraftpy | confluent
+    sub_via: str = "assign"  # assign | subscribe
     net: FaultNet | LoopbackNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -186,7 +193,7 @@ class FaultRun:
         try:
             if self.workload == "groups":
                 asyncio.run(groups.warm_up(self.layout.kafka_bootstrap_servers, TOPIC))
-            stats = asyncio.run(self._under_faults(history, rng, result))
+            workers = asyncio.run(self._under_faults(history, rng, result))
             self.phase(result, "workload under faults")
             restarted = self.nemesis.heal_all()
             self.log("healed" + (f"; restarted {restarted}" if restarted else "") + "; waiting for full ISRs")
@@ -196,8 +203,15 @@ class FaultRun:
                     raise CouldNotRun(f"the ISRs did not recover within {RECOVER_TIMEOUT_S} s after the heal")
                 time.sleep(0.5)
             self.phase(result, "ISRs full again")
-            self.log("every replica in sync; reading everything back")
-            seen = asyncio.run(read_all(readback or history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            self.log("every replica in sync; every consumer drains, then reading everything back")
+            asyncio.run(workers.drain())
+            workload = WORKLOADS[self.workload]
+            seen = asyncio.run(
+                read_all(
+                    readback or history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
+                    read_committed=workload.READ_COMMITTED,
+                )
+            )  # fmt: skip
             if self.workload == "groups":
                 asyncio.run(groups.final_committed(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
             self.phase(result, "read back")
@@ -205,7 +219,7 @@ class FaultRun:
             history.close()
             if readback is not None:
                 readback.close()
-        self._judge(result, stats, seen)
+        self._judge(result, workers.stats, seen)
         self.phase(result, "kraftpy check")
         self.stop_cluster(graceful=self.audit)  # only the audit needs the final checkpoints
         self.phase(result, "cluster stop")
@@ -219,10 +233,14 @@ class FaultRun:
         write_report(self.out, result, self.replay)
         return result
 
-    def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, list[str]]) -> None:
+    def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, dict[int, str]]) -> None:
         assert self.nemesis is not None
-        model = "kafka-groups" if self.workload == "groups" else "kafka"
-        check = self.cli("check", str(result.history), "--model", model, "--json")
+        if self.workload == "groups":
+            model = ["--model", "kafka-groups"]
+        else:
+            allow = [a for c in WORKLOADS[self.workload].ALLOWED for a in ("--allow", c)]
+            model = ["--model", "kafka", "--sub-via", self.sub_via, *allow]
+        check = self.cli("check", str(result.history), *model, "--json")
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -236,9 +254,10 @@ class FaultRun:
                 result.anomalies["check"] = verdict
         if self.workload == "register":
             result.anomalies.update(register.judge(self.cli, self.out))
+        result.allowed = dict(Counter(a["type"] for a in verdict.get("anomalies", []) if not a.get("failure", True)))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
-            at = {m: o for o, m in enumerate(seen[partition])}
+            at = {m: o for o, m in seen[partition].items()}
             moved = sorted(m for m, o in acked.items() if at.get(m) != o)
             if moved:
                 lost[partition] = moved[:20]
@@ -249,7 +268,7 @@ class FaultRun:
         if result.hostile and result.hostile["poison_accepted"]:
             result.anomalies["poison-accepted"] = result.hostile["poison_accepted"]
 
-    def _audit(self, result: RunResult, seen: dict[int, list[str]]) -> None:
+    def _audit(self, result: RunResult, seen: dict[int, dict[int, str]]) -> None:
         assert self.layout is not None and result.history is not None
         self.log("kraftpy audit: the replicas' files (a JVM start takes a while)")
         done = self.cli(
@@ -264,6 +283,8 @@ class FaultRun:
         if audit["findings"]:
             result.anomalies["audit"] = audit["findings"][:50]
         records = {(r["topic"], r["partition"], r["node"]): r["records"] for r in audit["replicas"]}
+        if WORKLOADS[self.workload].READ_COMMITTED:  # the logs also hold aborted records and markers
+            return
         short = {
             f"{TOPIC}-{p} node {n}": {"records": records.get((TOPIC, p, n)), "read_back": len(seen[p])}
             for p in range(PARTITIONS)
@@ -273,10 +294,17 @@ class FaultRun:
         if short:
             result.anomalies["replica-records"] = short
 
-    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> WorkloadStats:
+    async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> Any:
         assert self.layout is not None and self.nemesis is not None
-        end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         workload_rng = random.Random(rng.random())
+        workers = WORKLOADS[self.workload].make(
+            WorkloadContext(
+                history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
+                int(self.time_limit_s * MAX_SENDS_PER_S), workload_rng, self.rate_per_s, self.client, self.sub_via,
+            )
+        )  # fmt: skip
+        await workers.prepare()
+        end = RunEnd(self.time_limit_s, hard_limit_s=FIRST_ROUND_LIMIT_S)
         schedule_rng = random.Random(rng.random())
         if self.schedule == "overlapping":
             plan = plan_overlapping(
@@ -290,10 +318,7 @@ class FaultRun:
             )
             nemesis_task = self.nemesis.run(schedule, history, end)
         tasks = [
-            produce(
-                history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS, processes=PROCESSES, end=end,
-                max_sends=int(self.time_limit_s * MAX_SENDS_PER_S), rng=workload_rng, rate_per_s=self.rate_per_s,
-            ),
+            workers.run(end),
             nemesis_task,
             self._progress(end, history),
         ]  # fmt: skip
@@ -323,8 +348,9 @@ class FaultRun:
             result.hostile = found[-1].summary()
         if self.workload == "groups":
             result.faults.update(found[1])
-        result.invoked, result.ok, result.info = stats.invoked, stats.ok, stats.info
-        return stats
+        result.invoked, result.ok, result.info, result.fail = stats.invoked, stats.ok, stats.info, stats.fail
+        result.ops = dict(sorted(stats.ops.items()))
+        return workers
 
     async def _progress(self, end: RunEnd, history: HistoryWriter) -> None:
         assert self.nemesis is not None
