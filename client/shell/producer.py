@@ -368,7 +368,13 @@ class Producer:
     async def abort_transaction(self, timeout_ms: float | None = None) -> None:
         """Abort: records not yet sent fail (their futures raise), those sent are aborted with the transaction."""
         txn = self._transactions()
-        await self._await(txn.begin_abort(), timeout_ms)
+        result = txn.begin_abort()
+        # An abort with nothing at the coordinator yet completes at once, so the sender never sees the
+        # aborting state; the records still queued must fail now, not go out in the next transaction.
+        aborted = KafkaError("the transaction was aborted", ErrorCode.OPERATION_NOT_ATTEMPTED)
+        self._accumulator.abort_undrained(lambda _batch: aborted, only_unsent=True)
+        self._wake_sender()
+        await self._await(result, timeout_ms)
 
     async def partitions_for(self, topic: str) -> list[int]:
         await self.start()

@@ -296,3 +296,33 @@ def test_cli_lists_and_describes_transactions_and_consumes_read_committed(kafka_
         producer.close(5_000)
     missing = kafka_cluster.cli("transactions", "describe", "--transactional-id", "kp-no-such-id")
     assert missing.code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+
+
+def test_an_abort_before_anything_reached_the_coordinator_drops_the_queued_records(
+    kafka_cluster: LocalCluster,
+) -> None:
+    """Found by `kraftpy faults run --workload txn` (G1a): a record still in the accumulator when its
+    transaction aborts (the abort completes at once, nothing was added at the coordinator yet) must fail,
+    not go out with the next transaction and be committed with it."""
+    topic = "kp-abort-queued"
+    kafka_cluster.ok("topics", "create", topic, "--partitions", "1", "--replication-factor", "3")
+    servers = kafka_cluster.bootstrap_servers
+
+    async def scenario() -> None:
+        producer = Producer(servers, transactional_id="kp-abort-queued-id", linger_ms=1_000)
+        try:
+            await producer.init_transactions(CALL_MS)
+            producer.begin_transaction()
+            aborted = await producer.send(topic, b"aborted")  # lingers in the accumulator
+            await producer.abort_transaction(CALL_MS)
+            with pytest.raises(KafkaError):
+                await asyncio.wait_for(aborted, 30)
+            producer.begin_transaction()
+            await producer.send(topic, b"committed")
+            await producer.commit_transaction(CALL_MS)
+        finally:
+            await producer.close(5_000)
+
+    asyncio.run(scenario())
+    deadline = time.monotonic() + 60
+    assert asyncio.run(read_all(servers, topic, 1, "read_committed", deadline)) == [b"committed"]
