@@ -183,6 +183,7 @@ class Producer:
         self._sender_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending: set[asyncio.Future[RecordMetadata]] = set()
+        self._tps: dict[str, list[TopicPartition]] = {}  # see _topic_partition
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._closed = False
@@ -306,26 +307,26 @@ class Producer:
             sticky = partition is None and key_bytes is None and self._custom_partitioner is None
             args = (timestamp, key_bytes, value_bytes, norm_headers, on_done)
             now_ms = monotonic_ms()
-            result = self._accumulator.append(TopicPartition(topic, chosen), *args, now_ms, abort_on_new_batch=sticky)
+            tp = self._topic_partition(topic, chosen)
+            result = self._accumulator.append(tp, *args, now_ms, abort_on_new_batch=sticky)
             if result.aborted_for_new_batch:
                 # KIP-480: a new batch is about to start, so the sticky partition moves on first.
                 self._partitioner.on_new_batch(topic, chosen, count, available)
                 chosen = self._partitioner.partition(topic, key_bytes, count, available, None)
-                result = self._accumulator.append(TopicPartition(topic, chosen), *args, now_ms)
+                tp = self._topic_partition(topic, chosen)
+                result = self._accumulator.append(tp, *args, now_ms)
             if result.needs_memory:
                 deadline = monotonic_ms() + self.config.max_block_ms
                 while result.needs_memory:
                     granted = await self._reserve(result.needs_memory, deadline)
-                    result = self._accumulator.append(
-                        TopicPartition(topic, chosen), *args, monotonic_ms(), memory=granted
-                    )
+                    result = self._accumulator.append(tp, *args, monotonic_ms(), memory=granted)
         except KafkaError as exc:
             md = RecordMetadata(topic, chosen, -1, -1, *sizes)
             run_on_acknowledgement(self._interceptors, md, exc)
             raise
         self._pending.add(future)
         # A transaction's partition is added after the append: the sticky partitioner may have moved on.
-        added = self._txn is not None and self._txn.maybe_add_partition(TopicPartition(topic, chosen))
+        added = self._txn is not None and self._txn.maybe_add_partition(tp)
         if added or result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future
@@ -495,6 +496,13 @@ class Producer:
             self._pool.cancel(waiter)
             raise
         return size
+
+    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
+        """The same TopicPartition for every record of a partition (building one per send() showed in profiles)."""
+        tps = self._tps.get(topic)
+        if tps is None or partition >= len(tps):
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(max(partition + 1, len(tps or ())))]
+        return tps[partition]
 
     def _wake_sender(self) -> None:
         if self._wake is not None:
