@@ -14,7 +14,6 @@ import enum
 import logging
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from kraftpy.client.types import DeliveryCallback, RecordMetadata
 from kraftpy.protocol.records.batch import RecordBatchBuilder
@@ -43,14 +42,9 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-class _Thunk(NamedTuple):
-    """One record's completion data (a tuple: one is built per record sent)."""
-
-    callback: DeliveryCallback | None
-    relative_offset: int
-    timestamp: int
-    key_size: int
-    value_size: int
+# One record's completion data: (callback, relative_offset, timestamp, key_size, value_size). A plain
+# tuple: one is built per record sent, and a NamedTuple's __new__ is a Python call.
+_Thunk = tuple[DeliveryCallback | None, int, int, int, int]
 
 
 class ProducerBatch:
@@ -110,10 +104,11 @@ class ProducerBatch:
         if not self.builder.append(key, value, headers, timestamp_ms):
             self.closed_for_appends = True  # once a record did not fit, later ones go to a new batch
             return False
-        self._thunks.append(
-            _Thunk(
+        thunks = self._thunks
+        thunks.append(
+            (
                 callback,
-                len(self._thunks),
+                len(thunks),
                 timestamp_ms,
                 -1 if key is None else len(key),
                 -1 if value is None else len(value),
