@@ -1,19 +1,11 @@
 """`--model kafka-groups`: a consumer group's guarantees over assignments, commits and polls.
 
-Three properties, each an anomaly class (docs/checker.md, docs/jepsen.md):
-- `double-owner`: two members were given one partition in one generation.
-- `nonmonotonic-commit`: a partition's committed offset went backwards: a commit (or the final read
-  of the committed offsets) that began after another commit had succeeded holds a lower offset, with
-  no explicit `reset` of that partition between them. Order is real time, so concurrent commits of
-  two members never count against each other.
-- `commit-skip`: an offset below the partition's final committed offset that no member (a process
-  with an `assign` that has a generation) ever polled
-  (Kafka's groups promise at-least-once: a commit says everything below it was consumed).
-
-The history (docs/history-format.md): `assign` with the partitions as value and `member` and
-`generation`; `commit` with [[partition, offset], ...] and `generation`; `poll` completing with
-[[partition, offset, value], ...]; `reset` with [[partition, offset], ...]; `committed`, the final
-read of the group's offsets, completing with [[partition, offset], ...].
+Three anomaly classes: `double-owner` (two members given one partition in one generation),
+`nonmonotonic-commit` (a commit, or the final read of committed offsets, that began after another
+commit succeeded holds a lower offset, with no `reset` between; real-time order, so concurrent
+commits never count against each other) and `commit-skip` (an offset below the final committed
+one that no member, a process whose `assign` has a generation, ever polled: Kafka's groups
+promise at-least-once). The history's shape and the classes: docs/checker.md, "Consumer groups".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Disk faults of a fault run: a node's data directory on a small disk that can be filled, and power loss.
 
-`LoopDisk` puts one node's data directory on its own loop-mounted ext4 (real fsync), so
-`fill()` can make that node alone see ENOSPC and `free()` ends it.
-
-`cut_unsynced_tail` is what a power loss does to a node that was SIGKILLed:
-page cache that was never fsynced is gone. Partitions flush only on segment
-roll (flush is off by default, as in Kafka), so any byte of the active
-segment above the recovery point may be lost: the segment is cut at a random
-position there, usually in the middle of a batch. The Raft log fsyncs every
-entry before it counts, so only an append in flight can be lost there: a torn
-copy of its last batch is left at its end, which recovery must cut off.
-
-`stopped_by_full_disk` tells a node that stopped itself at start because its disk was full (an
-expected, clean stop under disk-full) from one that died.
+`LoopDisk` puts one node's data directory on its own loop-mounted ext4 (real fsync), so `fill()`
+makes that node alone see ENOSPC and `free()` ends it. `cut_unsynced_tail` is what a power loss
+does to a SIGKILLed node: partitions flush only on segment roll (as Kafka), so the active segment
+is cut at a random position above the recovery point; the Raft log fsyncs every entry, so only a
+torn copy of an append in flight is left there. `stopped_by_full_disk` tells a node that stopped
+itself at start on its full disk (a clean stop) from one that died. Details: docs/jepsen.md.
 """
 
 from __future__ import annotations
