@@ -110,6 +110,10 @@ class RaftComponent:
         self._applying = False
         self._appends: dict[tuple[int, int], asyncio.Future[int]] = {}
         self._reads: dict[int, asyncio.Future[int]] = {}
+        # Reads the core resolved while read_index() was still running (a single voter confirms its
+        # own leadership at once), before read_barrier could register a future for them.
+        self._issuing_read = False
+        self._resolved_early: dict[int, ReadResolved] = {}
         self._after_apply: list[tuple[int, int, int, asyncio.Future[int]]] = []  # (offset needed, seq, value, fut)
         self._seq = 0
 
@@ -303,9 +307,20 @@ class RaftComponent:
     async def read_barrier(self, timeout_ms: int) -> int:
         """A linearizable read index (leader only): resolves once the leader confirmed its
         leadership after the call and the local state machine applied everything below it."""
-        read_id = self._running_shell().read_index()
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._issuing_read = True
+        try:
+            read_id = self._running_shell().read_index()
+        except BaseException:
+            self._resolved_early.clear()
+            raise
+        finally:
+            self._issuing_read = False
+        early = self._resolved_early.pop(read_id, None)
+        self._resolved_early.clear()
         self._reads[read_id] = future
+        if early is not None:
+            self.on_read_resolved(early)
         try:
             return await self._bounded(future, timeout_ms, "read barrier")
         finally:
@@ -420,6 +435,9 @@ class RaftComponent:
 
     def on_read_resolved(self, resolved: ReadResolved) -> None:
         future = self._reads.pop(resolved.read_id, None)
+        if future is None and self._issuing_read:
+            self._resolved_early[resolved.read_id] = resolved
+            return
         if future is None or future.done():
             return
         if resolved.error is ErrorCode.NONE:

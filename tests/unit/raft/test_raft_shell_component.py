@@ -186,6 +186,20 @@ async def test_read_barrier_covers_every_acknowledged_write(cluster: Cluster) ->
     assert leader.applied_offset >= index
 
 
+async def test_a_single_voter_answers_a_read_barrier_at_once(tmp_path: Path) -> None:
+    """A lone voter confirms its leadership inside read_index() itself: the answer must not be lost
+    before read_barrier registers for it (it was, and every such read timed out)."""
+    single = Cluster(tmp_path, size=1)
+    try:
+        leader = await single.start(1)
+        await wait_for(lambda: leader.is_leader, what="the lone voter leads")
+        last = await commit(leader, b"w1")
+        index = await leader.read_barrier(10_000)
+        assert index >= last + 1 and leader.applied_offset >= index
+    finally:
+        await single.close()
+
+
 async def test_snapshot_trims_the_log_and_a_lagging_follower_installs_it(cluster: Cluster) -> None:
     await wait_for(cluster.leader)
     leader = cluster.leader()
