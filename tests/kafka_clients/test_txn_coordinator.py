@@ -50,7 +50,9 @@ def init(wire: Raw, txn_id: str, timeout_ms: int = 60_000, version: int = 4, **p
         r = wire.call(
             22, version, InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms, **producer)
         )
-        return None if r.error_code in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS) else r
+        # Retriable while __transaction_state's leader is being chosen or loaded (a loaded machine).
+        retriable = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.CONCURRENT_TRANSACTIONS)
+        return None if r.error_code in retriable else r
 
     return wait_for(f"InitProducerId of {txn_id}", answered)
 

@@ -71,8 +71,13 @@ def write(cluster: LocalCluster, values: list[bytes], pid: int = -1, epoch: int 
         base_sequence=seq,
         is_transactional=pid >= 0,
     )
-    answer = call_leader(cluster, 0, 9, produce(TOPIC, records))
-    part = answer.responses[0].partition_responses[0]
+
+    def answered() -> Any:
+        part = call_leader(cluster, 0, 9, produce(TOPIC, records)).responses[0].partition_responses[0]
+        # A refused batch appended nothing: sent again while the new leader still opens its log.
+        return None if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER else part
+
+    part = wait_for("the partition's leader to take the batch", answered, timeout_s=30)
     assert part.error_code == 0, part
     return part.base_offset
 
