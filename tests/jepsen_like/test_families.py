@@ -23,7 +23,6 @@ these runs pass --no-audit.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.tools.faults.netns import list_namespaces, supported
-from tests.jepsen_like.test_faults import assert_left_nothing
+from tests.jepsen_like.test_faults import assert_left_nothing, break_env
 
 pytestmark = pytest.mark.slow
 
@@ -53,9 +52,7 @@ LOST = ("lost-write", "inconsistent-offsets", "unseen", "workload-acked-not-read
 
 
 def start_run(out: Path, family: str, broken: str | None, seed: int) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
-    if broken:
-        env["KRAFTPY_TEST_BREAK"] = broken
+    env = break_env(broken)
     args = ("--seed", str(seed), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", family, "--no-audit")
     return subprocess.Popen(
         [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--out", str(out)],

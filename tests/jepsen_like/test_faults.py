@@ -18,6 +18,7 @@ directory (history, check.json, audit.json, report.html, the cluster's files) st
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -34,6 +35,14 @@ pytestmark = pytest.mark.slow
 DEFAULT_TIME_S = 30.0  # two rounds of the five faults, on average
 NEMESES = ("kill", "pause", "isolate", "lose-tail", "disk-full")
 RUN_TIMEOUT_S = 900
+
+
+def break_env(broken: str | None) -> dict[str, str]:
+    """This process's environment for a run, with KRAFTPY_TEST_BREAK set to `broken` (or unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
+    if broken:
+        env["KRAFTPY_TEST_BREAK"] = broken
+    return env
 
 
 def faults_run(out: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float = RUN_TIMEOUT_S):

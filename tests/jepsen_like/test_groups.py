@@ -12,7 +12,6 @@ the partition's new owner committed during the stall.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.tools.faults.netns import supported
+from tests.jepsen_like.test_faults import break_env
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +32,7 @@ def run_groups(out: Path, broken: str | None) -> tuple[int, dict, str]:
     ok, why = supported()
     if not ok:
         pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
-    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
-    if broken:
-        env["KRAFTPY_TEST_BREAK"] = broken
+    env = break_env(broken)
     args = ("--workload", "groups", "--seed", str(SEED), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", "pause")
     proc = subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--no-audit", "--out", str(out)],

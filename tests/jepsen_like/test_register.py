@@ -9,7 +9,6 @@ so an isolated node's old value must show as a non-linearizable read: the run ex
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.netns import list_namespaces, supported
+from tests.jepsen_like.test_faults import break_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jepsen-register")]
 
@@ -31,9 +31,7 @@ def register_run(out: Path, broken: str | None) -> tuple[int, dict, str]:
     ok, why = supported()
     if not ok:
         pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
-    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
-    if broken:
-        env["KRAFTPY_TEST_BREAK"] = broken
+    env = break_env(broken)
     args = ("--workload", "register", "--seed", str(SEED), "--time-limit-s", str(TIME_LIMIT_S))
     proc = subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--nemesis", "isolate", "--no-audit",

@@ -15,7 +15,6 @@ transactions the workload aborted: the same txn run must exit 1 naming G1a (abor
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.netns import list_namespaces, supported
+from tests.jepsen_like.test_faults import break_env
 
 pytestmark = pytest.mark.slow
 
@@ -39,9 +39,7 @@ CASES = {  # (workload, client): (seed, sub_via)
 
 
 def faults_run(out: Path, workload: str, client: str, sub_via: str, seed: int, broken: str | None = None):
-    env = {k: v for k, v in os.environ.items() if k != "KRAFTPY_TEST_BREAK"}
-    if broken:
-        env["KRAFTPY_TEST_BREAK"] = broken
+    env = break_env(broken)
     args = ("--seed", str(seed), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", "pause", "--no-audit")
     proc = subprocess.run(
         [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--workload", workload,
