@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ports import PortReservation
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
@@ -35,16 +38,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 pytest_plugins = ["pytester"]  # tests/unit/test_skip_rule.py runs pytest on this very conftest
 
 
+KAFKA_PORTS = pytest.StashKey[PortReservation]()
+PORTS_OWNER_ENV = "KRAFTPY_TEST_PORTS_PID"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # `kraftpy cluster start` puts Kafka listeners on 9092-9094 by default; test clusters take a free
     # run of ports instead, so a test run never collides with a cluster the machine already runs.
-    from tests.integration.test_cluster_support import free_base_port
+    # Each xdist worker takes its own run, held while the worker lives: its process tests and the
+    # other worker's run side by side. A nested run (pytester) keeps its process's run.
+    mine = os.environ.get(PORTS_OWNER_ENV) == str(os.getpid())
+    theirs = "KRAFTPY_KAFKA_BASE_PORT" in os.environ and "PYTEST_XDIST_WORKER" not in os.environ
+    if not (mine or theirs):
+        reservation = PortReservation(9, consecutive=True)
+        config.stash[KAFKA_PORTS] = reservation
+        os.environ["KRAFTPY_KAFKA_BASE_PORT"] = str(reservation.ports[0])
+        os.environ[PORTS_OWNER_ENV] = str(os.getpid())
 
-    # Each xdist worker takes its own run: its process tests and the other worker's run side by side.
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        os.environ["KRAFTPY_KAFKA_BASE_PORT"] = str(free_base_port(9))
-    else:
-        os.environ.setdefault("KRAFTPY_KAFKA_BASE_PORT", str(free_base_port(9)))
+
+@pytest.fixture
+def reserve_ports() -> Iterator[Callable[[int], list[int]]]:
+    """`reserve_ports(n)`: n ports on 127.0.0.1 held for the test (tests/ports.py says why)."""
+    held: list[PortReservation] = []
+
+    def reserve(count: int) -> list[int]:
+        held.append(PortReservation(count))
+        return held[-1].ports
+
+    yield reserve
+    for reservation in held:
+        reservation.release()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reservation = config.stash.get(KAFKA_PORTS, None)
+    if reservation is not None:
+        reservation.release()
+        os.environ.pop(PORTS_OWNER_ENV, None)
 
 
 # Tests that start real processes (clusters, client subprocesses, fault runs) assume the ports they

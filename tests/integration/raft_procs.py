@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from kraftpy.protocol.credentials import NODE_FILE
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.shell.credential_files import create_cluster_secrets, load_credential
 from kraftpy.protocol.shell.rpc import RpcClient
+from tests.ports import PortReservation
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,26 +37,12 @@ LOCAL_TIMEOUTS: dict[str, Any] = {
 }
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel reports free on 127.0.0.1 now (other test runs may share the machine)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 class ProcCluster:
-    def __init__(
-        self, root: Path, *, nodes: int = 3, base_port: int | None = None, settings: dict[str, Any] | None = None
-    ) -> None:
+    def __init__(self, root: Path, *, nodes: int = 3, settings: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
         self.cluster_id = meta_properties.random_cluster_id()
-        ports = free_ports(nodes) if base_port is None else [base_port + i for i in range(nodes)]
-        self.ports = {i + 1: port for i, port in enumerate(ports)}
+        self._ports = PortReservation(nodes)  # held until close: a restarted node binds its port again
+        self.ports = {i + 1: port for i, port in enumerate(self._ports.ports)}
         self.settings = {**LOCAL_TIMEOUTS, **(settings or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         # The nodes accept only signed cluster-internal calls (docs/security.md); /kv/* is one of them.
@@ -148,6 +134,7 @@ class ProcCluster:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         await self.rpc.close()
+        self._ports.release()
 
     # ---- talking to nodes -------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ from kraftpy.node.config import NodeConfig, Voter
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.kafka.shell.listener import KafkaListener
 from kraftpy.protocol.shell.rpc import RpcClient, make_app
+from tests.ports import PortReservation
 
 CLUSTER_ID = "broker-test-cluster"
 CONTROLLER_ID = 100
@@ -70,13 +71,6 @@ TEST_SETTINGS: dict[str, Any] = {
     "replica_high_watermark_checkpoint_interval_ms": 200,
     "controller_request_timeout_ms": 2_000,
 }
-
-
-def free_port() -> int:
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def free_socket() -> socket.socket:
@@ -159,8 +153,11 @@ class BrokerCluster:
         self.harness = ControllerHarness(config)
         self.image: MetadataImage = self.harness.committed
         self.brokers: dict[int, BrokerHandle] = {}
+        # Held until close: a broker restarted mid-test binds the same ports again.
+        self._ports = PortReservation(2 * len(broker_ids))
+        ports = iter(self._ports.ports)
         for b in broker_ids:
-            self.brokers[b] = BrokerHandle(b, free_port(), free_port(), root / f"broker-{b}")
+            self.brokers[b] = BrokerHandle(b, next(ports), next(ports), root / f"broker-{b}")
         self.controller_port = 0
         self._controller_runner: web.AppRunner | None = None
         self.controller_up = True
@@ -202,6 +199,7 @@ class BrokerCluster:
             await self._controller_runner.cleanup()
         await self.rpc.close()
         await self.kafka.close()
+        self._ports.release()
 
     async def __aenter__(self) -> BrokerCluster:
         return await self.start()

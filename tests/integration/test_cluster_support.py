@@ -16,12 +16,11 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.shell.credential_files import load_credential
 from kraftpy.protocol.shell.rpc import RpcClient
 from kraftpy.tools.cluster_layout import ClusterLayout, process_is_node
+from tests.ports import PortReservation
 
 T = TypeVar("T")
 CLI_TIMEOUT_S = 90
@@ -48,26 +48,6 @@ class CliResult:
 
     def __str__(self) -> str:
         return f"kraftpy {' '.join(self.args)} -> {self.code}\nstdout: {self.stdout}\nstderr: {self.stderr}"
-
-
-def free_base_port(count: int) -> int:
-    """A base port with `count` consecutive free ports on 127.0.0.1 (bounded search)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free port range found")
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30, interval_s: float = 0.2) -> T:
@@ -90,8 +70,11 @@ class LocalCluster:
     def __init__(self, directory: Path, nodes: int = 3) -> None:
         self.dir = directory
         self.nodes = nodes
-        self.base_port = free_base_port(nodes)
-        self.kafka_base_port = free_base_port(nodes)
+        # Held while this object lives: a restart finds its ports still free.
+        self._ports = (PortReservation(nodes, consecutive=True), PortReservation(nodes, consecutive=True))
+        for reservation in self._ports:
+            weakref.finalize(self, reservation.release)
+        self.base_port, self.kafka_base_port = (r.ports[0] for r in self._ports)
         self.env = {**os.environ, "KRAFTPY_DIR": str(directory), "COLUMNS": "200"}
 
     # --- the CLI ---------------------------------------------------------------------------------

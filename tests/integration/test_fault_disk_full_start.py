@@ -24,8 +24,8 @@ from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, supported
 from kraftpy.tools.faults.run import KAFKA_PORT, RPC_PORT
 from kraftpy.tools.faults.schedule import Fault
-from tests.integration.test_cluster_support import free_base_port
 from tests.integration.test_start_errors import formatted, start_node
+from tests.ports import reserved_ports
 
 pytestmark = pytest.mark.slow
 EXIT_TIMEOUT_S = 120  # a node that cannot start exits by itself; this only bounds a hang
@@ -47,7 +47,8 @@ def small_disk(tmp_path: Path) -> Iterator[LoopDisk]:
 def test_a_node_starting_on_its_full_disk_stopped_itself_and_did_not_die(small_disk: LoopDisk) -> None:
     data_dir = formatted(small_disk.mount_point / "data")
     assert small_disk.fill() > 0
-    proc = start_node(data_dir, free_base_port(1))
+    with reserved_ports(1) as (port,):
+        proc = start_node(data_dir, port)
     assert proc.returncode == 1, proc.stderr
     log = proc.stdout + proc.stderr  # the fault run sends both to server.log
     line = stopped_by_full_disk(log)

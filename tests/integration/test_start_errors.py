@@ -24,7 +24,7 @@ from kraftpy.protocol.shell.credential_files import create_cluster_secrets
 from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.shell.durable_log import METADATA_LOG_DIR
 from kraftpy.raft.shell.snapshot_store import DIR_NAME, SnapshotStore
-from tests.integration.test_cluster_support import free_base_port
+from tests.ports import reserved_ports
 
 pytestmark = pytest.mark.slow
 START_TIMEOUT_S = 120  # a node that fails at start exits by itself; this only bounds a hang
@@ -69,7 +69,8 @@ def test_a_damaged_snapshot_store_is_one_line_naming_it(tmp_path: Path) -> None:
     raw = bytearray(data.read_bytes())
     raw[8192:] = os.urandom(len(raw) - 8192)  # the pages after LMDB's two meta pages
     data.write_bytes(bytes(raw))
-    line = the_error_line(start_node(data_dir, free_base_port(1)))
+    with reserved_ports(1) as (port,):
+        line = the_error_line(start_node(data_dir, port))
     assert str(store_dir) in line and "damaged" in line and "move that directory aside" in line, line
 
 
@@ -94,27 +95,32 @@ def test_a_full_disk_at_start_is_one_line_naming_the_file(tiny_tmpfs: Path) -> N
         while True:  # until ENOSPC
             filler.write(bytes(65536))
             filler.flush()
-    line = the_error_line(start_node(data_dir, free_base_port(1)))
+    with reserved_ports(1) as (port,):
+        line = the_error_line(start_node(data_dir, port))
     assert "no space left on the device holding" in line and str(data_dir) in line, line
     assert "cannot serve on" not in line and "cannot listen on" not in line, line
 
 
-def test_a_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> None:
-    data_dir = formatted(tmp_path / "data")
-    port = free_base_port(1)
+@contextlib.contextmanager
+def listening_on(port: int) -> Iterator[None]:
+    """Another server on a reserved port (SO_REUSEADDR, as the reservation lets through)."""
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         holder.bind(("127.0.0.1", port))
         holder.listen()
+        yield
+
+
+def test_a_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> None:
+    data_dir = formatted(tmp_path / "data")
+    with reserved_ports(1) as (port,), listening_on(port):
         line = the_error_line(start_node(data_dir, port))
     assert f"cannot listen on 127.0.0.1:{port}" in line and "address already in use" in line, line
 
 
 def test_a_kafka_listener_port_in_use_is_one_line_naming_the_listener(tmp_path: Path) -> None:
     data_dir = formatted(tmp_path / "data")
-    port, kafka_port = free_base_port(1), free_base_port(1)
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", kafka_port))
-        holder.listen()
+    with reserved_ports(2) as (port, kafka_port), listening_on(kafka_port):
         line = the_error_line(start_node(data_dir, port, f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}"))
     assert f"cannot listen on 127.0.0.1:{kafka_port}" in line and "address already in use" in line, line
     assert "listeners" in line, line

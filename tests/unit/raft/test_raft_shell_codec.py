@@ -4,6 +4,7 @@ misaddressed requests get an error answer from a live node, which keeps serving.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import cbor2
@@ -28,7 +29,6 @@ from kraftpy.raft.messages import (
     VoteResponse,
 )
 from kraftpy.raft.shell.component import RaftComponent
-from tests.unit.raft.test_raft_shell_component import free_ports
 
 C = "cluster-a"
 REQUESTS = [
@@ -134,8 +134,10 @@ def test_snapshot_chunks_must_lie_inside_the_snapshot(position: int, size: int, 
 # ---- a live node's routes ---------------------------------------------------------------------
 
 
-async def test_a_live_node_answers_bad_requests_with_errors_and_keeps_serving(tmp_path: Path) -> None:
-    port = free_ports(1)[0]
+async def test_a_live_node_answers_bad_requests_with_errors_and_keeps_serving(
+    tmp_path: Path, reserve_ports: Callable[[int], list[int]]
+) -> None:
+    (port,) = reserve_ports(1)
     config = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=100, fetch_max_wait_ms=20, request_timeout_ms=500)
     component = RaftComponent(
         node_id=1, cluster_id=C, data_dir=tmp_path, voters={1: ("127.0.0.1", port)}, config=config, rpc=RpcClient()

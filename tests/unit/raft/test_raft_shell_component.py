@@ -22,7 +22,7 @@ from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.shell.component import CommittedBatch, RaftComponent
-from tests.integration.raft_procs import free_ports
+from tests.ports import PortReservation
 
 CONFIG = RaftConfig(
     election_timeout_ms=100,
@@ -65,8 +65,8 @@ class Counter:
 class Cluster:
     def __init__(self, root: Path, size: int = 3) -> None:
         self.root = root
-        ports = free_ports(size)
-        self.voters = {i + 1: ("127.0.0.1", port) for i, port in enumerate(ports)}
+        self._ports = PortReservation(size)  # held until close: a restarted node binds its port again
+        self.voters = {i + 1: ("127.0.0.1", port) for i, port in enumerate(self._ports.ports)}
         self.nodes: dict[int, RaftComponent] = {}
         self.machines: dict[int, Counter] = {}
         self.runners: dict[int, web.AppRunner] = {}
@@ -101,6 +101,7 @@ class Cluster:
             await self.stop(node_id)
         for rpc in self.rpcs:
             await rpc.close()
+        self._ports.release()
 
     def leader(self) -> RaftComponent | None:
         leaders = [c for c in self.nodes.values() if c.is_leader]
@@ -298,9 +299,11 @@ async def test_a_listener_may_snapshot_inside_handle_commit(tmp_path: Path) -> N
         await cluster.close()
 
 
-async def test_a_listener_that_fails_stops_the_raft_layer(tmp_path: Path) -> None:
+async def test_a_listener_that_fails_stops_the_raft_layer(
+    tmp_path: Path, reserve_ports: Callable[[int], list[int]]
+) -> None:
     stops: list[bool] = []
-    port = free_ports(1)[0]
+    (port,) = reserve_ports(1)
     component = RaftComponent(
         node_id=1,
         cluster_id="solo",
@@ -327,9 +330,11 @@ async def test_a_listener_that_fails_stops_the_raft_layer(tmp_path: Path) -> Non
         await component.stop(graceful=True)
 
 
-async def test_an_observer_follows_the_log_and_never_counts(tmp_path: Path) -> None:
+async def test_an_observer_follows_the_log_and_never_counts(
+    tmp_path: Path, reserve_ports: Callable[[int], list[int]]
+) -> None:
     cluster = Cluster(tmp_path)
-    observer_port = free_ports(1)[0]
+    (observer_port,) = reserve_ports(1)
     observer = RaftComponent(
         node_id=9,
         cluster_id="test-cluster",

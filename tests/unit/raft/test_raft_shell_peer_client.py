@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -13,7 +14,6 @@ from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft import codec
 from kraftpy.raft.messages import FetchRequest, FetchResponse, Message, VoteRequest
 from kraftpy.raft.shell.peer_client import PeerClient
-from tests.unit.raft.test_raft_shell_component import free_ports
 
 C = "cluster-p"
 
@@ -37,10 +37,10 @@ async def _until(predicate, timeout_s: float = 5.0) -> None:
             await asyncio.sleep(0.005)
 
 
-async def test_a_fetch_to_a_dead_peer_comes_back_as_an_error_answer() -> None:
+async def test_a_fetch_to_a_dead_peer_comes_back_as_an_error_answer(reserve_ports: Callable[[int], list[int]]) -> None:
     delivered: list[Message] = []
     rpc = RpcClient()
-    peers = _client(free_ports(1)[0], delivered, rpc)  # nothing listens there
+    peers = _client(reserve_ports(1)[0], delivered, rpc)  # nothing listens there
     try:
         peers.send(FetchRequest(C, 1, 2, 41, 7, 10, 3, 100))
         peers.send(VoteRequest(C, 1, 2, 42, 8, 3, 10, True))
@@ -56,8 +56,10 @@ async def test_a_fetch_to_a_dead_peer_comes_back_as_an_error_answer() -> None:
         await rpc.close()
 
 
-async def test_a_newer_fetch_supersedes_the_parked_one_and_bad_answers_become_errors() -> None:
-    port = free_ports(1)[0]
+async def test_a_newer_fetch_supersedes_the_parked_one_and_bad_answers_become_errors(
+    reserve_ports: Callable[[int], list[int]],
+) -> None:
+    (port,) = reserve_ports(1)
     seen: list[int] = []
 
     async def fetch(body: dict) -> dict:

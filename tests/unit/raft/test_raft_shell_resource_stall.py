@@ -8,6 +8,7 @@ import asyncio
 import errno
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.quorum_state import Role
 from kraftpy.raft.shell.component import RaftComponent
-from tests.unit.raft.test_raft_shell_component import free_ports
 
 WAIT_S = 10
 
@@ -34,8 +34,10 @@ def hog_descriptors() -> list[int]:
             return held
 
 
-async def test_running_out_of_descriptors_stalls_raft_and_it_recovers(tmp_path: Path) -> None:
-    port = free_ports(1)[0]
+async def test_running_out_of_descriptors_stalls_raft_and_it_recovers(
+    tmp_path: Path, reserve_ports: Callable[[int], list[int]]
+) -> None:
+    (port,) = reserve_ports(1)
     config = RaftConfig(election_timeout_ms=200, fetch_timeout_ms=400, request_timeout_ms=500)
     rpc = RpcClient(request_timeout_ms=500)
     stops: list[bool] = []
