@@ -11,7 +11,6 @@ tests the rule itself.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -77,11 +76,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop(PORTS_OWNER_ENV, None)
 
 
-# Tests that start real processes (clusters, client subprocesses, fault runs) assume the ports they
-# probed stay free and leave the machine's cores to the processes they start: within a group they run
-# one at a time, on one xdist worker. The two groups (and the in-process unit and simulation tests,
-# spread over both workers) run side by side.
-PROCESS_GROUPS = {"integration": "processes", "jepsen_like": "processes", "kafka_clients": "kafka-clients"}
+# Tests that start real processes (clusters, client subprocesses, fault runs) leave the machine's cores
+# to the processes they start: within a group they run one at a time, on one xdist worker. xdist hands
+# out groups largest first (by test count), one worker each, then the next group or unit test to the
+# first worker free: integration on one worker, the Kafka clients and then the fault runs on the other,
+# the in-process unit and simulation tests filling both. Two process tests run side by side at most.
+PROCESS_GROUPS = {"integration": "processes", "jepsen_like": "faults", "kafka_clients": "kafka-clients"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marker into the node id
@@ -133,10 +133,7 @@ def seed_range(request: pytest.FixtureRequest) -> range | None:
 
 
 @pytest.fixture
-def closed_port() -> str:
-    """host:port where nothing listens: connections are refused at once."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+def closed_port(reserve_ports: Callable[[int], list[int]]) -> str:
+    """host:port where nothing listens: connections are refused at once (held, so nothing else binds it)."""
+    (port,) = reserve_ports(1)
     return f"127.0.0.1:{port}"

@@ -11,6 +11,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--jepsen-time-s",
         type=float,
         default=None,
-        help="seconds of workload under faults (default: the CI run's 15; e.g. 600 for a soak)",
+        help="seconds of workload under faults (default: the CI run's 20; e.g. 600 for a soak)",
     )
     group.addoption("--jepsen-seed", type=int, default=None, help="seed of the nemesis schedule (default: random)")

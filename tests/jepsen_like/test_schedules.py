@@ -17,23 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.tools.cluster_layout import ClusterLayout
-from kraftpy.tools.faults.netns import list_namespaces, supported
-from tests.jepsen_like.test_faults import faults_run
+from kraftpy.tools.faults.netns import supported
+from tests.jepsen_like.test_faults import assert_left_nothing, faults_run
 
 pytestmark = pytest.mark.slow  # in the "processes" xdist group, as all of tests/jepsen_like (tests/conftest.py)
 
 TIME_LIMIT_S = "6"
 RUN_TIMEOUT_S = 300
-
-
-def assert_left_nothing(out: Path) -> None:
-    """No namespace of this run and no node of it left (other engineers' runs may be going on beside it)."""
-    layout = ClusterLayout.load(out / "cluster")
-    runs = {n.netns.rsplit("-", 1)[0] + "-" for n in layout.nodes if n.netns}
-    leftover = [n for n in list_namespaces() if any(n.startswith(r) for r in runs)]
-    assert not leftover, f"the run left namespaces behind: {leftover}"
-    assert all(layout.read_pid(n) is None for n in layout.nodes), "the run left a node running"
 
 
 def spans(out: Path) -> dict[int, dict]:

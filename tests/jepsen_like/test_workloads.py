@@ -15,41 +15,35 @@ transactions the workload aborted: the same txn run must exit 1 naming G1a (abor
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from kraftpy.tools.cluster_layout import ClusterLayout
-from kraftpy.tools.faults.netns import list_namespaces, supported
-from tests.jepsen_like.test_faults import break_env
+from kraftpy.tools.faults.netns import supported
+from tests.jepsen_like.test_faults import assert_left_nothing, break_env, faults_run
 
 pytestmark = pytest.mark.slow
 
 TIME_LIMIT_S = 8
 RUN_TIMEOUT_S = 300
+# queue through kraftpy's client in assign mode is test_faults.py's run.
 CASES = {  # (workload, client): (seed, sub_via)
-    ("queue", "kraftpy"): (41, "assign"),
     ("queue", "confluent"): (42, "subscribe"),
     ("txn", "kraftpy"): (43, "subscribe"),
     ("txn", "confluent"): (44, "assign"),
 }
 
 
-def faults_run(out: Path, workload: str, client: str, sub_via: str, seed: int, broken: str | None = None):
-    env = break_env(broken)
+def workload_run(out: Path, workload: str, client: str, sub_via: str, seed: int, broken: str | None = None):
+    """The run, its summary and its history."""
     args = ("--seed", str(seed), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", "pause", "--no-audit")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kraftpy.tools.cli", "faults", "run", *args, "--workload", workload,
-         "--client", client, "--sub-via", sub_via, "--out", str(out)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL,
+    proc, summary = faults_run(
+        out, *args, "--workload", workload, "--client", client, "--sub-via", sub_via,
+        env=break_env(broken), timeout_s=RUN_TIMEOUT_S,
     )  # fmt: skip
-    path = out / "summary.json"
-    assert path.exists(), f"no summary; exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert summary is not None, f"no summary; exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
-    return proc, json.loads(path.read_text()), history
+    return proc, summary, history
 
 
 def worker_ops(history: list[dict], f: str, type_: str) -> list[dict]:
@@ -70,7 +64,7 @@ def _namespaces() -> None:
 @pytest.mark.parametrize(("workload", "client"), sorted(CASES))
 def test_a_short_run_of_each_workload_and_client_is_valid(tmp_path: Path, workload: str, client: str) -> None:
     seed, sub_via = CASES[workload, client]
-    proc, summary, history = faults_run(tmp_path / "run", workload, client, sub_via, seed)
+    proc, summary, history = workload_run(tmp_path / "run", workload, client, sub_via, seed)
     assert proc.returncode == 0 and summary["valid"] is True, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert summary["faults"].get("pause"), summary["faults"]
     assert worker_ops(history, sub_via, "ok"), f"no {sub_via} recorded"
@@ -83,19 +77,10 @@ def test_a_short_run_of_each_workload_and_client_is_valid(tmp_path: Path, worklo
         assert any(m[0] == "send" and isinstance(m[2], list) for e in committed for m in e["value"])
     drained = [e for e in worker_ops(history, "poll", "ok") if e["process"] >= 2_000_000]
     assert drained, "no final drain"
-    assert_left_nothing(tmp_path / "run", proc.stderr)
-
-
-def assert_left_nothing(out: Path, output: str) -> None:
-    """This run's namespaces and nodes are gone (others' runs may be going on beside it)."""
-    run_id = re.search(r"network (r[0-9a-f]+):", output)
-    assert run_id, output[-2000:]
-    assert not [n for n in list_namespaces() if run_id.group(1) in n], "the run left namespaces behind"
-    layout = ClusterLayout.load(out / "cluster")
-    assert all(layout.read_pid(n) is None for n in layout.nodes), "the run left a node running"
+    assert_left_nothing(tmp_path / "run")
 
 
 def test_the_txn_run_catches_a_broker_that_hides_aborted_transactions(tmp_path: Path) -> None:
-    proc, summary, _ = faults_run(tmp_path / "run", "txn", "kraftpy", "assign", 45, "read-committed-ignores-aborts")
+    proc, summary, _ = workload_run(tmp_path / "run", "txn", "kraftpy", "assign", 45, "read-committed-ignores-aborts")
     assert proc.returncode == 1 and summary["valid"] is False, proc.stdout[-3000:]
     assert "G1a" in summary["anomalies"], summary["anomalies"]

@@ -90,6 +90,7 @@ def test_tests_that_start_processes_run_on_one_worker(suite: pytest.Pytester) ->
             path, group = nodeid.split("::")[0], nodeid.rsplit("@", 1)[1]
             grouped.setdefault(group, set()).add(path)
     assert grouped == {
-        "processes": {"integration/test_integration.py", "jepsen_like/test_jepsen_like.py"},
+        "processes": {"integration/test_integration.py"},
+        "faults": {"jepsen_like/test_jepsen_like.py"},
         "kafka-clients": {"kafka_clients/test_kafka_clients.py"},
     }
