@@ -44,27 +44,31 @@ async def run(blocks: int, calls: int, size: int) -> dict[str, float]:
     node = Credential.generate("node", "cluster")
     plain_runner, plain = await _serve(make_app({ROUTE: _answer}))
     auth_runner, guarded = await _serve(make_app({ROUTE: _answer}, auth=ServerAuth(Verifier({"node": node}))))
-    anonymous, signed = RpcClient(), RpcClient(credential=node)
+    clients = {
+        (signed, streams): RpcClient(credential=node if signed else None, peer_streams=streams)
+        for signed in (False, True)
+        for streams in (False, True)
+    }
     body = {"payload": b"x" * size}
     cases = [
-        ("stream, without auth", anonymous, plain, True),
-        ("stream, with auth", signed, guarded, True),
-        ("http, without auth", anonymous, plain, False),
-        ("http, with auth", signed, guarded, False),
+        ("stream, without auth", clients[False, True], plain),
+        ("stream, with auth", clients[True, True], guarded),
+        ("http, without auth", clients[False, False], plain),
+        ("http, with auth", clients[True, False], guarded),
     ]
     samples: dict[str, list[float]] = {name: [] for name, *_ in cases}
     try:
-        for _, client, address, stream in cases:  # warm-up: connections and streams
-            await client.call(address, ROUTE, body, stream=stream)
+        for _, client, address in cases:  # warm-up: connections and streams
+            await client.call(address, ROUTE, body)
         for _ in range(blocks):
-            for name, client, address, stream in cases:
+            for name, client, address in cases:
                 for _ in range(calls):
                     start = time.perf_counter()
-                    await client.call(address, ROUTE, body, stream=stream)
+                    await client.call(address, ROUTE, body)
                     samples[name].append((time.perf_counter() - start) * 1000)
     finally:
-        await anonymous.close()
-        await signed.close()
+        for client in clients.values():
+            await client.close()
         await plain_runner.cleanup()
         await auth_runner.cleanup()
     return {name: statistics.median(values) for name, values in samples.items()}

@@ -9,7 +9,7 @@ A server process serves, on 127.0.0.1, the internal RPC (protocol/shell/rpc.py's
 per-peer stream) with one route answering a fixed map, and a Kafka listener (protocol/kafka/shell/
 listener.py) answering a fixed Metadata response of about the same size. This process calls one at a
 time, the transports interleaved in rounds so that a change in machine load hits all of them: the RPC
-stream (`RpcClient.call(stream=True)`, what Raft peers and followers use now), RPC over HTTP, and a
+stream (`RpcClient(peer_streams=True)`, what nodes use between them now), RPC over HTTP, and a
 Kafka connection (the client's own, client/shell/kafka_connection.py, with ApiVersions negotiated).
 Then, in this process, what encoding and decoding one Raft fetch exchange (request and empty answer)
 costs: the RPC's CBOR maps against Kafka's Fetch v16 frames with KRaft's fields.
@@ -159,13 +159,14 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> di
     from kraftpy.protocol.shell.rpc import RpcClient
 
     rpc = RpcClient(request_timeout_ms=10_000)
+    streamed = RpcClient(request_timeout_ms=10_000, peer_streams=True)
     kafka = KafkaConnection(("127.0.0.1", kafka_port), client_id="bench", max_in_flight=1, connect_timeout_ms=5_000)
     await kafka.open(5_000)
     request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
     address = ("127.0.0.1", rpc_port)
 
     async def stream() -> None:
-        await rpc.call(address, ROUTE, {"dst": 1}, stream=True)
+        await streamed.call(address, ROUTE, {"dst": 1})
 
     async def http() -> None:
         await rpc.call(address, ROUTE, {"dst": 1})
@@ -188,6 +189,7 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> di
                     times[name].append((time.perf_counter() - t0) * 1000)
     finally:
         await rpc.close()
+        await streamed.close()
         await kafka.close()
     out: dict[str, Any] = {"calls_each": per_round * rounds, "rounds": rounds}
     for name, ms in times.items():

@@ -45,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError  # noqa: E402
+from kraftpy.protocol.shell.rpc import RpcClient  # noqa: E402
 from kraftpy.tools.commands.perf import percentile  # noqa: E402
 from tests.integration.raft_procs import LOCAL_TIMEOUTS, ProcCluster  # noqa: E402
 
@@ -76,13 +77,17 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
 async def round_trips(cluster: ProcCluster, node_id: int, count: int) -> dict[str, Any]:
     """One call at a time to the same route over HTTP and over the stream: what a transport costs."""
     out: dict[str, Any] = {"calls": count}
-    for name, stream in (("http", False), ("stream", True)):
+    for name, streams in (("http", False), ("stream", True)):
+        rpc = RpcClient(request_timeout_ms=3000, credential=cluster.rpc.credential, peer_streams=streams)
         times: list[float] = []
-        for i in range(count + 100):  # the first 100 warm up (connections, caches)
-            t0 = time.perf_counter()
-            await cluster.rpc.call(cluster.address(node_id), "/kv/state", {}, stream=stream)
-            if i >= 100:
-                times.append((time.perf_counter() - t0) * 1000)
+        try:
+            for i in range(count + 100):  # the first 100 warm up (connections, caches)
+                t0 = time.perf_counter()
+                await rpc.call(cluster.address(node_id), "/kv/state", {})
+                if i >= 100:
+                    times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            await rpc.close()
         out[f"{name}_p50_ms"] = percentile(sorted(times), 0.5)
         out[f"{name}_p99_ms"] = percentile(sorted(times), 0.99)
     return out

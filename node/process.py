@@ -76,7 +76,10 @@ class Node:
         self.components: list[Component] = []
         keyring, credential = load_node_secrets(config.secrets_dir)
         self.auth = ServerAuth(Verifier(keyring, max_clock_skew_ms=config.auth_max_clock_skew_ms))
-        self.rpc = RpcClient(request_timeout_ms=config.controller_quorum_request_timeout_ms, credential=credential)
+        # The node's calls to the other nodes (Raft, controller, coordinators) travel on one stream per peer.
+        self.rpc = RpcClient(
+            request_timeout_ms=config.controller_quorum_request_timeout_ms, credential=credential, peer_streams=True
+        )
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._runner: web.AppRunner | None = None

@@ -28,7 +28,9 @@ class ReplicaFetcherManager:
     ) -> None:
         self.broker_id = broker_id
         # A follower's fetch is cluster-internal: it is signed with the node's credential (docs/security.md).
-        self.rpc = RpcClient(request_timeout_ms=settings.replica_socket_timeout_ms, credential=credential)
+        self.rpc = RpcClient(
+            request_timeout_ms=settings.replica_socket_timeout_ms, credential=credential, peer_streams=True
+        )
         self.settings = settings
         self.address_of = address_of
         self.broker_epoch_provider = broker_epoch_provider

@@ -203,9 +203,7 @@ class ReplicaFetcher:
             timeout_ms = self.settings.replica_fetch_wait_max_ms + self.settings.replica_socket_timeout_ms
             self.requests_sent += 1
             try:
-                answer = await self.rpc.call(
-                    address, REPLICA_FETCH_PATH, self._body(batch), timeout_ms=timeout_ms, stream=True
-                )
+                answer = await self.rpc.call(address, REPLICA_FETCH_PATH, self._body(batch), timeout_ms=timeout_ms)
             except KafkaError as exc:
                 log.debug("fetch from broker %d failed: %s", self.source_id, exc)
         if answer is None:

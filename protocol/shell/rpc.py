@@ -380,9 +380,13 @@ class _Stream:
 
 
 class RpcClient:
-    """Calls CBOR routes on peers. One aiohttp session; its connector keeps a
-    keep-alive pool per peer, and (for `stream=True` calls) one stream per peer.
-    Every call has a timeout; every failure is a KafkaError."""
+    """Calls CBOR routes on peers. Every call has a timeout; every failure is a KafkaError.
+
+    The transport is chosen per peer, not per call: with `peer_streams` (a node's clients of the
+    other nodes) every call to a peer travels on that peer's one stream, and over HTTP only to a
+    peer that serves no stream; without it (the CLI's one-shot calls, where a stream's handshake
+    costs more than it saves) every call is an HTTP request on a keep-alive pool per peer.
+    """
 
     def __init__(
         self,
@@ -391,6 +395,7 @@ class RpcClient:
         connect_timeout_ms: int = 1_000,
         max_connections_per_peer: int = 8,
         credential: Credential | None = None,
+        peer_streams: bool = False,
     ) -> None:
         from kraftpy.protocol.shell.rpc_auth import ClientAuth
 
@@ -398,6 +403,7 @@ class RpcClient:
         self.auth = ClientAuth(credential) if credential is not None else None
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
+        self.peer_streams = peer_streams
         self._max_per_peer = max_connections_per_peer
         self._session: aiohttp.ClientSession | None = None
         self._streams: dict[Address, _Stream] = {}
@@ -424,12 +430,11 @@ class RpcClient:
         *,
         timeout_ms: int | None = None,
         raise_errors: bool = True,
-        stream: bool = False,
     ) -> dict[str, Any]:
-        """Call `path` on `address`; `stream` sends it over the peer's stream (HTTP if it has none)."""
+        """Call `path` on `address`, over the peer's stream or HTTP (see the class)."""
         host, port = address
         total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
-        if stream and address not in self._http_only:
+        if self.peer_streams and address not in self._http_only:
             answer = await self._stream_call(address, path, body, total_ms)
             if answer is not None:
                 if not isinstance(answer, dict):
@@ -457,28 +462,8 @@ class RpcClient:
             raise KafkaError.from_dict(answer)
         return answer
 
-    async def send(
-        self, address: Address, path: str, body: Mapping[str, Any], *, timeout_ms: int | None = None
-    ) -> None:
-        """Write a call whose answer nobody waits for (a produce with acks=0, which Kafka does not answer).
-
-        Returns once the frame is written to the peer's stream, in call order with every other call;
-        the answer the peer still sends is dropped. Closing the client afterwards completes the stream's
-        close handshake, so the peer has read the frame before the connection ends. A peer without a
-        stream is called over HTTP (its answer is awaited, and then dropped).
-        """
-        total_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
-        sent = address not in self._http_only and (
-            await self._stream_call(address, path, body, total_ms, answer_wanted=False) is not None
-        )
-        if sent:
-            return
-        await self.call(address, path, body, timeout_ms=total_ms, raise_errors=False)
-
-    async def _stream_call(
-        self, address: Address, path: str, body: Mapping[str, Any], total_ms: int, *, answer_wanted: bool = True
-    ) -> Any:
-        """The answer body ({} when not `answer_wanted`), or None if the peer serves no stream (then HTTP)."""
+    async def _stream_call(self, address: Address, path: str, body: Mapping[str, Any], total_ms: int) -> Any:
+        """The answer body, or None if the peer serves no stream (then HTTP)."""
         where = f"{address[0]}:{address[1]}"
         started = time.monotonic()
         stream: _Stream | None = None
@@ -496,7 +481,7 @@ class RpcClient:
                     call_id, answer = await stream.send(path, body)
                 finally:
                     turns.release(turn)
-                return await answer if answer_wanted else {}
+                return await answer
         except TimeoutError:
             if stream is not None and stream.last_answer < started:
                 await stream.close()  # nothing came back on it since this call left: a dead connection

@@ -107,7 +107,6 @@ class PeerClient:
                 codec.encode(request),
                 timeout_ms=timeout_ms,
                 raise_errors=False,
-                stream=True,  # one websocket per peer: a frame costs a fraction of an HTTP request
             )
             if body.get("error_code", 0) != 0 and "type" not in body:
                 raise KafkaError.from_dict(body)  # the route refused the request

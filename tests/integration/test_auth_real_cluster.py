@@ -49,9 +49,9 @@ def call(
     """One call, answered as a map (errors included); a KafkaError the client raises comes back as its map."""
 
     async def go() -> dict[str, Any]:
-        client = RpcClient(request_timeout_ms=5000, credential=credential)
+        client = RpcClient(request_timeout_ms=5000, credential=credential, peer_streams=stream)
         try:
-            return await client.call(target, path, body, raise_errors=False, stream=stream)
+            return await client.call(target, path, body, raise_errors=False)
         except KafkaError as exc:
             return exc.to_dict()
         finally:

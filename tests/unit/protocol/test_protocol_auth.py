@@ -167,17 +167,21 @@ async def server():
 @pytest.mark.parametrize("stream", [False, True])
 async def test_the_server_admits_by_role(server, stream: bool) -> None:
     address, auth = server
-    anonymous, admin, node = RpcClient(), RpcClient(credential=ADMIN), RpcClient(credential=NODE)
+    anonymous, admin, node = (
+        RpcClient(peer_streams=stream),
+        RpcClient(credential=ADMIN, peer_streams=stream),
+        RpcClient(credential=NODE, peer_streams=stream),
+    )
     try:
         for client in (anonymous, admin, node):
-            assert (await client.call(address, "/admin/status", {}, stream=stream))["seen"]
+            assert (await client.call(address, "/admin/status", {}))["seen"]
         refused = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         for client, code in ((anonymous, refused), (admin, refused), (node, 0)):  # Raft is for nodes only
-            answer = await client.call(address, "/raft/vote", {}, stream=stream, raise_errors=False)
+            answer = await client.call(address, "/raft/vote", {}, raise_errors=False)
             assert answer["error_code"] == code, answer
-        answer = await anonymous.call(address, "/controller/delete_topics", {}, stream=stream, raise_errors=False)
+        answer = await anonymous.call(address, "/controller/delete_topics", {}, raise_errors=False)
         assert answer["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED and "docs/security.md" in answer["message"]
-        assert (await admin.call(address, "/controller/delete_topics", {}, stream=stream))["seen"]
+        assert (await admin.call(address, "/controller/delete_topics", {}))["seen"]
         assert auth.refused == 3
     finally:
         for client in (anonymous, admin, node):
@@ -186,10 +190,10 @@ async def test_the_server_admits_by_role(server, stream: bool) -> None:
 
 async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> None:
     address, _ = server
-    impostor = RpcClient(credential=Credential.generate("node", "cluster"))
+    impostor = RpcClient(credential=Credential.generate("node", "cluster"), peer_streams=True)
     try:
         with pytest.raises(KafkaError) as info:
-            await impostor.call(address, "/admin/status", {}, stream=True)
+            await impostor.call(address, "/admin/status", {})
         assert info.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED  # refused at the upgrade, no HTTP fallback
     finally:
         await impostor.close()
@@ -199,10 +203,10 @@ async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> No
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
-    node = RpcClient(credential=NODE)
+    node = RpcClient(credential=NODE, peer_streams=True)
     try:
         with pytest.raises(KafkaError, match="did not prove"):
-            await node.call(("127.0.0.1", port), "/admin/status", {}, stream=True)
+            await node.call(("127.0.0.1", port), "/admin/status", {})
     finally:
         await node.close()
         await runner.cleanup()

@@ -138,16 +138,21 @@ def test_backoff_grows_exponentially_and_caps() -> None:
 
 async def test_http_and_stream_answer_a_call_the_same(server) -> None:
     """One server pipeline: an answer, a typed error, a rejected body and a crash look alike on both transports."""
-    address, client = server
+    address, http = server
+    streamed = RpcClient(peer_streams=True)
 
-    async def outcome(path: str, body: dict, stream: bool) -> object:
+    async def outcome(client: RpcClient, path: str, body: dict) -> object:
         try:
-            return await client.call(address, path, body, stream=stream)
+            return await client.call(address, path, body)
         except KafkaError as err:
             return (err.code, err.message, err.details)
 
-    for path, body in (("/echo", {"value": 3}), ("/fail", {}), ("/echo", {"value": -1}), ("/crash", {})):
-        assert await outcome(path, body, stream=False) == await outcome(path, body, stream=True), path
+    try:
+        for path, body in (("/echo", {"value": 3}), ("/fail", {}), ("/echo", {"value": -1}), ("/crash", {})):
+            assert await outcome(http, path, body) == await outcome(streamed, path, body), path
+        assert streamed._streams and not http._streams  # each went its own way
+    finally:
+        await streamed.close()
 
 
 async def test_a_bare_ipv6_host_is_called_over_both_transports() -> None:
@@ -162,10 +167,11 @@ async def test_a_bare_ipv6_host_is_called_over_both_transports() -> None:
         await runner.cleanup()
         pytest.skip("no IPv6 loopback on this machine")
     port = site._server.sockets[0].getsockname()[1]
-    client = RpcClient(request_timeout_ms=2000)
+    clients = [RpcClient(request_timeout_ms=2000, peer_streams=streams) for streams in (False, True)]
     try:
-        for stream in (False, True):
-            assert (await client.call(("::1", port), "/echo", {"value": 4}, stream=stream))["echo"] == 4
+        for client in clients:
+            assert (await client.call(("::1", port), "/echo", {"value": 4}))["echo"] == 4
     finally:
-        await client.close()
+        for client in clients:
+            await client.close()
         await runner.cleanup()

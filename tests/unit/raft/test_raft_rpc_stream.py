@@ -1,4 +1,4 @@
-"""The RPC stream Raft peers talk over (protocol/shell/rpc.py, `RpcClient.call(..., stream=True)`), on a
+"""The RPC stream Raft peers talk over (protocol/shell/rpc.py, `RpcClient(peer_streams=True)`), on a
 real aiohttp server on loopback: answers and typed errors as over HTTP, many calls in flight
 answered in any order, bad frames answered with INVALID_REQUEST while the stream keeps serving,
 and the ends of a stream (server shutdown, oversized frame, a peer without a stream)."""
@@ -41,7 +41,7 @@ async def serve(app: web.Application, port: int = 0) -> tuple[web.AppRunner, int
 async def server():
     RELEASE.clear()
     runner, port = await serve(make_app(ROUTES, max_body_bytes=1024))
-    client = RpcClient(request_timeout_ms=5000)
+    client = RpcClient(request_timeout_ms=5000, peer_streams=True)
     yield ("127.0.0.1", port), client, runner
     await client.close()
     await runner.cleanup()
@@ -49,27 +49,27 @@ async def server():
 
 async def test_answers_and_errors_travel_as_over_http(server) -> None:
     address, client, _ = server
-    assert await client.call(address, "/echo", {"value": 7}, stream=True) == {"echo": 7, "error_code": 0}
+    assert await client.call(address, "/echo", {"value": 7}) == {"echo": 7, "error_code": 0}
     with pytest.raises(KafkaError) as info:
-        await client.call(address, "/fail", {}, stream=True)
+        await client.call(address, "/fail", {})
     assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and info.value.details == {"topic": "x"}
-    answer = await client.call(address, "/fail", {}, stream=True, raise_errors=False)
+    answer = await client.call(address, "/fail", {}, raise_errors=False)
     assert answer["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
     with pytest.raises(KafkaError) as info:
-        await client.call(address, "/crash", {}, stream=True)
+        await client.call(address, "/crash", {})
     assert info.value.code is ErrorCode.UNKNOWN_SERVER_ERROR and "RuntimeError: bug" in info.value.message
     with pytest.raises(KafkaError) as info:
-        await client.call(address, "/echo", {"value": -1}, stream=True)
+        await client.call(address, "/echo", {"value": -1})
     assert info.value.code is ErrorCode.INVALID_REQUEST and "must be >= 0" in info.value.message
-    assert (await client.call(address, "/echo", {"value": 2}, stream=True))["echo"] == 2
+    assert (await client.call(address, "/echo", {"value": 2}))["echo"] == 2
     assert len(client._streams) == 1, "every call went over the one stream"
 
 
 async def test_many_calls_in_flight_are_answered_in_any_order(server) -> None:
     address, client, _ = server
     RELEASE["a"] = asyncio.Event()
-    parked = asyncio.create_task(client.call(address, "/park", {"key": "a"}, stream=True))
-    quick = [client.call(address, "/echo", {"value": i}, stream=True) for i in range(50)]
+    parked = asyncio.create_task(client.call(address, "/park", {"key": "a"}))
+    quick = [client.call(address, "/echo", {"value": i}) for i in range(50)]
     answers = await asyncio.wait_for(asyncio.gather(*quick), WAIT_S)
     assert [a["echo"] for a in answers] == list(range(50))  # all answered while the first call waits
     assert not parked.done()
@@ -81,9 +81,9 @@ async def test_a_timed_out_call_is_request_timed_out_and_the_stream_serves_on(se
     address, client, _ = server
     RELEASE["b"] = asyncio.Event()
     with pytest.raises(KafkaError) as info:
-        await client.call(address, "/park", {"key": "b"}, stream=True, timeout_ms=100)
+        await client.call(address, "/park", {"key": "b"}, timeout_ms=100)
     assert info.value.code is ErrorCode.REQUEST_TIMED_OUT
-    assert (await client.call(address, "/echo", {"value": 3}, stream=True))["echo"] == 3
+    assert (await client.call(address, "/echo", {"value": 3}))["echo"] == 3
 
 
 @pytest.mark.parametrize(
@@ -119,27 +119,27 @@ async def test_bad_frames_are_invalid_request_and_the_stream_serves_on(server, f
 async def test_an_oversized_frame_ends_the_stream_and_the_next_call_reconnects(server) -> None:
     address, client, _ = server
     with pytest.raises(KafkaError) as info:
-        await client.call(address, "/echo", {"value": 1, "pad": b"x" * 5000}, stream=True)
+        await client.call(address, "/echo", {"value": 1, "pad": b"x" * 5000})
     assert info.value.code is ErrorCode.NETWORK_EXCEPTION
-    assert (await client.call(address, "/echo", {"value": 5}, stream=True))["echo"] == 5
+    assert (await client.call(address, "/echo", {"value": 5}))["echo"] == 5
 
 
 async def test_server_shutdown_closes_streams_and_fails_calls_in_flight(server) -> None:
     address, client, runner = server
     RELEASE["c"] = asyncio.Event()
-    parked = asyncio.create_task(client.call(address, "/park", {"key": "c"}, stream=True))
-    assert (await client.call(address, "/echo", {"value": 1}, stream=True))["echo"] == 1  # the stream is up
+    parked = asyncio.create_task(client.call(address, "/park", {"key": "c"}))
+    assert (await client.call(address, "/echo", {"value": 1}))["echo"] == 1  # the stream is up
     # without closing its streams, shutdown would wait for the stream handler (60 s by default)
     await asyncio.wait_for(runner.cleanup(), WAIT_S)
     with pytest.raises(KafkaError) as info:
         await asyncio.wait_for(parked, WAIT_S)
     assert info.value.code is ErrorCode.NETWORK_EXCEPTION
     with pytest.raises(KafkaError) as info:  # nobody listens there now: the connection is refused
-        await client.call(address, "/echo", {"value": 1}, stream=True)
+        await client.call(address, "/echo", {"value": 1})
     assert info.value.code is ErrorCode.NETWORK_EXCEPTION
     runner2, _ = await serve(make_app(ROUTES), address[1])  # the peer comes back on its port
     try:
-        assert (await client.call(address, "/echo", {"value": 9}, stream=True))["echo"] == 9
+        assert (await client.call(address, "/echo", {"value": 9}))["echo"] == 9
     finally:
         await runner2.cleanup()
 
@@ -153,10 +153,10 @@ async def test_a_peer_without_a_stream_is_called_over_http() -> None:
 
     app.router.add_post("/echo", plain)
     runner, port = await serve(app)
-    client = RpcClient(request_timeout_ms=5000)
+    client = RpcClient(request_timeout_ms=5000, peer_streams=True)
     try:
         for value in (1, 2):  # the second call goes straight to HTTP
-            assert (await client.call(("127.0.0.1", port), "/echo", {"value": value}, stream=True))["echo"] == value
+            assert (await client.call(("127.0.0.1", port), "/echo", {"value": value}))["echo"] == value
         assert client._http_only == {("127.0.0.1", port)}
     finally:
         await client.close()
@@ -175,16 +175,16 @@ async def test_calls_to_a_peer_are_written_in_the_order_they_were_made_while_the
         return {}
 
     runner, port = await serve(make_app({"/record": record}))
-    client = RpcClient(request_timeout_ms=5000)
+    client = RpcClient(request_timeout_ms=5000, peer_streams=True)
     address = ("127.0.0.1", port)
     try:
-        first = asyncio.create_task(client.call(address, "/record", {"n": 1}, stream=True))
+        first = asyncio.create_task(client.call(address, "/record", {"n": 1}))
         # Make the second call in the window between the stream becoming visible and the first
         # call resuming from its wait for the connection.
         async with asyncio.timeout(WAIT_S):
             while address not in client._streams:
                 await asyncio.sleep(0)
-        await client.call(address, "/record", {"n": 2}, stream=True)
+        await client.call(address, "/record", {"n": 2})
         await asyncio.wait_for(first, WAIT_S)
         assert arrived == [1, 2]
     finally:
@@ -214,28 +214,4 @@ async def test_a_call_read_before_the_peer_closes_is_still_handled() -> None:
                 await asyncio.sleep(0.01)
         assert handled == [0, 1, 2, 3, 4]
     finally:
-        await runner.cleanup()
-
-
-async def test_send_returns_once_written_and_close_lets_the_peer_read_it() -> None:
-    """`RpcClient.send` (acks=0): no answer awaited; frames still in call order, and closing the
-    client right after does not lose them."""
-    handled: list[int] = []
-
-    async def record(body: dict) -> dict:
-        handled.append(body["n"])
-        return {}
-
-    runner, port = await serve(make_app({"/record": record}))
-    sender = RpcClient(request_timeout_ms=5000)
-    try:
-        for n in range(3):
-            await sender.send(("127.0.0.1", port), "/record", {"n": n})
-        await sender.close()
-        async with asyncio.timeout(WAIT_S):
-            while len(handled) < 3:
-                await asyncio.sleep(0.01)
-        assert handled == [0, 1, 2]
-    finally:
-        await sender.close()
         await runner.cleanup()
