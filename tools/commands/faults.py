@@ -85,6 +85,12 @@ def faults() -> None:
     help="Consumers assign every partition, or subscribe as one group (Jepsen's --sub-via).",
 )
 @click.option(
+    "--lose-tail-unsafe",
+    is_flag=True,
+    help="lose-tail without waiting for another clean in-sync copy of each partition: may take every copy "
+    "at once, which acks=all without fsync does not survive (shows that loss; docs/jepsen.md).",
+)
+@click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -104,6 +110,7 @@ def run(
     workload: str,
     client: str,
     sub_via: str,
+    lose_tail_unsafe: bool,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
     from kraftpy.tools.faults.run import CouldNotRun, FaultRun
@@ -138,6 +145,7 @@ def run(
         + (" --network loopback" if network == "loopback" else "")
         + f" --workload {workload} --client {client} --sub-via {sub_via}"
         + (" --hostile" if hostile else "")
+        + (" --lose-tail-unsafe" if lose_tail_unsafe else "")
         + ("" if audit else " --no-audit")
     )
     err_console.print(
@@ -147,6 +155,7 @@ def run(
     fault_run = FaultRun(
         out_dir.resolve(), seed, time_limit_s, node_count, nemeses, rate, err_console.print, hostile, audit, replay,
         schedule=schedule, network=network, workload=workload, client=client, sub_via=sub_via,
+        lose_tail_unsafe=lose_tail_unsafe,
     )  # fmt: skip
     try:
         result = fault_run.run()
@@ -164,6 +173,8 @@ def run(
     table.add_row("seed", str(seed))
     table.add_row("network", network)
     table.add_row("nemeses", ", ".join(f"{n} x{c}" for n, c in sorted(result.faults.items())) or "none happened")
+    if result.skipped:  # the fault model refused them (never silently)
+        table.add_row("skipped", ", ".join(f"{n} x{c}" for n, c in sorted(result.skipped.items())))
     table.add_row(
         "ops", f"{result.invoked} invoked, {result.ok} ok, {result.fail} failed, {result.info} unknown (info)"
     )

@@ -182,10 +182,20 @@ def tear_raft_tail(data_dir: Path, rng: random.Random) -> Cut | None:
     return Cut(active, size, size, torn_bytes=len(torn))
 
 
+def partition_dirs(data_dir: Path, topic: str) -> list[tuple[int, Path]]:
+    """The partitions of `topic` a node's data directory holds, with their directories, by partition."""
+    found = []
+    for d in (data_dir / PARTITIONS_DIR).glob(f"{topic}-*"):
+        number = d.name.removeprefix(f"{topic}-")
+        if d.is_dir() and number.isdigit():
+            found.append((int(number), d))
+    return sorted(found)
+
+
 def cut_unsynced_tails(data_dir: Path, topic: str, rng: random.Random) -> list[Cut]:
     """Power loss on a stopped node: one random partition of `topic` loses its unsynced tail, the Raft log
     a torn append. Returns what was cut (an empty cut means the random position was the end)."""
-    partitions = sorted(d for d in (data_dir / PARTITIONS_DIR).glob(f"{topic}-*") if d.is_dir())
+    partitions = [d for _, d in partition_dirs(data_dir, topic)]
     cuts = []
     if partitions:
         cut = cut_partition_tail(rng.choice(partitions), rng)

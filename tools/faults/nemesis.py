@@ -2,7 +2,10 @@
 
 - kill: SIGKILL; the heal starts the node again exactly as `cluster start` does. pause: SIGSTOP/SIGCONT.
 - partitions (client partitions too): the fault's drops as nftables rules in the namespaces (netns.py).
-- lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once.
+- lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once;
+  first it waits (at most LOSE_TAIL_WAIT_S) until no partition the node replicates would lose its last
+  in-sync copy (tail_safety.py decides; `views()` reads each node's status and metadata), else the fault
+  is skipped and the history says so (`lose-tail-wait`, `lose-tail-skip`).
 - disk-full: the small disk (disk.py) filled to the last byte; the heal frees it and restarts the node
   (a node that stopped itself on the full disk, as Kafka's brokers do, is no death: disk.stopped_by_full_disk).
 - leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
@@ -28,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
-from kraftpy.tools.commands.cluster import spawn_node
-from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, stopped_by_full_disk
+from kraftpy.tools.commands.cluster import fetch_statuses, spawn_node
+from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, partition_dirs, stopped_by_full_disk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
 from kraftpy.tools.faults.partitions import CLIENT
@@ -43,10 +46,13 @@ from kraftpy.tools.faults.schedule import (
     conflicts,
     may_leave_down,
 )
+from kraftpy.tools.faults.tail_safety import NodeView, TailSafety
 
 GRACEFUL_STOP_S = 30
 LOOKUP_TIMEOUT_MS = 5_000
 COORDINATOR_GROUP = "kraftpy-faults"  # the group whose coordinator `coordinator` faults hit
+LOSE_TAIL_WAIT_S = 30.0  # how long a lose-tail waits for another clean in-sync copy before it is skipped
+VIEW_POLL_S = 0.5
 
 
 @dataclass
@@ -61,6 +67,9 @@ class Nemesis:
     done: Counter[str] = field(default_factory=Counter)
     died: list[dict[str, Any]] = field(default_factory=list)  # nodes that died on their own
     log_marks: dict[int, int] = field(default_factory=dict)  # each node's server.log size at its last start
+    lose_tail_unsafe: bool = False  # the old model: tails lost whatever the ISRs (may lose every copy)
+    tails: TailSafety = field(default_factory=TailSafety)
+    skipped: Counter[str] = field(default_factory=Counter)
 
     def entry(self, node: int) -> NodeEntry:
         return next(n for n in self.layout.nodes if n.node_id == node)
@@ -90,6 +99,61 @@ class Nemesis:
                 await admin.close()
         except Exception:  # a fault may hide the metadata for a while: the fallback node is hit instead
             return None
+
+    # --- whether a tail may be lost now ---------------------------------------------------------------
+    async def views(self) -> dict[int, NodeView]:
+        """Each answering node's status, then its own metadata of the topic (so that answer is at least as
+        new as the status). A node that does not answer both is left out."""
+        from kraftpy.client.metadata import parse_metadata_response
+        from kraftpy.client.shell.cluster_client import METADATA_PATH
+        from kraftpy.client.shell.kafka_transport import KafkaTransport
+
+        statuses = await fetch_statuses(self.layout, timeout_ms=LOOKUP_TIMEOUT_MS // 5)
+        transport = KafkaTransport(request_timeout_ms=LOOKUP_TIMEOUT_MS // 5, client_id="kraftpy-faults-nemesis")
+
+        async def one(entry: NodeEntry) -> NodeView | None:
+            status = statuses.get(entry.node_id)
+            if status is None or not entry.kafka_port:
+                return None
+            try:
+                answer = await transport.call((entry.host, entry.kafka_port), METADATA_PATH, {"topics": [self.topic]})
+                partitions = parse_metadata_response(answer).partitions_for_topic(self.topic)
+            except Exception:  # down, cut or starting: this node has no view now
+                return None
+            broker = status.get("broker") or {}
+            return NodeView(
+                entry.node_id,
+                int(broker.get("partition_roles_from_offset", -1)) >= 0,
+                {p.partition: tuple(p.replicas) for p in partitions},
+                {p.partition: tuple(p.isr) for p in partitions},
+            )
+
+        try:
+            found = await asyncio.gather(*(one(n) for n in self.layout.nodes))
+        finally:
+            await transport.close()
+        return {v.node: v for v in found if v is not None and v.replicas}
+
+    async def tail_may_be_lost(self, node: int, history: HistoryWriter, note: dict[str, Any]) -> bool:
+        """Wait (at most LOSE_TAIL_WAIT_S) until `node` holds no partition's last clean in-sync copy; the wait
+        is in the history. False: it still does, and the fault is skipped (in the history too)."""
+        started = time.monotonic()
+        while True:
+            views = await self.views()
+            self.tails.observe(views)
+            blocked = self.tails.blockers(node, views)
+            waited_s = round(time.monotonic() - started, 1)
+            if not blocked or waited_s >= LOSE_TAIL_WAIT_S:
+                break
+            await asyncio.sleep(VIEW_POLL_S)
+        blockers = {str(p): isr for p, isr in blocked.items()}  # partition -> the ISR all views agree on
+        history.nemesis("lose-tail-wait", {**note, "node": node, "waited_s": waited_s, "blocked_by": blockers})
+        if not blocked:
+            return True
+        self.skipped["lose-tail"] += 1
+        history.nemesis("lose-tail-skip", {**note, "node": node, "waited_s": waited_s, "blocked_by": blockers})
+        self.log(f"lose-tail on node {node} skipped after {waited_s} s: no other clean in-sync copy of {blockers}")
+        return False
 
     # --- faults --------------------------------------------------------------------------------------
     def pid(self, node: int) -> int | None:
@@ -134,7 +198,10 @@ class Nemesis:
 
     def lose_tail(self, node: int, seed: int) -> list[dict[str, object]]:
         self.kill(node)
-        cuts = cut_unsynced_tails(self.layout.data_dir(self.entry(node)), self.topic, random.Random(seed))
+        data_dir = self.layout.data_dir(self.entry(node))
+        cuts = cut_unsynced_tails(data_dir, self.topic, random.Random(seed))
+        # A power loss costs every partition its unsynced tail (the cut takes one): none is a clean copy now.
+        self.tails.lost_tail(node, [p for p, _ in partition_dirs(data_dir, self.topic)])
         self.start(self.entry(node))
         return [c.describe() for c in cuts]
 
@@ -213,7 +280,7 @@ class Nemesis:
         while True:
             fault = schedule.next()
             # Decided before the quiet gap: a check after a slow heal let a run end with a nemesis never done.
-            if not self.done[fault.nemesis]:
+            if not self.done[fault.nemesis] and not self.skipped[fault.nemesis]:  # tried once: a skip is logged
                 end.hold_until_done()
             elif end.passed():
                 break
@@ -224,6 +291,10 @@ class Nemesis:
                 fault_note = {"holder_found": found is not None}
             else:
                 fault_note = {}
+            if fault.action == "lose-tail" and not self.lose_tail_unsafe:
+                assert fault.node is not None
+                if not await self.tail_may_be_lost(fault.node, history, {}):
+                    continue
             self.log(f"{fault.nemesis} start: {summary(fault)}")
             history.nemesis(f"{fault.nemesis}-start", {**fault.describe(), **fault_note})
             try:
@@ -300,6 +371,10 @@ class Nemesis:
                     busy = [f.node for f in on.values() if f.action in NODE_ACTIONS and f.node is not None]
                     fault = aim_free(fault, found, busy, nodes)
                     note = {"holder_found": found is not None}
+                if fault.action == "lose-tail" and not self.lose_tail_unsafe:
+                    assert fault.node is not None
+                    if not await self.tail_may_be_lost(fault.node, history, {"fault": t.fault_id}):
+                        return
                 on[t.fault_id] = fault
                 self.log(f"{fault.nemesis} #{t.fault_id} start: {summary(fault)}")
                 history.nemesis(f"{fault.nemesis}-start", {"fault": t.fault_id, **fault.describe(), **note})

@@ -63,6 +63,7 @@ class RunResult:
     network: str = "netns"
     valid: bool | None = None
     faults: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)  # faults the model refused (a lose-tail on the last copy)
     invoked: int = 0
     ok: int = 0
     info: int = 0
@@ -81,6 +82,7 @@ class RunResult:
             "network": self.network,
             "valid": self.valid,
             "faults": dict(self.faults),
+            "skipped": dict(self.skipped),
             "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info, "fail": self.fail},
             "ops": self.ops,
             "anomalies": self.anomalies,
@@ -108,6 +110,7 @@ class FaultRun:
     workload: str = "queue"  # a name in workloads.WORKLOADS
     client: str = "kraftpy"  # kraftpy | confluent
     sub_via: str = "assign"  # assign | subscribe
+    lose_tail_unsafe: bool = False  # lose tails without waiting for another clean in-sync copy (the old model)
     net: FaultNet | LoopbackNet = field(init=False)
     layout: ClusterLayout | None = None
     disk: LoopDisk | None = None
@@ -169,7 +172,9 @@ class FaultRun:
         )  # fmt: skip
         if created.returncode != 0:
             raise CouldNotRun(f"topics create failed: {created.stderr.strip()}")
-        self.nemesis = Nemesis(layout, self.net, TOPIC, self.cli, self.log, self.disk)
+        self.nemesis = Nemesis(
+            layout, self.net, TOPIC, self.cli, self.log, self.disk, lose_tail_unsafe=self.lose_tail_unsafe
+        )
 
     def in_sync(self) -> bool:
         assert self.layout is not None
@@ -344,6 +349,7 @@ class FaultRun:
         found = await asyncio.gather(*tasks)
         stats: WorkloadStats = found[0]
         result.faults = Counter(self.nemesis.done)
+        result.skipped = Counter(self.nemesis.skipped)
         if self.hostile:
             result.hostile = found[-1].summary()
         if self.workload == "groups":

@@ -1,0 +1,73 @@
+"""When a lost-unsynced-tail fault may run (a pure core): never on the last in-sync copy of a partition.
+
+acks=all without fsync keeps an acknowledged record as long as one in-sync replica that holds it keeps
+it (docs/replication.md); a power loss of every in-sync copy within seconds loses it, in kraftpy as in
+Kafka. That is outside the guarantee, so the fault run's model must not produce it: a `lose-tail` on a
+node waits until every partition the node replicates has another in-sync replica that did not lose its
+own tail since it last caught up (`blockers` empty), and the shell (nemesis.py) skips the fault, and
+says so, when that takes too long.
+
+"Caught up since its tail was cut" is judged from the node's own answers only: a restarted broker's
+image holds its new registration once the controller fenced its old incarnation (which leaves every
+ISR in the same decision), so a node whose own status says it holds that registration and whose own
+metadata lists it in a partition's ISR has rejoined that ISR as the new incarnation. Another node's
+view may still list the old incarnation (its image, or the controller, may not have fenced it yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+NO_ANSWER = -1  # the blocker when no node answered: nothing is known, so nothing may be lost
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What one node answered, its status first and then its metadata of the run's topic."""
+
+    node: int
+    holds_own_registration: bool  # its image holds this incarnation's registration (partition roles taken)
+    replicas: Mapping[int, tuple[int, ...]]  # partition -> replicas
+    isr: Mapping[int, tuple[int, ...]]  # partition -> ISR, as this node's image has it
+
+
+@dataclass
+class TailSafety:
+    """The nodes that lost a tail and have not been seen caught up since, per partition."""
+
+    tainted: dict[int, set[int]] = field(default_factory=dict)
+
+    def lost_tail(self, node: int, partitions: Iterable[int]) -> None:
+        """`node` lost its unsynced tails (all of them, as on a power loss) on `partitions`."""
+        self.tainted[node] = set(partitions)
+
+    def observe(self, views: Mapping[int, NodeView]) -> None:
+        """Clear what the nodes' own answers show caught up again (or no longer a replica there)."""
+        for node, partitions in list(self.tainted.items()):
+            own = views.get(node)
+            if own is None or not own.holds_own_registration:
+                continue
+            for p in list(partitions):
+                if node in own.isr.get(p, ()) or node not in own.replicas.get(p, (node,)):
+                    partitions.discard(p)
+            if not partitions:
+                del self.tainted[node]
+
+    def clean(self, node: int, partition: int) -> bool:
+        return partition not in self.tainted.get(node, ())
+
+    def blockers(self, node: int, views: Mapping[int, NodeView]) -> dict[int, list[int]]:
+        """The partitions `node` replicates that have no other clean in-sync replica, each with the ISR
+        that every answering node agrees on (a member only one view lists is not counted). Empty: the
+        node's tails may be lost now. With no answer at all nothing is known: {NO_ANSWER: []}."""
+        if not views:
+            return {NO_ANSWER: []}
+        partitions = sorted({p for v in views.values() for p, r in v.replicas.items() if node in r})
+        found: dict[int, list[int]] = {}
+        for p in partitions:
+            isrs = [set(v.isr[p]) for v in views.values() if p in v.isr]
+            agreed = set.intersection(*isrs) if isrs else set()
+            if not any(m != node and self.clean(m, p) for m in agreed):
+                found[p] = sorted(agreed)
+        return found
