@@ -34,9 +34,11 @@ class ReplicationConfig:
     # Deliberately broken builds, for fault runs to show they catch them (KRAFTPY_TEST_BREAK, read by the
     # broker's shell; never set otherwise). ack-before-hw: acks=all answered at the leader's append.
     # truncate-to-hw: a new leader cuts its log to the high watermark of its checkpoint (what followers did
-    # before KIP-101); the shell passes that high watermark.
+    # before KIP-101); the shell passes that high watermark. append-duplicates: a retried idempotent batch
+    # is appended again (no deduplication).
     test_break_ack_before_hw: bool = False
     test_break_truncate_to_hw: bool = False
+    test_break_append_duplicates: bool = False
 
     @property
     def log_append_time(self) -> bool:

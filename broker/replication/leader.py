@@ -229,7 +229,7 @@ class PartitionLeader:
             return [CompleteProduce(rid, check.error, acks=acks, message=check.message)]
         actions: list[Action] = []
         log_append_time = self.config.log_append_time
-        if check.duplicate is not None:
+        if check.duplicate is not None and not self.config.test_break_append_duplicates:
             # Already in the log: answer with the original offsets, once they are as safe as acks asks
             # (and, as Kafka, with the original's timestamp as its append time).
             base, last = check.duplicate.first_offset, check.duplicate.last_offset

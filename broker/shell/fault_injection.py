@@ -17,7 +17,10 @@ TRUNCATE_TO_HW = "truncate-to-hw"  # a new leader cuts its log to its checkpoint
 COMMIT_ANY_GENERATION = "commit-any-generation"  # a group's coordinator stores any member's commit
 STALE_READ = "stale-read"  # a register read skips the read index: any controller answers from its image
 IGNORE_ABORTS = "read-committed-ignores-aborts"  # fetches tell read_committed consumers of no aborted txn
-BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, COMMIT_ANY_GENERATION, STALE_READ, IGNORE_ABORTS)
+# An idempotent producer's retried batch (its answer lost, e.g. to a cut client) appended again, not
+# answered with the original's offsets.
+APPEND_DUPLICATES = "append-duplicates"
+BREAKS = (ACK_BEFORE_HW, TRUNCATE_TO_HW, COMMIT_ANY_GENERATION, STALE_READ, IGNORE_ABORTS, APPEND_DUPLICATES)
 
 TEST_BREAK = os.environ.get("KRAFTPY_TEST_BREAK", "")
 if TEST_BREAK:

@@ -418,6 +418,7 @@ class ReplicaManager:
                 "message_timestamp_type": timestamp_type,
                 "test_break_ack_before_hw": fault_injection.TEST_BREAK == fault_injection.ACK_BEFORE_HW,
                 "test_break_truncate_to_hw": fault_injection.TEST_BREAK == fault_injection.TRUNCATE_TO_HW,
+                "test_break_append_duplicates": fault_injection.TEST_BREAK == fault_injection.APPEND_DUPLICATES,
             }
         )
 

@@ -14,7 +14,11 @@ rate (docs/jepsen.md), not a CI test that could fail by chance.
   that moves a partition leadership while producers write shows it (a kill, a pause longer than the
   broker session timeout, a leader-targeted fault on a partition leader).
 - ack-before-hw: acks=all answered at the leader's append; an isolated leader keeps acknowledging
-  writes its followers never get, and they are gone when it rejoins as a follower.
+  writes its followers never get, and they are gone when it rejoins as a follower. The disk family's
+  break too: a leader that loses power (or its disk) takes what it acknowledged alone with it.
+- append-duplicates (the client family's): a retried idempotent batch is appended again instead of
+  answered with the original's offsets; a client cut while its answer was on the way retries after the
+  heal, and the value is in the log twice (`duplicate`).
 
 The seeds fix the schedules (which node, how long, which role): the leader family's seed starts with
 kill-leader on a partition leader. The replica audit (a JVM start per run) is left to test_faults.py;
@@ -47,6 +51,14 @@ CASES = {  # family: (seed, broken build)
     "partition": (22, "ack-before-hw"),
     "leader": (34, "truncate-to-hw"),
 }
+# Families whose valid run is elsewhere in CI (test_faults.py: lose-tail, disk-full; test_schedules.py: the
+# client partitions), with a broken build only: broken_builds.py measures their catch rate.
+BROKEN_ONLY = {
+    "disk": (("lose-tail", "disk-full"), "ack-before-hw"),
+    "client": (("client-partition", "client-partition-leader"), "append-duplicates"),
+}
+NEMESES_OF = {**FAMILIES, **{f: nemeses for f, (nemeses, _) in BROKEN_ONLY.items()}}
+BREAK_OF = {**{f: broken for f, (_, broken) in CASES.items()}, **{f: b for f, (_, b) in BROKEN_ONLY.items()}}
 TIME_LIMIT_S = 6
 RUN_TIMEOUT_S = 400
 LOST = ("lost-write", "inconsistent-offsets", "unseen", "workload-acked-not-read-at-offset")
@@ -70,7 +82,7 @@ def finish(proc: subprocess.Popen[str], out: Path, family: str) -> tuple[int, di
     path = out / "summary.json"
     assert path.exists(), f"{family}: no summary; exit {proc.returncode}\n{output[-5000:]}"
     summary = json.loads(path.read_text())
-    missing = [n for n in FAMILIES[family] if not summary["faults"].get(n)]
+    missing = [n for n in NEMESES_OF[family] if not summary["faults"].get(n)]
     assert not missing, f"{family}: {missing} never happened: {summary['faults']}"
     return proc.returncode, summary, output[-5000:]
 

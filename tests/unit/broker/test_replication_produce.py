@@ -149,6 +149,16 @@ def test_a_duplicate_is_not_appended_and_waits_for_the_hw_like_the_original() ->
     assert completions(produce(partition, "again", acks=1, h=h))["again"].base_offset == 0
 
 
+def test_the_append_duplicates_break_really_appends_a_retried_batch_again() -> None:
+    """The fault runs' broken build (KRAFTPY_TEST_BREAK=append-duplicates) must really be broken: the retry of
+    a batch whose answer was lost lands at a second offset, which the client family's runs must catch."""
+    partition = Partition(0, ReplicationConfig(min_insync_replicas=1, test_break_append_duplicates=True))
+    partition.apply_registration(PartitionRegistration((0, 1, 2), (0,), 0, EPOCH, 1), LogState(0, 0, 0), 0)
+    h = header(2, producer_id=9, epoch=0, seq=0)
+    assert completions(produce(partition, "first", h=h))["first"].base_offset == 0
+    assert completions(produce(partition, "retry", h=h))["retry"].base_offset == 2
+
+
 def test_producer_state_errors_reach_the_producer_without_an_append() -> None:
     partition = leader(isr=(0,), min_isr=1)
     produce(partition, "ok", h=header(1, producer_id=9, epoch=1, seq=0))
