@@ -108,7 +108,10 @@ class Nemesis:
         from kraftpy.client.shell.cluster_client import METADATA_PATH
         from kraftpy.client.shell.kafka_transport import KafkaTransport
 
-        statuses = await fetch_statuses(self.layout, timeout_ms=LOOKUP_TIMEOUT_MS // 5)
+        try:
+            statuses = await fetch_statuses(self.layout, timeout_ms=LOOKUP_TIMEOUT_MS // 5)
+        except Exception:  # no view at all: nothing may be lost (tail_safety.NO_ANSWER)
+            return {}
         transport = KafkaTransport(request_timeout_ms=LOOKUP_TIMEOUT_MS // 5, client_id="kraftpy-faults-nemesis")
 
         async def one(entry: NodeEntry) -> NodeView | None:
