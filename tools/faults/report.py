@@ -168,6 +168,9 @@ def run_section(summary: dict[str, Any], replay: str, timeline: dict[str, Any]) 
         {"": "sends", " ": f"{sends['invoked']} invoked, {sends['ok']} ok, {sends['info']} unknown (info)"},
         {"": "verdict", " ": "valid" if summary["valid"] else "ANOMALIES: " + ", ".join(sorted(others))},
     ]
+    if summary.get("skipped"):  # faults the model refused (a lose-tail on the last clean in-sync copy)
+        skipped = ", ".join(f"{n} \u00d7{c}" for n, c in sorted(summary["skipped"].items()))
+        rows.insert(3, {"": "skipped", " ": skipped})
     if summary.get("hostile"):
         rows.append({"": "hostile client", " ": json.dumps(summary["hostile"]["sent"])})
     spans = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraftpy.tools.faults.report import NS_PER_S, audit_section, fault_timeline, lanes, plots_svg
+from kraftpy.tools.faults.report import NS_PER_S, audit_section, fault_timeline, lanes, plots_svg, run_section
 
 
 def ev(process, type_, f, t_s, **fields):
@@ -75,3 +75,14 @@ def test_overlapping_faults_of_one_nemesis_pair_up_by_id_and_stack_in_lanes() ->
     assert by_start[0.0] != by_start[0.5] != by_start[1.0] != by_start[0.0]  # three faults on at 1.0-1.5 s
     assert by_start[5.0] == 0  # alone again
     assert plots_svg(fault_timeline(history)).count('class="lane"') == 2 * len(spans)
+
+
+def test_the_run_section_names_the_faults_the_model_skipped() -> None:
+    summary = {
+        "seed": 105, "faults": {"lose-tail": 1}, "skipped": {"lose-tail": 2}, "anomalies": {}, "valid": True,
+        "sends": {"invoked": 1, "ok": 1, "info": 0},
+    }  # fmt: skip
+    history = [*HISTORY, ev("nemesis", "info", "lose-tail-skip", 5.0, value={"node": 1, "waited_s": 30.0})]
+    page = run_section(summary, "kraftpy faults run --seed 105", fault_timeline(history))
+    assert "<td>skipped</td><td>lose-tail \u00d72</td>" in page, page
+    assert "skipped" not in run_section({**summary, "skipped": {}}, "", fault_timeline(HISTORY))
