@@ -1,17 +1,13 @@
 """The nemesis of a fault run (a thin shell): does what the schedule's `Fault`s say to the cluster, then heals.
 
-- kill: SIGKILL; the heal starts the node again exactly as `cluster start` does. pause: SIGSTOP/SIGCONT.
-- partitions (client partitions too): the fault's drops as nftables rules in the namespaces (netns.py).
-- lose-tail: SIGKILL, then what a power loss does to the unsynced tails (disk.py), then a restart at once;
-  first it waits (at most LOSE_TAIL_WAIT_S) until no partition the node replicates would lose its last
-  in-sync copy (tail_safety.py decides; `views()` reads each node's status and metadata), else the fault
-  is skipped and the history says so (`lose-tail-wait`, `lose-tail-skip`).
-- disk-full: the small disk (disk.py) filled to the last byte; the heal frees it and restarts the node
-  (a node that stopped itself on the full disk, as Kafka's brokers do, is no death: disk.stopped_by_full_disk).
-- leader-targeted: the role's holder looked up in the cluster's metadata first (docs/jepsen.md).
+- kill: SIGKILL and restart; pause: SIGSTOP/SIGCONT; partitions (client ones too): nftables drops (netns.py).
+- lose-tail: SIGKILL, the unsynced tails cut as on power loss (disk.py), a restart; first a bounded wait
+  until no partition would lose its last clean in-sync copy (tail_safety.py), else a logged skip.
+- disk-full: the node's small disk filled; the heal frees it and restarts the node (stopping on a full
+  disk is no death: disk.stopped_by_full_disk). Leader-targeted: the holder looked up in the metadata.
 Every fault is logged with its start and end; a node dead at a heal its fault did not take down fails
-the run. An overlapping schedule (`run_overlapping`) heals each fault on its own (`heal_one`); its
-events carry the fault's id, so overlapping faults of one nemesis pair up in the history.
+the run. An overlapping schedule heals each fault on its own; its events carry the fault's id.
+Docs: docs/jepsen.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """When a lost-unsynced-tail fault may run (a pure core): never on the last in-sync copy of a partition.
 
-acks=all without fsync keeps an acknowledged record as long as one in-sync replica that holds it keeps
-it (docs/replication.md); a power loss of every in-sync copy within seconds loses it, in kraftpy as in
-Kafka. That is outside the guarantee, so the fault run's model must not produce it: a `lose-tail` on a
-node waits until every partition the node replicates has another in-sync replica that did not lose its
-own tail since it last caught up (`blockers` empty), and the shell (nemesis.py) skips the fault, and
-says so, when that takes too long.
-
-"Caught up since its tail was cut" is judged from the node's own answers only: a restarted broker's
-image holds its new registration once the controller fenced its old incarnation (which leaves every
-ISR in the same decision), so a node whose own status says it holds that registration and whose own
-metadata lists it in a partition's ISR has rejoined that ISR as the new incarnation. Another node's
-view may still list the old incarnation (its image, or the controller, may not have fenced it yet).
+acks=all without fsync keeps an acknowledged record while one in-sync replica holding it keeps it
+(docs/replication.md); every in-sync copy losing power within seconds is outside that guarantee, in
+Kafka too. So a `lose-tail` on a node waits until every partition it replicates has another in-sync
+replica that has not lost its own tail since it last caught up (`blockers` empty); the shell
+(nemesis.py) skips the fault, and says so, when that takes too long. A node counts as caught up again
+only by its own answers: its status holds its new registration (so its old incarnation is fenced from
+every ISR) and its own metadata lists it in the ISR; another node's view may still list the old one.
+Docs: docs/jepsen.md (lose-tail, "The fault model never takes the last in-sync copy").
 """
 
 from __future__ import annotations
