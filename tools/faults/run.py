@@ -37,7 +37,7 @@ from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import read_all
-from kraftpy.tools.faults.workloads import WORKLOADS, WorkloadContext, groups, register
+from kraftpy.tools.faults.workloads import WORKLOADS, Beside, RunCluster, Workload, WorkloadContext
 from kraftpy.tools.faults.workloads.runner import WorkloadStats
 
 TOPIC = "faults"
@@ -123,6 +123,14 @@ class FaultRun:
         net = LoopbackNet if self.network == "loopback" else FaultNet
         self.net = net(f"r{secrets.token_hex(4)}", tuple(range(1, self.node_count + 1)))
 
+    @property
+    def spec(self) -> Workload:
+        return WORKLOADS[self.workload]
+
+    def cluster(self) -> RunCluster:
+        assert self.layout is not None
+        return RunCluster(self.layout, TOPIC, PARTITIONS, self.out, self.client)
+
     def log(self, message: str) -> None:
         self.say(f"[{time.monotonic() - self._t0:6.1f}s] {message}")
 
@@ -194,10 +202,11 @@ class FaultRun:
         assert self.layout is not None and self.nemesis is not None
         result.history = self.out / "history.jsonl"
         history = HistoryWriter(result.history)
-        readback = HistoryWriter(self.out / "readback.jsonl") if self.workload == "groups" else None  # not a member
+        spec = self.spec
+        readback = HistoryWriter(self.out / "readback.jsonl") if spec.readback_apart else None
         try:
-            if self.workload == "groups":
-                asyncio.run(groups.warm_up(self.layout.kafka_bootstrap_servers, TOPIC))
+            if spec.warm_up is not None:
+                asyncio.run(spec.warm_up(self.cluster()))
             workers = asyncio.run(self._under_faults(history, rng, result))
             self.phase(result, "workload under faults")
             restarted = self.nemesis.heal_all()
@@ -210,15 +219,14 @@ class FaultRun:
             self.phase(result, "ISRs full again")
             self.log("every replica in sync; every consumer drains, then reading everything back")
             asyncio.run(workers.drain())
-            workload = WORKLOADS[self.workload]
             seen = asyncio.run(
                 read_all(
                     readback or history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
-                    read_committed=workload.READ_COMMITTED,
+                    read_committed=spec.read_committed,
                 )
             )  # fmt: skip
-            if self.workload == "groups":
-                asyncio.run(groups.final_committed(history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS))
+            if spec.after_read is not None:
+                asyncio.run(spec.after_read(self.cluster(), history))
             self.phase(result, "read back")
         finally:
             history.close()
@@ -240,12 +248,7 @@ class FaultRun:
 
     def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, dict[int, str]]) -> None:
         assert self.nemesis is not None
-        if self.workload == "groups":
-            model = ["--model", "kafka-groups"]
-        else:
-            allow = [a for c in WORKLOADS[self.workload].ALLOWED for a in ("--allow", c)]
-            model = ["--model", "kafka", "--sub-via", self.sub_via, *allow]
-        check = self.cli("check", str(result.history), *model, "--json")
+        check = self.cli("check", str(result.history), *self.spec.check_args(self.sub_via), "--json")
         try:
             verdict = json.loads(check.stdout)
         except ValueError:
@@ -257,8 +260,8 @@ class FaultRun:
                     result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
             if not result.anomalies:
                 result.anomalies["check"] = verdict
-        if self.workload == "register":
-            result.anomalies.update(register.judge(self.cli, self.out))
+        if self.spec.judge is not None:
+            result.anomalies.update(self.spec.judge(self.cli, self.out))
         result.allowed = dict(Counter(a["type"] for a in verdict.get("anomalies", []) if not a.get("failure", True)))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's
@@ -288,7 +291,7 @@ class FaultRun:
         if audit["findings"]:
             result.anomalies["audit"] = audit["findings"][:50]
         records = {(r["topic"], r["partition"], r["node"]): r["records"] for r in audit["replicas"]}
-        if WORKLOADS[self.workload].READ_COMMITTED:  # the logs also hold aborted records and markers
+        if self.spec.read_committed:  # the logs also hold aborted records and markers
             return
         short = {
             f"{TOPIC}-{p} node {n}": {"records": records.get((TOPIC, p, n)), "read_back": len(seen[p])}
@@ -302,7 +305,7 @@ class FaultRun:
     async def _under_faults(self, history: HistoryWriter, rng: random.Random, result: RunResult) -> Any:
         assert self.layout is not None and self.nemesis is not None
         workload_rng = random.Random(rng.random())
-        workers = WORKLOADS[self.workload].make(
+        workers = self.spec.make(
             WorkloadContext(
                 history, self.layout.kafka_bootstrap_servers, TOPIC, PARTITIONS,
                 int(self.time_limit_s * MAX_SENDS_PER_S), workload_rng, self.rate_per_s, self.client, self.sub_via,
@@ -322,38 +325,27 @@ class FaultRun:
                 self.nemeses, self.net.node_ids, schedule_rng, disk_node=self.disk_node, partition_count=PARTITIONS
             )
             nemesis_task = self.nemesis.run(schedule, history, end)
-        tasks = [
-            workers.run(end),
-            nemesis_task,
-            self._progress(end, history),
-        ]  # fmt: skip
-        if self.workload == "groups":
-            members = groups.run_members(
-                history,
-                self.layout.kafka_bootstrap_servers,
-                TOPIC,
-                end=end,
-                rng=random.Random(rng.random()),
-                log_dir=self.out / "members",
-            )
-            tasks.insert(1, members)  # found[1]: the member endings; the hostile client stays last
-        if self.workload == "register":  # beside the producers: read/write/cas on the metadata quorum
-            tasks.insert(1, register.run_register(self.layout, self.out, end=end, rng=random.Random(rng.random())))
+        tasks: dict[str, Any] = {
+            "workers": workers.run(end),
+            "nemesis": nemesis_task,
+            "progress": self._progress(end, history),
+        }
+        if self.spec.beside is not None:  # the workload's own processes: group members, register clients
+            tasks["beside"] = self.spec.beside(Beside(self.cluster(), history, end, random.Random(rng.random())))
         if self.hostile:
             from kraftpy.tools.faults.hostile import HostileClient
 
             nodes = {n.node_id: (n.host, n.port) for n in self.layout.nodes}
             kafka = {n.node_id: (n.host, n.kafka_port) for n in self.layout.nodes if n.kafka_port}
             hostile = HostileClient(nodes, kafka, self.layout.cluster_id, TOPIC, random.Random(rng.random()))
-            tasks.append(hostile.run(end))
-        found = await asyncio.gather(*tasks)
-        stats: WorkloadStats = found[0]
+            tasks["hostile"] = hostile.run(end)
+        found = dict(zip(tasks, await asyncio.gather(*tasks.values()), strict=True))
+        stats: WorkloadStats = found["workers"]
         result.faults = Counter(self.nemesis.done)
         result.skipped = Counter(self.nemesis.skipped)
-        if self.hostile:
-            result.hostile = found[-1].summary()
-        if self.workload == "groups":
-            result.faults.update(found[1])
+        if "hostile" in found:
+            result.hostile = found["hostile"].summary()
+        result.faults.update(found.get("beside") or {})
         result.invoked, result.ok, result.info, result.fail = stats.invoked, stats.ok, stats.info, stats.fail
         result.ops = dict(sorted(stats.ops.items()))
         return workers

@@ -24,6 +24,8 @@ from typing import Any
 
 from kraftpy.client import Consumer, TopicPartition
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.workloads import queue
+from kraftpy.tools.faults.workloads.entry import Beside, RunCluster, Workload
 from kraftpy.tools.faults.workloads.group_member import SESSION_TIMEOUT_MS
 
 GROUP = "faults-group"
@@ -137,3 +139,35 @@ async def final_committed(history: HistoryWriter, bootstrap: str, topic: str, pa
     offsets = {tp.partition: meta.offset for tp, meta in found.items() if meta is not None}
     history.event(FINAL_PROCESS, "ok", "committed", value=sorted(offsets.items()))
     return offsets
+
+
+async def _members(beside: Beside) -> dict[str, int]:
+    cluster = beside.cluster
+    return await run_members(
+        beside.history,
+        cluster.bootstrap,
+        cluster.topic,
+        end=beside.end,
+        rng=beside.rng,
+        log_dir=cluster.out / "members",
+    )
+
+
+async def _warm_up(cluster: RunCluster) -> None:
+    await warm_up(cluster.bootstrap, cluster.topic)
+
+
+async def _final_committed(cluster: RunCluster, history: HistoryWriter) -> None:
+    await final_committed(history, cluster.bootstrap, cluster.topic, cluster.partitions)
+
+
+# The queue workload's producers (and consumers) write what the members consume; the final read back is
+# not a member, so it goes apart (it must not cover a commit-skip).
+WORKLOAD = Workload(
+    make=queue.make,
+    model="kafka-groups",
+    readback_apart=True,
+    warm_up=_warm_up,
+    beside=_members,
+    after_read=_final_committed,
+)

@@ -25,6 +25,8 @@ from kraftpy.protocol.shell.credential_files import load_credential
 from kraftpy.protocol.shell.rpc import RpcClient
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
+from kraftpy.tools.faults.workloads import queue
+from kraftpy.tools.faults.workloads.entry import Beside, Workload
 
 CHECK_MODEL = "cas-register"
 HISTORY_FILE = "register.jsonl"
@@ -103,3 +105,12 @@ async def _run(layout: ClusterLayout, history: HistoryWriter, end: RunEnd, rng: 
     finally:
         await client.close()
     return counts
+
+
+async def _beside(beside: Beside) -> dict[str, int]:
+    await run_register(beside.cluster.layout, beside.cluster.out, end=beside.end, rng=beside.rng)
+    return {}  # its operations are in register.jsonl; the faults are the nemesis's
+
+
+# Beside the queue workload's producers: the run's topic and its judges stay as they are.
+WORKLOAD = Workload(make=queue.make, beside=_beside, judge=judge)
