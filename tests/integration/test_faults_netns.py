@@ -205,6 +205,20 @@ def test_cleanup_removes_the_network_of_a_run_whose_owner_died(net: FaultNet) ->
         assert not [n for n in list_namespaces() if n.startswith(f"kpf-{net.run_id}-")], str(result)
 
 
+def test_cleanup_keeps_the_owner_file_of_a_live_run_still_making_its_network() -> None:
+    # Another run's cleanup may come between a run writing its owner file and making its namespaces: had
+    # it removed the file, the next cleanup would take that run's network for a dead run's and kill it.
+    run_id = f"t{secrets.token_hex(4)}"
+    owner = OWNERS_DIR / f"{run_id}.pid"
+    OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+    owner.write_text(f"{os.getpid()}\n")
+    try:
+        assert kraftpy("faults", "cleanup").code == 0
+        assert owner.exists(), "cleanup removed the owner file of a run that is alive"
+    finally:
+        owner.unlink(missing_ok=True)
+
+
 def test_faults_run_exits_0_on_a_valid_run_and_leaves_nothing_behind(tmp_path: Path) -> None:
     ok, why = supported()
     if not ok:

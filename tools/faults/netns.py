@@ -80,6 +80,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _owner_alive(owner: Path) -> bool:
+    try:
+        return _pid_alive(int(owner.read_text().strip()))
+    except (FileNotFoundError, ValueError):
+        return False
+
+
 def _kill_namespace(name: str) -> None:
     """SIGKILL what still runs inside (a namespace outlives its name while a process holds it), then delete."""
     pids = run_cmd(["ip", "netns", "pids", name], check=False).stdout.split()
@@ -113,7 +120,9 @@ def cleanup_stale(*, everything: bool = False) -> list[str]:
             _kill_namespace(name)
             removed.append(name)
     for owner in OWNERS_DIR.glob("*.pid") if OWNERS_DIR.is_dir() else ():
-        if not any(run_of(n) == owner.stem for n in list_namespaces()):
+        # A live owner without namespaces is a run making them right now: its file must stay, or the
+        # next cleanup would take its network for a dead run's and kill the run inside it.
+        if not any(run_of(n) == owner.stem for n in list_namespaces()) and not _owner_alive(owner):
             owner.unlink(missing_ok=True)
     return removed
 
