@@ -37,7 +37,7 @@ from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
 from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import read_all
-from kraftpy.tools.faults.workloads import WORKLOADS, Beside, RunCluster, Workload, WorkloadContext
+from kraftpy.tools.faults.workloads import Beside, RunCluster, Workload, WorkloadContext, workload
 from kraftpy.tools.faults.workloads.runner import WorkloadStats
 
 TOPIC = "faults"
@@ -125,7 +125,7 @@ class FaultRun:
 
     @property
     def spec(self) -> Workload:
-        return WORKLOADS[self.workload]
+        return workload(self.workload)
 
     def cluster(self) -> RunCluster:
         assert self.layout is not None
