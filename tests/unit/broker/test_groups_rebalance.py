@@ -322,3 +322,20 @@ def test_next_deadline_is_the_earliest_session_or_rebalance_deadline() -> None:
     h = Harness()
     (_a,), _gen = h.form_group(1)
     assert h.c.next_deadline_ms() == h.now + SESSION
+
+
+def test_a_group_loaded_by_a_new_coordinator_starts_every_session_at_the_load() -> None:
+    # Kafka's onGroupLoaded: the new coordinator cannot know when the old one last heard from a member, so a
+    # member silent since before the move is expired a full session after the load, not after its last
+    # heartbeat. Each move during a stall restarts the clock (docs/jepsen.md, the groups workload, seed 8).
+    old = Harness()
+    ids, _generation = old.form_group(2)
+    old.advance(SESSION - 1_000)  # silent for most of a session on the old coordinator
+    partition = old.c.partition_for("g")
+    new = Harness(load=False, now=old.now)
+    new.apply(new.c.complete_loading(partition, list(old.log[partition]), new.now))
+    new.advance(SESSION - 1)
+    group = new.c.group("g")
+    assert group is not None and set(group.members) == set(ids)
+    new.advance(1)
+    assert not group.members

@@ -3,7 +3,13 @@
     python -m kraftpy.tools.faults.workloads.group_member BOOTSTRAP TOPIC GROUP
 
 Subscribes, then polls and commits (synchronously, what it polled) until SIGTERM, when it leaves the
-group and exits. Every operation is a JSON line on stdout ({"type", "f", ...}), which the workload
+group and exits. On SIGUSR1 it stops itself (SIGSTOP) at its next commit, after the poll and before the
+commit is sent, as a long GC pause would: woken (SIGCONT) after the group moved on, it is a zombie whose
+first act is a commit in its old generation, which only the coordinator can fence (a SIGSTOP from
+outside mostly lands while a commit is in flight, and the client fences the next one itself). Before
+stopping it writes a `stalled` line (not an operation) with its generation and what it will commit.
+
+Every operation is a JSON line on stdout ({"type", "f", ...}), which the workload
 (groups.py) writes into the run's history under this member's process number: each assignment with
 the member id and generation, each poll, each commit with the generation it was made in. A commit
 that does not succeed is written as `info` (it may have been applied), so the checker never trusts
@@ -25,12 +31,20 @@ from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
 
 SESSION_TIMEOUT_MS = 6_000  # the brokers' group_min_session_timeout_ms: a crash is noticed soon
 HEARTBEAT_INTERVAL_MS = 1_000
-MAX_POLL_INTERVAL_MS = 10_000  # also the rebalance timeout
+# Also the rebalance timeout. Above the longest stall (groups.STALL_MAX_S): a member past it leaves the group
+# on waking, as Kafka's clients do, and would never commit as a zombie.
+MAX_POLL_INTERVAL_MS = 30_000
 COMMIT_TIMEOUT_MS = 5_000
 
 
 def emit(type_: str, f: str, **fields: Any) -> None:
     print(json.dumps({"type": type_, "f": f, **fields}), flush=True)
+
+
+def emit_stalled(offsets: list[tuple[int, int]], generation: int) -> None:
+    """Say where this member stops (not an operation), then stop it until the run sends SIGCONT."""
+    print(json.dumps({"f": "stalled", "value": offsets, "generation": generation}), flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class _Recorder(ConsumerRebalanceListener):
@@ -52,8 +66,9 @@ class _Recorder(ConsumerRebalanceListener):
 
 
 async def member(bootstrap: str, topic: str, group: str) -> None:
-    stop = asyncio.Event()
+    stop, stall = asyncio.Event(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, stall.set)
     recorder = _Recorder()
     consumer = Consumer(
         bootstrap, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -85,6 +100,9 @@ async def member(bootstrap: str, topic: str, group: str) -> None:
             if not upto:
                 continue
             offsets = sorted(upto.items())
+            if stall.is_set():
+                stall.clear()
+                emit_stalled(offsets, generation)
             emit("invoke", "commit", value=offsets, generation=generation)
             try:
                 await consumer.commit({TopicPartition(topic, p): o for p, o in offsets}, COMMIT_TIMEOUT_MS)

@@ -1,11 +1,13 @@
 """The `groups` workload: consumer-group members joining, leaving, crashing and stalling while producers write.
 
-`MEMBERS` slots each run one member process at a time (group_member.py, kraftpy's client). After a
+`MEMBERS` slots each run one member process at a time (group_member.py, kraftpy's client, or with
+`--client confluent` group_member_confluent.py, librdkafka). After a
 random lifetime (counted from its first
 operation) the slot ends it one of three ways: `leave` (SIGTERM: LeaveGroup, a clean exit),
-`crash` (SIGKILL: the coordinator notices at the session timeout) or `stall` (SIGSTOP past the
-session timeout, then SIGCONT: a zombie of an old generation that resumes polling and committing,
-which a coordinator must fence), then starts a fresh member under a new process number. Each
+`crash` (SIGKILL: the coordinator notices at the session timeout) or `stall` (the member stops itself
+between a poll and its commit, group_member.py; SIGCONT once the others have committed its partitions in
+a newer generation: a zombie whose first act is a commit in its old generation, which the coordinator
+must fence), then starts a fresh member under a new process number. Each
 member's operations go into the history; the member faults are logged as nemesis events. After the
 heal `final_committed` reads the group's committed offsets: `kraftpy check --model kafka-groups`
 judges the whole (tools/checker/kafka_groups.py, docs/jepsen.md).
@@ -19,6 +21,7 @@ import json
 import random
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +36,61 @@ MEMBERS = 3
 FIRST_PROCESS = 100  # members' process numbers, apart from the producers' and the final reader's
 LIFETIME_S = (4.0, 10.0)  # from the member's first operation
 START_TIMEOUT_S = 30.0
-# Past the session timeout and a rebalance: the others take the zombie's partitions and commit before it wakes.
-STALL_S = SESSION_TIMEOUT_MS / 1000 + 8.0
+# A stall lasts until the others have taken the zombie's partitions and committed them in a newer generation
+# (the session timeout, a rebalance, new commits), then STALL_MARGIN_S more so the new owners get ahead of
+# where the zombie stopped; at most STALL_MAX_S (a coordinator that moves restarts every session, as Kafka's).
+STALL_MARGIN_S = 2.0
+STALL_MAX_S = SESSION_TIMEOUT_MS / 1000 * 4  # below group_member.MAX_POLL_INTERVAL_MS
+ZOMBIE_S = 5.0  # at most this long for the woken zombie's first commit, before anything ends it
+STOP_TIMEOUT_S = 10.0  # for the member to reach a commit and stop there; then it is stopped where it is
+HOLD_S = 2.0  # while a zombie is being made, the run's end stays at least this far ahead
 LEAVE_TIMEOUT_S = 15.0
 ENDINGS = ("leave", "crash", "stall")
 FINAL_PROCESS = 2_000_000
 
 
+class _GroupView:
+    """What the members' own lines say: who committed which partitions in which generation."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[int, int, set[int]]] = []  # (process, generation, partitions), ok commits
+        self.changed = asyncio.Event()
+
+    def note(self, process: int, event: dict[str, Any]) -> None:
+        if event.get("type") == "ok" and event.get("f") == "commit":
+            self.commits.append((process, event.get("generation", -1), {p for p, _ in event.get("value", ())}))
+            self.changed.set()
+
+    def moved_on(self, zombie: int, generation: int, partitions: set[int]) -> bool:
+        """Others committed every one of the zombie's partitions (or anything, if it had none) after `generation`."""
+        done: set[int] = set()
+        for process, g, committed in self.commits:
+            if process != zombie and g > generation:
+                if not partitions:
+                    return True
+                done |= committed
+        return bool(partitions) and partitions <= done
+
+    async def wait_moved_on(self, zombie: int, generation: int, partitions: set[int], timeout_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while not self.moved_on(zombie, generation, partitions):
+                    self.changed.clear()
+                    await self.changed.wait()
+
+
 class _Member:
-    def __init__(self, proc: asyncio.subprocess.Process, process: int, history: HistoryWriter) -> None:
-        self.proc, self.process, self.history = proc, process, history
+    def __init__(
+        self, proc: asyncio.subprocess.Process, process: int, history: HistoryWriter, view: _GroupView
+    ) -> None:
+        self.proc, self.process, self.history, self.view = proc, process, history, view
         self.ready = asyncio.Event()  # its first operation: a start takes seconds on a loaded machine
+        self.generation = -1  # of its last assignment
+        self.owned: set[int] = set()
+        self.committed = asyncio.Event()  # set at each commit's end (ok or info)
+        self.assigned = asyncio.Event()  # it has partitions in a generation
+        self.stalled: dict[str, Any] | None = None  # its `stalled` line: the generation and the commit it holds
+        self.stopped = asyncio.Event()
         self.reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -53,6 +100,19 @@ class _Member:
                 event: dict[str, Any] = json.loads(line)
             except ValueError:
                 continue  # a log line; the member's stderr holds its logs
+            if event.get("f") == "stalled":  # not an operation: where it stopped itself
+                self.stalled = event
+                self.stopped.set()
+                continue
+            self.view.note(self.process, event)
+            if event["type"] == "ok" and event["f"] == "assign":
+                self.generation, self.owned = event.get("generation", -1), set(event.get("value", ()))
+                if self.owned and self.generation > 0:
+                    self.assigned.set()
+                else:
+                    self.assigned.clear()
+            if event["type"] != "invoke" and event["f"] == "commit":
+                self.committed.set()
             self.history.event(self.process, event.pop("type"), event.pop("f"), **event)
             self.ready.set()
 
@@ -70,56 +130,122 @@ class _Member:
         await self.reader
 
 
-async def _spawn(bootstrap: str, topic: str, process: int, history: HistoryWriter, log_dir: Path) -> _Member:
+MEMBER_MODULES = {  # --client: the member process's module
+    "kraftpy": "kraftpy.tools.faults.workloads.group_member",
+    "confluent": "kraftpy.tools.faults.workloads.group_member_confluent",
+}
+
+
+async def _spawn(
+    bootstrap: str, topic: str, process: int, history: HistoryWriter, log_dir: Path, view: _GroupView, client: str
+) -> _Member:
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"member-{process}.log").open("wb") as log:  # the member's own logs, for a post-mortem
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kraftpy.tools.faults.workloads.group_member", bootstrap, topic, GROUP,
+            sys.executable, "-m", MEMBER_MODULES[client], bootstrap, topic, GROUP,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log,
         )  # fmt: skip
     history.nemesis("member-start", {"process": process, "pid": proc.pid})
-    return _Member(proc, process, history)
+    return _Member(proc, process, history, view)
+
+
+async def _hold(end: RunEnd) -> None:
+    """Keep the run going (producers writing, the other members consuming) until cancelled."""
+    while True:
+        end.extend_to(time.monotonic() + HOLD_S)
+        await asyncio.sleep(HOLD_S / 4)
+
+
+async def _live(seconds: float, end: RunEnd) -> None:
+    """A member's lifetime: `seconds`, or less when the run ends first."""
+    until = asyncio.get_running_loop().time() + seconds
+    while not end.passed() and (left := until - asyncio.get_running_loop().time()) > 0:
+        await asyncio.sleep(min(left, 0.2))
+
+
+async def _stall(member: _Member, view: _GroupView, end: RunEnd) -> None:
+    """SIGSTOP until the others committed the member's partitions in a newer generation, then SIGCONT: a
+    zombie, whose first commit the run waits for (bounded) with producers still writing, so it has
+    something to commit."""
+    holding = asyncio.create_task(_hold(end))
+    try:
+        generation, owned = member.generation, set(member.owned)
+        member.signal(signal.SIGUSR1)
+        try:
+            await asyncio.wait_for(member.stopped.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            member.signal(signal.SIGSTOP)  # it never reached a commit: stopped wherever it is
+        else:
+            assert member.stalled is not None
+            generation = member.stalled["generation"]
+            owned = {p for p, _ in member.stalled["value"]}
+            detail = {"process": member.process, "generation": generation, "commit": member.stalled["value"]}
+            member.history.nemesis("member-stall-detail", detail)  # stopped there: its next commit is a zombie's
+        await view.wait_moved_on(member.process, generation, owned, STALL_MAX_S)
+        await asyncio.sleep(STALL_MARGIN_S)
+        member.committed.clear()
+        member.signal(signal.SIGCONT)  # the zombie carries on: the next lifetime ends it
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(member.committed.wait(), ZOMBIE_S)
+    finally:
+        holding.cancel()
 
 
 async def run_members(
-    history: HistoryWriter, bootstrap: str, topic: str, *, end: RunEnd, rng: random.Random, log_dir: Path
+    history: HistoryWriter,
+    bootstrap: str,
+    topic: str,
+    *,
+    end: RunEnd,
+    rng: random.Random,
+    log_dir: Path,
+    client: str = "kraftpy",
 ) -> dict[str, int]:
     """Run the member slots until `end`; returns how many members ended each way."""
     counts = dict.fromkeys(ENDINGS, 0)
     one_at_a_time = asyncio.Lock()  # one member fault at a time: the others keep the group going
     numbers = iter(range(FIRST_PROCESS, FIRST_PROCESS + 1_000_000))
+    view = _GroupView()
+    # However short the time limit or slow the members' start, a run lasts until its first member fault,
+    # a stall, is done (within RunEnd's hard limit), as the nemesis waits for each fault's first round.
+    first_stall = asyncio.create_task(_hold(end))
 
     async def slot() -> None:
-        member = await _spawn(bootstrap, topic, next(numbers), history, log_dir)
+        member = await _spawn(bootstrap, topic, next(numbers), history, log_dir, view, client)
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(member.ready.wait(), START_TIMEOUT_S)
-                await asyncio.sleep(rng.uniform(*LIFETIME_S))
+                await _live(rng.uniform(*LIFETIME_S), end)
                 if end.passed():
                     break
                 async with one_at_a_time:
-                    if end.passed():
-                        break
+                    if end.passed() or (any(counts.values()) and end.time_limit_passed()):
+                        break  # past the time limit only the first fault, the stall, is still owed
                     # The first is a stall: the zombie a coordinator must fence, in every run however short.
                     ending = rng.choice(ENDINGS) if any(counts.values()) else "stall"
+                    if ending == "stall":  # a zombie needs partitions of a generation to commit
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(member.assigned.wait(), START_TIMEOUT_S)
                     counts[ending] += 1
                     history.nemesis(f"member-{ending}", {"process": member.process})
                     if ending == "stall":
-                        member.signal(signal.SIGSTOP)
-                        await asyncio.sleep(STALL_S)
-                        member.signal(signal.SIGCONT)  # the zombie carries on: the next lifetime ends it
+                        await _stall(member, view, end)
+                        first_stall.cancel()
                         continue
                     member.signal(signal.SIGTERM if ending == "leave" else signal.SIGKILL)
                     await member.ended(LEAVE_TIMEOUT_S)
-                member = await _spawn(bootstrap, topic, next(numbers), history, log_dir)
+                member = await _spawn(bootstrap, topic, next(numbers), history, log_dir, view, client)
         finally:
             member.signal(signal.SIGCONT)
             member.signal(signal.SIGTERM)
             await member.ended(LEAVE_TIMEOUT_S)
             history.nemesis("member-end", {"process": member.process})
 
-    await asyncio.gather(*(slot() for _ in range(MEMBERS)))
+    try:
+        await asyncio.gather(*(slot() for _ in range(MEMBERS)))
+    finally:
+        first_stall.cancel()
     return counts
 
 
@@ -150,6 +276,7 @@ async def _members(beside: Beside) -> dict[str, int]:
         end=beside.end,
         rng=beside.rng,
         log_dir=cluster.out / "members",
+        client=cluster.client,
     )
 
 
