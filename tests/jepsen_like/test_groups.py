@@ -1,14 +1,14 @@
 """The `groups` workload: a short `kraftpy faults run --workload groups` is valid, and catches a broken coordinator.
 
 Three consumer-group members (processes of kraftpy's client) join, leave, crash (SIGKILL) and stall
-(the first member fault of every run: the member stops itself between a poll and its commit and wakes
-once the others committed its partitions in a newer generation, a zombie) while producers write and
+(the first two member faults of every run: the member stops itself between a poll and its commit and
+wakes once the others committed its partitions in a newer generation, a zombie) while producers write and
 nodes pause; `kraftpy check --model kafka-groups` judges the history (tools/checker/kafka_groups.py,
 docs/jepsen.md). The same run against brokers built with KRAFTPY_TEST_BREAK=commit-any-generation (the
 coordinator stores a commit whatever its member and generation) must exit 1 with a committed offset gone
 backwards: the zombie's commit lands below what the partition's new owner committed during the stall.
 
-The two runs go side by side (the run lasts until its stall is done, whatever the time limit).
+The two runs go side by side (a run lasts until its two stalls are done, whatever the time limit).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.jepsen_like.test_faults import break_env, faults_run
 pytestmark = pytest.mark.slow
 
 SEED = 54  # its first member lifetime is the shortest of seeds 1-60
-TIME_LIMIT_S = 5  # the first stall, which every run waits for, takes longer
+TIME_LIMIT_S = 5  # the two stalls, which every run waits for, take longer
 ARGS = ("--workload", "groups", "--seed", str(SEED), "--time-limit-s", str(TIME_LIMIT_S), "--nemesis", "pause")
 BROKEN = "commit-any-generation"
 

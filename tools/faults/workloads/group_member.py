@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -116,6 +117,8 @@ async def member(bootstrap: str, topic: str, group: str) -> None:
 
 def main(argv: list[str]) -> int:
     bootstrap, topic, group = argv
+    # The client's own log (joins, rebalances, coordinator moves) goes to the member's log file: a post-mortem.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print(f"member of {group} on {bootstrap}: started", file=sys.stderr, flush=True)
     asyncio.run(member(bootstrap, topic, group))
     return 0

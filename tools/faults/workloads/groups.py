@@ -44,6 +44,9 @@ STALL_MAX_S = SESSION_TIMEOUT_MS / 1000 * 4  # below group_member.MAX_POLL_INTER
 ZOMBIE_S = 5.0  # at most this long for the woken zombie's first commit, before anything ends it
 STOP_TIMEOUT_S = 10.0  # for the member to reach a commit and stop there; then it is stopped where it is
 HOLD_S = 2.0  # while a zombie is being made, the run's end stays at least this far ahead
+# Every run's first member faults are stalls: two, so that a coordinator moving just as one zombie commits
+# (its commit then fails NOT_COORDINATOR and the client fences its retry itself) does not leave a run without one.
+OWED_STALLS = 2
 LEAVE_TIMEOUT_S = 15.0
 ENDINGS = ("leave", "crash", "stall")
 FINAL_PROCESS = 2_000_000
@@ -206,9 +209,9 @@ async def run_members(
     one_at_a_time = asyncio.Lock()  # one member fault at a time: the others keep the group going
     numbers = iter(range(FIRST_PROCESS, FIRST_PROCESS + 1_000_000))
     view = _GroupView()
-    # However short the time limit or slow the members' start, a run lasts until its first member fault,
-    # a stall, is done (within RunEnd's hard limit), as the nemesis waits for each fault's first round.
-    first_stall = asyncio.create_task(_hold(end))
+    # However short the time limit or slow the members' start, a run lasts until its owed stalls are done
+    # (within RunEnd's hard limit), as the nemesis waits for each fault's first round.
+    owed = asyncio.create_task(_hold(end))
 
     async def slot() -> None:
         member = await _spawn(bootstrap, topic, next(numbers), history, log_dir, view, client)
@@ -220,10 +223,10 @@ async def run_members(
                 if end.passed():
                     break
                 async with one_at_a_time:
-                    if end.passed() or (any(counts.values()) and end.time_limit_passed()):
-                        break  # past the time limit only the first fault, the stall, is still owed
-                    # The first is a stall: the zombie a coordinator must fence, in every run however short.
-                    ending = rng.choice(ENDINGS) if any(counts.values()) else "stall"
+                    if end.passed() or (counts["stall"] >= OWED_STALLS and end.time_limit_passed()):
+                        break  # past the time limit only the owed stalls are still to do
+                    # The first ones are stalls: zombies a coordinator must fence, in every run however short.
+                    ending = "stall" if counts["stall"] < OWED_STALLS else rng.choice(ENDINGS)
                     if ending == "stall":  # a zombie needs partitions of a generation to commit
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(member.assigned.wait(), START_TIMEOUT_S)
@@ -231,7 +234,8 @@ async def run_members(
                     history.nemesis(f"member-{ending}", {"process": member.process})
                     if ending == "stall":
                         await _stall(member, view, end)
-                        first_stall.cancel()
+                        if counts["stall"] >= OWED_STALLS:
+                            owed.cancel()
                         continue
                     member.signal(signal.SIGTERM if ending == "leave" else signal.SIGKILL)
                     await member.ended(LEAVE_TIMEOUT_S)
@@ -245,7 +249,7 @@ async def run_members(
     try:
         await asyncio.gather(*(slot() for _ in range(MEMBERS)))
     finally:
-        first_stall.cancel()
+        owed.cancel()
     return counts
 
 
