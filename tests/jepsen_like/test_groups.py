@@ -63,14 +63,18 @@ def test_a_short_groups_run_is_valid(runs) -> None:
     commits = [e for e in history if e["f"] == "commit" and e["type"] == "ok"]
     assigns = {e["generation"] for e in history if e["f"] == "assign" and e["type"] == "ok" and "generation" in e}
     assert commits and len(assigns) >= 2, "the members must have committed, across rebalances"
-    # Each zombie's first commit after its stall (in its old generation) was refused: `info`, never `ok`.
+    # Each zombie's first commit after its stall (in its old generation) was refused: `info`, never `ok`
+    # (by the coordinator, "...already rebalanced...", or, when the coordinator moved just then, by the client).
+    zombies = 0
     for at, event in enumerate(history):
         if event["f"] == "member-stall-detail":  # where the member stopped itself, before a commit
             zombie = event["value"]["process"]
             first = next(
                 e for e in history[at:] if e["process"] == zombie and e["f"] == "commit" and e["type"] != "invoke"
             )
-            assert first["type"] == "info" and "rebalanced" in first["error"], first
+            assert first["type"] == "info", first
+            zombies += 1
+    assert zombies, "no member stopped itself at a commit"
 
 
 def test_a_coordinator_that_takes_any_generations_commit_is_caught(runs) -> None:
