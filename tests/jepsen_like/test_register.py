@@ -21,7 +21,7 @@ from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.netns import list_namespaces, supported
 from tests.jepsen_like.test_faults import break_env, faults_run
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jepsen-register")]
+pytestmark = pytest.mark.slow
 
 SEED = 11
 TIME_LIMIT_S = 6

@@ -3,17 +3,11 @@
     python -m kraftpy.tools.faults.workloads.group_member BOOTSTRAP TOPIC GROUP
 
 Subscribes, then polls and commits (synchronously, what it polled) until SIGTERM, when it leaves the
-group and exits. On SIGUSR1 it stops itself (SIGSTOP) at its next commit, after the poll and before the
-commit is sent, as a long GC pause would: woken (SIGCONT) after the group moved on, it is a zombie whose
-first act is a commit in its old generation, which only the coordinator can fence (a SIGSTOP from
-outside mostly lands while a commit is in flight, and the client fences the next one itself). Before
-stopping it writes a `stalled` line (not an operation) with its generation and what it will commit.
-
-Every operation is a JSON line on stdout ({"type", "f", ...}), which the workload
-(groups.py) writes into the run's history under this member's process number: each assignment with
-the member id and generation, each poll, each commit with the generation it was made in. A commit
-that does not succeed is written as `info` (it may have been applied), so the checker never trusts
-a failure it cannot prove.
+group. On SIGUSR1 it stops itself (SIGSTOP) after its next poll, before the commit, as a long GC pause
+would; woken after the group moved on, its first act is a commit in its old generation, which only the
+coordinator can fence. Every operation is a JSON line on stdout, which groups.py writes into the history
+under this member's process number (assignments with member id and generation, polls, commits with their
+generation); a commit that does not succeed is `info` (it may have been applied). Docs: docs/jepsen.md.
 """
 
 from __future__ import annotations

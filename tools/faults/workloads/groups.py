@@ -1,16 +1,13 @@
 """The `groups` workload: consumer-group members joining, leaving, crashing and stalling while producers write.
 
 `MEMBERS` slots each run one member process at a time (group_member.py, kraftpy's client, or with
-`--client confluent` group_member_confluent.py, librdkafka). After a
-random lifetime (counted from its first
-operation) the slot ends it one of three ways: `leave` (SIGTERM: LeaveGroup, a clean exit),
-`crash` (SIGKILL: the coordinator notices at the session timeout) or `stall` (the member stops itself
-between a poll and its commit, group_member.py; SIGCONT once the others have committed its partitions in
-a newer generation: a zombie whose first act is a commit in its old generation, which the coordinator
-must fence), then starts a fresh member under a new process number. Each
-member's operations go into the history; the member faults are logged as nemesis events. After the
-heal `final_committed` reads the group's committed offsets: `kraftpy check --model kafka-groups`
-judges the whole (tools/checker/kafka_groups.py, docs/jepsen.md).
+`--client confluent` group_member_confluent.py, librdkafka). After a random lifetime the slot ends it
+by `leave` (SIGTERM: LeaveGroup), `crash` (SIGKILL: expired at the session timeout) or `stall` (the
+member stops itself between a poll and its commit; woken once the others committed its partitions in a
+newer generation, it is a zombie whose first act is a commit the coordinator must fence), then starts a
+fresh member under a new process number. Member faults are nemesis events in the history; after the heal
+`final_committed` reads the group's offsets, and `kraftpy check --model kafka-groups` judges the whole
+(tools/checker/kafka_groups.py, docs/jepsen.md).
 """
 
 from __future__ import annotations
