@@ -45,6 +45,9 @@ class SendMarkers:
     commit: bool
     coordinator_epoch: int
     partitions: tuple[TopicPartitionKey, ...]
+    # The coordinator's load of the id's partition that asked: a reload (after a write of unknown
+    # fate) keeps the coordinator epoch, so this tells a marker task of the earlier load from the new one.
+    load_epoch: int = 0
 
 
 TxnAction = Respond | Append | SendMarkers
@@ -365,18 +368,31 @@ class TransactionCoordinator:
                 meta.state is S.PREPARE_COMMIT,
                 self.coordinator_epochs[meta.partition],
                 tuple(sorted(meta.partitions)),
+                self.load_epochs.get(meta.partition, 0),
             )
         )
 
     def markers_written(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        now_ms: int,
+        load_epoch: int | None = None,
     ) -> list[TxnAction]:
-        """Every marker of the transaction is acknowledged: write CompleteCommit / CompleteAbort."""
+        """Every marker of the transaction is acknowledged: write CompleteCommit / CompleteAbort.
+
+        `load_epoch`: the SendMarkers' own. A report from an earlier load of the partition is ignored:
+        its task wrote the markers of a transaction that the reload resent and may have completed
+        since, and the same (producer id, epoch) may already be in its next transaction, whose
+        markers are not all written yet.
+        """
         self._run_due(now_ms)
         meta = self.txns.get(transactional_id)
         if (
             meta is not None
-            and self.is_active(meta.partition)
+            and self.is_active(meta.partition, load_epoch)
             and self.coordinator_epochs.get(meta.partition) == coordinator_epoch
             and (meta.producer_id, meta.producer_epoch) == (producer_id, producer_epoch)
             and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)

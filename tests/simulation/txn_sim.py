@@ -148,7 +148,7 @@ class TxnSim:
                 self._perform(
                     self.core.markers_written(
                         action.transactional_id, action.producer_id, action.producer_epoch,
-                        action.coordinator_epoch, self.loop.now,
+                        action.coordinator_epoch, self.loop.now, action.load_epoch,
                     ),
                     term,
                 )  # fmt: skip

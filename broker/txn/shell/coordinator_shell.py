@@ -278,7 +278,7 @@ class TransactionCoordinatorShell:
         partition = self.coordinator.partition_for(action.transactional_id)
         return (
             not self._stopped
-            and self.coordinator.is_active(partition)
+            and self.coordinator.is_active(partition, action.load_epoch)
             and self.coordinator.coordinator_epochs.get(partition) == action.coordinator_epoch
         )
 
@@ -291,6 +291,7 @@ class TransactionCoordinatorShell:
                     action.producer_epoch,
                     action.coordinator_epoch,
                     wall_ms(),
+                    action.load_epoch,
                 )
             )
 

@@ -77,7 +77,9 @@ class Harness:
         sent, self.markers = self.markers, []
         for m in sent:
             self.run(
-                self.c.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, m.coordinator_epoch, now),
+                self.c.markers_written(
+                    m.transactional_id, m.producer_id, m.producer_epoch, m.coordinator_epoch, now, m.load_epoch
+                ),
                 now,
             )
         return sent
@@ -307,6 +309,39 @@ def test_failover_resumes_prepare_commit_from_the_log():
     h.run(h.c.markers_written(TXN, stale.producer_id, stale.producer_epoch, 7, T0 + 11))
     assert h.state() is S.PREPARE_COMMIT
     h.ack_markers(T0 + 12)
+    assert h.state() is S.COMPLETE_COMMIT
+
+
+def test_markers_of_an_earlier_load_do_not_complete_the_next_transaction():
+    """A write of unknown fate reloads the partition at the same leader (coordinator) epoch: the
+    marker task of the earlier load must not complete the producer's next transaction, whose
+    markers are still being written (its late COMMIT markers would then land in later data)."""
+    h = Harness()
+    r = h.init()
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    h.add(pid, epoch, [("t", 0)])
+    h.end(pid, epoch, True)
+    partition = h.c.partition_for(TXN)
+    [stale] = h.markers
+    h.markers.clear()
+    h.run(h.c.unload(partition))
+    h.c.begin_loading(partition, stale.coordinator_epoch)
+    h.run(h.c.complete_loading(partition, list(h.log[partition]), T0 + 10))
+    h.ack_markers(T0 + 11)  # the reload resent the first transaction's markers; it completes
+    assert h.state() is S.COMPLETE_COMMIT
+    h.add(pid, epoch, [("t", 1)], now=T0 + 12)
+    h.end(pid, epoch, True, now=T0 + 13)
+    assert h.state() is S.PREPARE_COMMIT
+    appended = len(h.log[partition])
+    # the earlier load's task reports last: same producer, epoch and coordinator epoch
+    h.run(
+        h.c.markers_written(
+            TXN, stale.producer_id, stale.producer_epoch, stale.coordinator_epoch, T0 + 14, stale.load_epoch
+        ),
+        T0 + 14,
+    )
+    assert h.state() is S.PREPARE_COMMIT and len(h.log[partition]) == appended
+    h.ack_markers(T0 + 15)
     assert h.state() is S.COMPLETE_COMMIT
 
 
