@@ -183,7 +183,11 @@ class TransactionCoordinator:
         if meta.pending is not None:
             return answer(E.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} has a state change in flight")
         if producer_id != -1 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
-            # KIP-360: a producer that names its id and epoch must be the current one.
+            if meta.is_retried_bump(producer_id, producer_epoch) and meta.state in TERMINAL_OR_IDLE:
+                # KIP-360: a retry of the bump that made the current epoch (its answer was lost):
+                # Kafka answers the current id and epoch again (lastProducerEpoch), nothing is written.
+                return answer(E.NONE, pid=meta.producer_id, epoch=meta.producer_epoch)
+            # KIP-360: otherwise a producer that names its id and epoch must be the current one.
             return answer(E.PRODUCER_FENCED, f"producer {producer_id} epoch {producer_epoch} is not the current one")
         if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE, S.DEAD):
             return answer(E.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is completing a transaction")
@@ -210,6 +214,7 @@ class TransactionCoordinator:
 
         def done(error: ErrorCode) -> None:
             if error is E.NONE:
+                meta.last_bump = (producer_id, producer_epoch, pid, epoch) if producer_id != -1 else None
                 self._outbox.append(Respond(rid, {"error_code": 0, "producer_id": pid, "producer_epoch": epoch}))
             else:
                 if created and self.txns.get(transactional_id) is meta:

@@ -56,6 +56,14 @@ class TxnMetadata:
     previous_producer_id: int = -1
     # The state a write in flight moves to (None: none in flight).
     pending: TxnState | None = None
+    # KIP-360: the last InitProducerId that named its producer, as (named id, named epoch, given id,
+    # given epoch), so a retry of it whose answer was lost gets the same answer instead of being
+    # fenced, while the given ones are still current. In memory only, as Kafka's lastProducerEpoch.
+    last_bump: tuple[int, int, int, int] | None = None
+
+    def is_retried_bump(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether InitProducerId(producer_id, producer_epoch) repeats the call that made the current epoch."""
+        return self.last_bump == (producer_id, producer_epoch, self.producer_id, self.producer_epoch)
 
     @property
     def epoch_exhausted(self) -> bool:

@@ -217,11 +217,36 @@ def test_fence_while_the_write_is_in_flight():
     assert h.add(pid, epoch)["error_code"] == E.PRODUCER_FENCED
 
 
-def test_kip360_init_with_a_stale_id_is_fenced():
+def test_kip360_a_retried_bump_gets_the_same_answer_an_older_epoch_is_fenced():
     h = Harness()
     r = h.init()
-    assert h.init(pid=r["producer_id"], epoch=r["producer_epoch"])["producer_epoch"] == r["producer_epoch"] + 1
-    assert h.init(pid=r["producer_id"], epoch=r["producer_epoch"])["error_code"] == E.PRODUCER_FENCED
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    bumped = h.init(pid=pid, epoch=epoch)
+    assert bumped == {"error_code": 0, "producer_id": pid, "producer_epoch": epoch + 1}
+    written = len(h.log[h.c.partition_for(TXN)])
+    # the answer was lost and the producer asks again with the epoch it had (Kafka's lastProducerEpoch):
+    # the same answer, nothing written
+    assert h.init(pid=pid, epoch=epoch) == bumped
+    assert len(h.log[h.c.partition_for(TXN)]) == written
+    # once the epoch moved on, that epoch is a zombie's
+    assert h.init(pid=pid, epoch=epoch + 1)["producer_epoch"] == epoch + 2
+    assert h.init(pid=pid, epoch=epoch)["error_code"] == E.PRODUCER_FENCED
+    assert h.init(pid=pid, epoch=epoch + 3)["error_code"] == E.PRODUCER_FENCED
+
+
+def test_kip360_no_retry_answer_after_a_fence_or_while_a_transaction_is_open():
+    h = Harness()
+    r = h.init()
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    h.init(pid=pid, epoch=epoch)
+    h.add(pid, epoch + 1)
+    # a late duplicate of the bump while the producer's transaction is open: refused, nothing aborted
+    assert h.init(pid=pid, epoch=epoch)["error_code"] == E.PRODUCER_FENCED
+    assert h.state() is S.ONGOING
+    # a new incarnation fences and aborts at epoch + 2: the old bump's retry no longer matches
+    assert h.init()["error_code"] == E.CONCURRENT_TRANSACTIONS
+    h.ack_markers()
+    assert h.init(pid=pid, epoch=epoch)["error_code"] == E.PRODUCER_FENCED
 
 
 def test_exhausted_epoch_takes_a_new_producer_id():
