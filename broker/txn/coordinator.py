@@ -25,7 +25,7 @@ from kraftpy.broker.txn.config import TransactionCoordinatorConfig
 from kraftpy.broker.txn.metadata import TERMINAL_OR_IDLE, TopicPartitionKey, TxnMetadata
 from kraftpy.broker.txn.records import Record, TxnLogValue, TxnRecordError, TxnState, decode_record, txn_record
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.topics import OFFSETS_TOPIC
+from kraftpy.protocol.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,11 @@ class TransactionCoordinator:
         def done(error: ErrorCode) -> None:
             if error is E.NONE:
                 meta.last_bump = (producer_id, producer_epoch, pid, epoch) if producer_id != -1 else None
+                # Kafka logs this too: the epochs a producer was handed are the trail of any later fencing.
+                log.info(
+                    "initialized transactional id %r with producer id %d epoch %d (asked with %d/%d) on %s-%d",
+                    transactional_id, pid, epoch, producer_id, producer_epoch, TRANSACTION_STATE_TOPIC, meta.partition,
+                )  # fmt: skip
                 self._outbox.append(Respond(rid, {"error_code": 0, "producer_id": pid, "producer_epoch": epoch}))
             else:
                 if created and self.txns.get(transactional_id) is meta:
@@ -422,9 +427,14 @@ class TransactionCoordinator:
         """Kafka's prepareFenceProducerEpoch + abort: PrepareAbort at epoch + 1, so the old producer is fenced."""
         epoch = meta.producer_epoch if meta.epoch_exhausted else meta.producer_epoch + 1
         value = meta.value(S.PREPARE_ABORT, now_ms, producer_epoch=epoch)
+        old_epoch = meta.producer_epoch
 
         def done(error: ErrorCode) -> None:
             if error is E.NONE:
+                log.info(
+                    "%s: producer id %d epoch %d fenced; its open transaction is aborted at epoch %d",
+                    meta.transactional_id, meta.producer_id, old_epoch, epoch,
+                )  # fmt: skip
                 self._send_markers(meta, now_ms)
 
         self._write(meta, S.PREPARE_EPOCH_FENCE, value, done)

@@ -83,6 +83,19 @@ class LeaderThenCoordinatorKill:
         return all(len(p["isr"]) == len(p["replicas"]) for p in self.cluster.describe(topic)["partitions"])
 
 
+def server_evidence(cluster: LocalCluster, txn_id: str, limit: int = 60) -> str:
+    """The nodes' log lines that explain a fenced producer: the epochs its coordinators handed out or
+    fenced, and refused writes to the internal topics (their messages name both epochs)."""
+    lines = []
+    for entry in cluster.layout().nodes:
+        try:
+            text = cluster.log_text(entry.node_id)
+        except OSError:
+            continue
+        lines += [line for line in text.splitlines() if txn_id in line or "failed: INVALID_PRODUCER_EPOCH" in line]
+    return "\n".join(sorted(lines)[-limit:])
+
+
 def make_topics_and_inputs(cluster: LocalCluster, topics: tuple[str, str, str], records: int) -> None:
     """The input topic (3 partitions) filled with `records` values in-0.., and two empty output topics."""
     source, out_a, out_b = topics
@@ -159,7 +172,7 @@ def test_exactly_once_across_leader_and_coordinator_kills(
                 return True
             except KafkaException as exc:
                 error = exc.args[0]
-                assert not error.fatal(), error
+                assert not error.fatal(), f"{error}\n{server_evidence(kafka_cluster, TXN_ID)}"
                 if error.txn_requires_abort():
                     producer.abort_transaction(30)
                     rewind()
@@ -200,7 +213,7 @@ def test_exactly_once_across_leader_and_coordinator_kills(
                 )
             except KafkaException as exc:
                 error = exc.args[0]
-                assert not error.fatal(), error
+                assert not error.fatal(), f"{error}\n{server_evidence(kafka_cluster, TXN_ID)}"
                 producer.abort_transaction(30)
                 rewind()
                 continue

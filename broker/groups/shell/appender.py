@@ -82,6 +82,7 @@ class OffsetsAppender:
         now = monotonic_ms()
         future: asyncio.Future[CompleteProduce] | None = None
         waits = {}
+        detail = ""
         try:
             if action.records:
                 hosted = leading_partition(self.rm, self.topic, action.partition, leader_epoch)
@@ -97,13 +98,15 @@ class OffsetsAppender:
             error = ErrorCode.NONE
         except KafkaError as exc:
             error = NOT_LEADER if exc.code in _EPOCH_ERRORS else exc.code
+            detail = exc.message
             log.debug("append %d to %s-%d refused: %s", action.append_id, self.topic, action.partition, exc)
         except Exception:  # a bug here must still complete the append, or its group would wait forever
             log.exception("append %d to %s-%d failed", action.append_id, self.topic, action.partition)
             error = ErrorCode.UNKNOWN_SERVER_ERROR
         previous = self._tails.get(action.partition)
         task = asyncio.get_running_loop().create_task(
-            self._finish(action, previous, waits, error, now + self.timeout_ms), name=f"kraftpy-append-{self.topic}"
+            self._finish(action, previous, waits, error, now + self.timeout_ms, detail),
+            name=f"kraftpy-append-{self.topic}",
         )
         self._tails[action.partition] = task
         self._tasks.add(task)
@@ -116,6 +119,7 @@ class OffsetsAppender:
         waits: dict,
         error: ErrorCode,
         deadline_ms: int,
+        detail: str = "",
     ) -> None:
         if waits:
             try:
@@ -126,6 +130,7 @@ class OffsetsAppender:
             (_, _, future) = next(iter(waits.values()))
             done = future.result()
             error = NOT_LEADER if done.error in _EPOCH_ERRORS else ErrorCode(done.error)
+            detail = done.message
         if previous is not None and not previous.done():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(previous)
@@ -133,7 +138,10 @@ class OffsetsAppender:
             self.appended += 1
         else:
             self.failed += 1
-            log.warning("write of %s to %s-%d failed: %s", action.kind, self.topic, action.partition, error.name)
+            log.warning(
+                "write of %s to %s-%d failed: %s%s",
+                action.kind, self.topic, action.partition, error.name, f" ({detail})" if detail else "",
+            )  # fmt: skip
         self.on_complete(action.append_id, error)
         if error == ErrorCode.REQUEST_TIMED_OUT:
             self.on_unknown_fate(action.partition)
