@@ -81,7 +81,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # out groups largest first (by test count), one worker each, then the next group or unit test to the
 # first worker free: integration on one worker, the Kafka clients and then the fault runs on the other,
 # the in-process unit and simulation tests filling both. Two process tests run side by side at most.
-PROCESS_GROUPS = {"integration": "processes", "jepsen_like": "faults", "kafka_clients": "kafka-clients"}
+# Every test that makes network namespaces is in `faults` (FAULT_NET_GROUP): two such tests at once
+# would see each other's namespaces and share the machine's nftables and loop devices.
+FAULT_NET_GROUP = "faults"
+PROCESS_GROUPS = {"integration": "processes", "jepsen_like": FAULT_NET_GROUP, "kafka_clients": "kafka-clients"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marker into the node id
@@ -90,7 +93,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir) if item.path.is_relative_to(tests_dir) else None
         group = PROCESS_GROUPS.get(relative.parts[0]) if relative is not None else None
-        if group is not None:
+        # A module that names its group keeps it (network-namespace tests join the fault runs').
+        if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 

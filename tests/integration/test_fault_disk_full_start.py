@@ -24,10 +24,11 @@ from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, supported
 from kraftpy.tools.faults.run import KAFKA_PORT, RPC_PORT
 from kraftpy.tools.faults.schedule import Fault
+from tests.conftest import FAULT_NET_GROUP
 from tests.integration.test_start_errors import formatted, start_node
 from tests.ports import reserved_ports
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(FAULT_NET_GROUP)]  # namespaces: with the fault runs
 EXIT_TIMEOUT_S = 120  # a node that cannot start exits by itself; this only bounds a hang
 
 

@@ -8,7 +8,6 @@ collide with nothing on the machine) and removes them, and stops every process i
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -18,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults import partitions
 from kraftpy.tools.faults.netns import OWNERS_DIR, FaultNet, list_namespaces, supported
 from kraftpy.tools.faults.partitions import CLIENT
+from tests.conftest import FAULT_NET_GROUP
 from tests.integration.test_cluster_support import CLI_TIMEOUT_S, CliResult, LocalCluster, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(FAULT_NET_GROUP)]  # namespaces: with the fault runs
 
 NODES = (1, 2, 3)
 PORT = 7000
@@ -217,33 +216,3 @@ def test_cleanup_keeps_the_owner_file_of_a_live_run_still_making_its_network() -
         assert owner.exists(), "cleanup removed the owner file of a run that is alive"
     finally:
         owner.unlink(missing_ok=True)
-
-
-def test_faults_run_exits_0_on_a_valid_run_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    ok, why = supported()
-    if not ok:
-        pytest.fail(f"fault runs need network namespaces: {why} (docs/jepsen.md)")
-    before = set(list_namespaces())
-    out = tmp_path / "run"
-    args = (
-        "faults",
-        "run",
-        "--seed",
-        "3",
-        "--time-limit-s",
-        "8",
-        "--nemesis",
-        "isolate",
-        "--nemesis",
-        "kill",
-        "--no-audit",
-    )
-    result = kraftpy(*args, "--rate", "100", "--out", str(out), timeout_s=400)
-    assert result.code == 0, str(result)
-    assert "fault run: valid" in result.stdout and "replay" in result.stdout
-    assert json.loads((out / "check.json").read_text())["valid"] is True
-    nemeses = [json.loads(x)["f"] for x in (out / "history.jsonl").read_text().splitlines() if '"nemesis"' in x]
-    assert nemeses and all(f.split("-")[0] in ("isolate", "kill") for f in nemeses), nemeses
-    assert set(list_namespaces()) <= before, "the run left namespaces behind"
-    layout = ClusterLayout.load(out / "cluster")
-    assert all(layout.read_pid(n) is None for n in layout.nodes), "the run left a node running"

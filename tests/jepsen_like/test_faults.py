@@ -81,6 +81,7 @@ def test_acked_writes_survive_every_fault(tmp_path: Path, request: pytest.Fixtur
     proc, summary = faults_run(out, "--seed", str(seed), "--time-limit-s", f"{time_s:g}", *nemeses, "--hostile")
     print(proc.stderr[-3000:], proc.stdout, sep="\n")
     assert proc.returncode == 0, f"seed {seed}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-5000:]}"
+    assert "fault run: valid" in proc.stdout and "replay" in proc.stdout, proc.stdout
     assert summary is not None and summary["valid"] is True and summary["anomalies"] == {}, summary
     missing = [n for n in NEMESES if not summary["faults"].get(n)]
     assert not missing, f"seed {seed}: faults {missing} never happened (done: {summary['faults']})"
