@@ -364,3 +364,17 @@ class ControllerLocator:
 
 def is_not_controller(error: KafkaError) -> bool:
     return error.code == ErrorCode.NOT_CONTROLLER
+
+
+def not_controller_in(answer: Mapping[str, Any]) -> KafkaError | None:
+    """NOT_CONTROLLER on any result of an admin answer, as one error (else None).
+
+    A broker answers its forwarded admin request so while the controller is being elected; Kafka's
+    AdminClient then retries the whole call (handleNotControllerError), and so does ours.
+    """
+    for key in ("topics", "results", "resources"):
+        for item in answer.get(key) or []:
+            if isinstance(item, Mapping) and item.get("error_code") == ErrorCode.NOT_CONTROLLER:
+                message = str(item.get("message") or "the controller is being elected")
+                return KafkaError(message, ErrorCode.NOT_CONTROLLER)
+    return None

@@ -122,6 +122,8 @@ class AdminClient:
                 answer = await self._cluster.call(
                     address, path, body, timeout_ms=int(min(remaining, self.config["request_timeout_ms"]))
                 )
+                if (not_controller := proto.not_controller_in(answer)) is not None:
+                    raise not_controller
             except KafkaError as exc:
                 last = exc
                 if proto.is_not_controller(exc):

@@ -50,6 +50,8 @@ class ScriptedBroker:
         )
         self.replica_manager = self
         self.metadata = self
+        # Forwarded admin requests, scripted under their controller path ("/controller/create_topics").
+        self.controller_channel = SimpleNamespace(call=self.answer)
         self.listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, BrokerApis(self), KafkaListenerLimits())
 
     @property
