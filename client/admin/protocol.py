@@ -372,9 +372,8 @@ def not_controller_in(answer: Mapping[str, Any]) -> KafkaError | None:
     A broker answers its forwarded admin request so while the controller is being elected; Kafka's
     AdminClient then retries the whole call (handleNotControllerError), and so does ours.
     """
-    for key in ("topics", "results", "resources"):
-        for item in answer.get(key) or []:
-            if isinstance(item, Mapping) and item.get("error_code") == ErrorCode.NOT_CONTROLLER:
-                message = str(item.get("message") or "the controller is being elected")
-                return KafkaError(message, ErrorCode.NOT_CONTROLLER)
+    for item in _items(answer, "topics", "results", "responses", "resources"):
+        error = _error(item)
+        if error is not None and is_not_controller(error):
+            return error
     return None
