@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -125,19 +126,27 @@ class ClusterLayout:
         return pid if process_is_node(pid, self.config_path(node)) else None
 
 
+# While a process execs (`ip netns exec` into the server; the spawned process itself right after fork)
+# its /proc cmdline reads empty for a moment: well under a millisecond here, tens of milliseconds on a
+# loaded machine. An empty command line is read again for this long before it counts as "not ours" (a
+# kernel thread's is empty for good).
+EXEC_SETTLE_S = 0.5
+
+
 def process_is_node(pid: int, config_path: Path) -> bool:
     """True when `pid` is alive and its command line runs this config (guards against pid reuse)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":  # a zombie is dead for our purposes
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while True:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":  # a zombie is dead for our purposes
+                return False
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
             return False
-    except (FileNotFoundError, IndexError):
-        return False
-    return str(config_path).encode() in cmdline
+        if cmdline or time.monotonic() >= deadline:
+            return str(config_path).encode() in cmdline.split(b"\0")
+        time.sleep(0.001)
 
 
 def signal_node(pid: int, sig: signal.Signals) -> bool:

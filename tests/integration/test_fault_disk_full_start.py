@@ -9,15 +9,18 @@ Real processes on a real loop-mounted ext4 (root only; skipped where it cannot b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
 from kraftpy.tools.commands.cluster import new_layout, spawn_node, write_node_files
 from kraftpy.tools.faults.disk import LoopDisk, loop_disk_supported, stopped_by_full_disk
 from kraftpy.tools.faults.nemesis import Nemesis
@@ -57,6 +60,20 @@ def test_a_node_starting_on_its_full_disk_stopped_itself_and_did_not_die(small_d
     assert line.startswith("Error: no space left on the device holding ") and str(data_dir) in line, line
 
 
+def stuck(layout: ClusterLayout, entry: NodeEntry) -> str:
+    """What a node that did not stop was doing: its log, its kernel state and its Python stacks."""
+    pid = layout.read_pid(entry)
+    out = [f"server.log: {layout.log_path(entry).read_text(errors='replace')[-3000:]!r}"]
+    if pid is not None:
+        for name in ("status", "wchan", "stack"):
+            with contextlib.suppress(OSError):
+                out.append(f"/proc/{pid}/{name}: {Path(f'/proc/{pid}/{name}').read_text(errors='replace')[:2000]}")
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            dump = subprocess.run(["py-spy", "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            out.append(f"py-spy dump: {dump.stdout[-4000:]}{dump.stderr[-1000:]}")
+    return "\n".join(out)
+
+
 def test_the_disk_full_heal_restarts_a_node_its_full_disk_stopped_at_start(tmp_path: Path) -> None:
     """The nemesis as in a run (own namespace, small disk): before, the heal reported `died: [1]`."""
     for ok, why in (supported(), loop_disk_supported()):
@@ -78,7 +95,7 @@ def test_the_disk_full_heal_restarts_a_node_its_full_disk_stopped_at_start(tmp_p
         deadline = time.monotonic() + EXIT_TIMEOUT_S
         while layout.read_pid(entry) is not None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert layout.read_pid(entry) is None, "the node did not stop on its full disk"
+        assert layout.read_pid(entry) is None, f"the node did not stop on its full disk\n{stuck(layout, entry)}"
         nemesis = Nemesis(layout, net, "faults", cli=lambda *a: None, log=lambda m: None, disk=disk)  # type: ignore[arg-type]
         healed = nemesis.heal(Fault("disk-full", 1, frozenset(), hold_s=0, quiet_s=0))
         assert nemesis.died == [], nemesis.died
