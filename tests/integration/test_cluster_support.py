@@ -149,6 +149,31 @@ class LocalCluster:
         os.kill(pid, signal.SIGKILL)
         wait_for(f"node {node_id} (pid {pid}) to die", lambda: not process_is_node(pid, layout.config_path(entry)))
 
+    def bring_back(self, timeout_s: float = 90) -> None:
+        """Start every stopped node, then put leadership back where it was before a node was killed.
+
+        Waits (bounded) until every partition, the internal topics' included, has its whole replica set
+        in its ISR, then elects the preferred leaders at once. Otherwise the controller moves them back
+        itself `preferred_leader_election_delay_ms` later, and the group and transaction coordinators
+        with them: under the next test, whose client then meets NOT_COORDINATOR (a LeaveGroup that
+        fails so leaves its member in the group until the session times out).
+        """
+        self.start()
+
+        def partitions() -> list[dict[str, Any]]:
+            return [p for t in self.ok("topics", "describe", "--json").json()["topics"] for p in t["partitions"]]
+
+        def in_sync() -> bool | None:
+            return all(sorted(p["isr"]) == sorted(p["replicas"]) for p in partitions()) or None
+
+        wait_for("every replica back in its partition's ISR", in_sync, timeout_s=timeout_s)
+        self.ok("topics", "elect-leaders", "--type", "preferred")
+
+        def preferred() -> bool | None:
+            return all(p["leader"] == p["replicas"][0] for p in partitions()) or None
+
+        wait_for("every partition led by its preferred replica", preferred, timeout_s=timeout_s)
+
     def status(self, node_id: int) -> dict[str, Any] | None:
         entry = next(n for n in self.layout().nodes if n.node_id == node_id)
 

@@ -94,7 +94,7 @@ def test_idempotent_producer_survives_a_sigkilled_leader(kafka_cluster: LocalClu
         assert producer.flush(max(1.0, deadline - time.monotonic())) == 0, "records left undelivered"
     finally:
         if killed is not None:
-            kafka_cluster.start()  # brings the killed node back (the others keep running)
+            kafka_cluster.bring_back()  # the killed node, and leadership as it was
     assert killed is not None
     assert failed == [], failed[:5]
     assert sum(len(v) for v in acked.values()) == RECORDS

@@ -161,7 +161,7 @@ def test_kraftpy_client_exactly_once_across_leader_and_coordinator_kills(
     try:
         committed, aborts = asyncio.run(transform_loop(kafka_cluster, deadline, faults))
     finally:
-        faults.restore()
+        faults.bring_back()
     assert len(faults.killed) == 2, f"the run ended before both faults (killed {faults.killed})"
     assert aborts >= 1
     assert max(committed.values()) == 1, "the loop itself committed an input twice"

@@ -74,6 +74,11 @@ class LeaderThenCoordinatorKill:
             self.cluster.start()  # the killed node comes back (the others kept running)
             self.down = None
 
+    def bring_back(self) -> None:
+        """At the end of a run: every node up, and leadership where it was before the first kill."""
+        self.cluster.bring_back()
+        self.down = None
+
     def _kill(self, node_id: int) -> None:
         self.cluster.kill(node_id)
         self.killed.append(node_id)
@@ -225,7 +230,7 @@ def test_exactly_once_across_leader_and_coordinator_kills(
     finally:
         producer.flush(5)
         consumer.close()
-        faults.restore()
+        faults.bring_back()
     assert len(faults.killed) == 2, f"the run ended before both faults (killed {faults.killed})"
     assert committed_txns >= RECORDS // PER_TXN and aborted_on_purpose == 1
 

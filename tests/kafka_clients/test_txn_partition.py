@@ -193,15 +193,8 @@ def test_read_committed_sees_committed_data_only_and_an_open_txn_survives_its_le
         wait_for("a new leader", lambda: _leader(kafka_cluster) not in (old_leader, -1) or None, timeout_s=TIMEOUT_S)
         assert wait_for("the new leader's LSO", lambda: _lso_or_none(kafka_cluster), timeout_s=TIMEOUT_S) == held
     finally:
-        kafka_cluster.start()
-    wait_for(
-        "the restarted broker back in the ISR",
-        lambda: old_leader in kafka_cluster.describe(TOPIC)["partitions"][0]["isr"] or None,
-        timeout_s=60,
-    )
-    if described["replicas"][0] == old_leader:
-        kafka_cluster.ok("topics", "elect-leaders", TOPIC, "--partition", "0")
-        wait_for("the restarted broker leading", lambda: _leader(kafka_cluster) == old_leader or None, timeout_s=60)
+        kafka_cluster.bring_back()  # back in the ISR, and leading again where it is the preferred replica
+    assert old_leader in kafka_cluster.describe(TOPIC)["partitions"][0]["isr"]
     assert wait_for("the LSO", lambda: _lso_or_none(kafka_cluster), timeout_s=TIMEOUT_S) == held
     assert open_txn_start(kafka_cluster, pid) == held
     assert consume(kafka_cluster, "read_committed", held) == [b"c1", b"c2", b"plain1", b"open1", b"plain2"]
