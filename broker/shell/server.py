@@ -240,6 +240,7 @@ class BrokerComponent:
                 "connections": sum(x.connection_count for x in self.kafka_listeners),
                 "frames_refused": sum(x.frames_refused for x in self.kafka_listeners),
                 "connections_refused": sum(x.connections_refused for x in self.kafka_listeners),
+                "connections_idle_closed": sum(x.connections_idle_closed for x in self.kafka_listeners),
                 **self.kafka_apis.status(),
             }
         return out

@@ -337,6 +337,7 @@ def test_thousands_of_connections_opened_and_dropped_stay_bounded(fuzz_cluster, 
 
 def test_connections_beyond_max_connections_are_closed_and_the_rest_served(fuzz_cluster, address, good) -> None:
     socks = []
+    before = _kafka_status(fuzz_cluster)
     try:
         for _ in range(MAX_CONNECTIONS + 50):
             socks.append(socket.create_connection(address, timeout=10))
@@ -353,7 +354,11 @@ def test_connections_beyond_max_connections_are_closed_and_the_rest_served(fuzz_
                 closed += 1
         assert served <= MAX_CONNECTIONS - 1  # the good client holds one
         assert closed >= 50
-        assert _kafka_status(fuzz_cluster)["connections_refused"] >= 50
+        after = _kafka_status(fuzz_cluster)
+        refused, idle = (after[k] - before[k] for k in ("connections_refused", "connections_idle_closed"))
+        # Each closed one was refused at the cap, or (on a loaded machine, where 250 accepts and round trips
+        # take seconds) accepted and then closed idle before its request came, which freed its slot.
+        assert refused >= 1 and refused + idle >= closed, (refused, idle, closed)
         check_good_client(good)
     finally:
         for s in socks:

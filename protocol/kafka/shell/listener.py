@@ -123,6 +123,7 @@ class KafkaListener:
         self._budget = _ByteBudget(limits.queued_max_request_bytes)
         self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
+        self.connections_idle_closed = 0  # closed after connections_max_idle_ms with nothing in flight
         self.frames_refused = 0
 
     @property
@@ -230,6 +231,7 @@ class _Connection:
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             if head is None:
+                self.listener.connections_idle_closed += 1
                 log.debug("closing idle Kafka connection from %s:%d", self.client_host, self.client_port)
                 return
             (size,) = _SIZE.unpack(head)
