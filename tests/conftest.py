@@ -83,8 +83,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # the in-process unit and simulation tests filling both. Two process tests run side by side at most.
 # Every test that makes network namespaces is in `faults` (FAULT_NET_GROUP): two such tests at once
 # would see each other's namespaces and share the machine's nftables and loop devices.
+# The Spark audit tests share one SparkSession (one JVM, warmed by the first audit) on one worker.
 FAULT_NET_GROUP = "faults"
-PROCESS_GROUPS = {"integration": "processes", "jepsen_like": FAULT_NET_GROUP, "kafka_clients": "kafka-clients"}
+PROCESS_GROUPS = {
+    "integration": "processes",
+    "jepsen_like": FAULT_NET_GROUP,
+    "kafka_clients": "kafka-clients",
+    "unit/spark_jobs": "spark",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marker into the node id
@@ -92,7 +98,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests_dir = Path(__file__).resolve().parent
     for item in items:
         relative = item.path.resolve().relative_to(tests_dir) if item.path.is_relative_to(tests_dir) else None
-        group = PROCESS_GROUPS.get(relative.parts[0]) if relative is not None else None
+        where = relative.as_posix() if relative is not None else ""
+        group = next((g for folder, g in PROCESS_GROUPS.items() if where.startswith(f"{folder}/")), None)
         # A module that names its group keeps it (network-namespace tests join the fault runs').
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))

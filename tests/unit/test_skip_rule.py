@@ -76,9 +76,9 @@ def test_a_skip_on_an_xdist_worker_fails_the_run_too(suite: pytest.Pytester) -> 
 
 
 def test_tests_that_start_processes_run_on_one_worker(suite: pytest.Pytester) -> None:
-    for folder in ("integration", "kafka_clients", "jepsen_like", "unit", "simulation"):
+    for folder in ("integration", "kafka_clients", "jepsen_like", "unit", "unit/spark_jobs", "simulation"):
         (suite.path / folder).mkdir()
-        (suite.path / folder / f"test_{folder}.py").write_text(
+        (suite.path / folder / f"test_{folder.replace('/', '_')}.py").write_text(
             "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
         )
     result = suite.runpytest("-n", "2", "--dist", "loadgroup", "-v")
@@ -93,4 +93,5 @@ def test_tests_that_start_processes_run_on_one_worker(suite: pytest.Pytester) ->
         "processes": {"integration/test_integration.py"},
         "faults": {"jepsen_like/test_jepsen_like.py"},
         "kafka-clients": {"kafka_clients/test_kafka_clients.py"},
+        "spark": {"unit/spark_jobs/test_unit_spark_jobs.py"},
     }

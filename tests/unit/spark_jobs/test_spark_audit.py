@@ -23,7 +23,6 @@ from kraftpy.spark_jobs.audit import plan_audit, run_audit
 from kraftpy.spark_jobs.datasource import FORMAT_NAME
 from kraftpy.spark_jobs.records import digest
 from kraftpy.spark_jobs.report import render_html, to_json
-from kraftpy.spark_jobs.session import make_session
 from kraftpy.storage import LogConfig, PartitionLog
 from kraftpy.storage.inspection import LogFileReader
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
@@ -136,13 +135,6 @@ def write_history(path: Path, topic: str, partitions: int) -> None:
             ok = {"process": 0, "type": "ok", "f": "send", "key": partition, "value": message, "offset": offset}
             lines.append(ok)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = make_session("local[2]", app_name="kraftpy-audit-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
