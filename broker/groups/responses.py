@@ -144,7 +144,8 @@ def storage_error(code: ErrorCode) -> ErrorCode:
 
 
 def commit_storage_error(code: ErrorCode) -> ErrorCode:
-    """What a failed write of offsets tells the committer (Kafka's storeOffsets mapping)."""
+    """What a failed write of offsets, or a failed verification of a TxnOffsetCommit, tells the committer
+    (Kafka's maybeConvertOffsetCommitError)."""
     if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return storage_error(code)

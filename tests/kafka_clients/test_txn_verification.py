@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kafka.protocol.admin.transactions import DescribeProducersRequest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
@@ -201,7 +202,7 @@ def test_a_txn_offset_commit_outside_the_transaction_is_refused(kafka_cluster: L
     __consumer_offsets (unverified, it was written as a transactional batch that no marker ever
     ended, and require_stable fetches of the group answered UNSTABLE_OFFSET_COMMIT for ever)."""
     txn_id, group = "verify-offsets", "verify-offsets-group"
-    kafka_cluster.ok("topics", "create", COMMITTED, "--partitions", "1", "--replication-factor", "3")
+    kafka_cluster.ok("topics", "create", COMMITTED, "--partitions", "1", "--replication-factor", "3", "--if-not-exists")
     wire = Raw(txn_coordinator(kafka_cluster, txn_id))
     groups = Raw(find_coordinator(kafka_cluster, group))
     try:
@@ -227,3 +228,57 @@ def test_a_txn_offset_commit_outside_the_transaction_is_refused(kafka_cluster: L
     finally:
         wire.close()
         groups.close()
+
+
+def node_at(cluster: LocalCluster, address: str) -> int:
+    port = int(address.rsplit(":", 1)[1])
+    return next(n.node_id for n in cluster.layout().nodes if n.kafka_port == port)
+
+
+def test_a_txn_offset_commit_the_coordinator_cannot_verify_is_retried_not_aborted(kafka_cluster: LocalCluster) -> None:
+    """The transaction coordinator's node dies between AddOffsetsToTxn and TxnOffsetCommit: the group
+    coordinator cannot verify the commit. It answers COORDINATOR_NOT_AVAILABLE, as Kafka maps a failed
+    offsets write (maybeConvertOffsetCommitError), and the client looks the coordinator up again and
+    retries. Before, it passed on the produce path's NOT_ENOUGH_REPLICAS, which librdkafka treats as
+    abortable on a TxnOffsetCommit: the transaction was aborted for a coordinator that was only moving.
+    Retried, the commit goes through once __transaction_state has a new leader."""
+    kafka_cluster.ok("topics", "create", COMMITTED, "--partitions", "1", "--replication-factor", "3", "--if-not-exists")
+    group = "verify-unreachable-group"
+    group_node = node_at(kafka_cluster, find_coordinator(kafka_cluster, group))
+    txn_id = next(
+        t
+        for t in (f"verify-unreachable-{i}" for i in range(100))
+        if node_at(kafka_cluster, txn_coordinator(kafka_cluster, t)) != group_node
+    )
+    wire = Raw(txn_coordinator(kafka_cluster, txn_id))
+    groups = Raw(find_coordinator(kafka_cluster, group))
+    killed = False
+    try:
+        producer = init(wire, txn_id)
+        pid, epoch = producer.producer_id, producer.producer_epoch
+        fields = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
+        added = wire.call(25, 3, AddOffsetsToTxnRequest(group_id=group, **fields))
+        assert added.error_code == 0, added
+        wire.close()
+        kafka_cluster.kill(node_at(kafka_cluster, txn_coordinator(kafka_cluster, txn_id)))
+        killed = True
+        # Before its session expires the dead node still leads __transaction_state: unreachable.
+        assert txn_offset_commit(groups, txn_id, group, pid, epoch, 11) == E.COORDINATOR_NOT_AVAILABLE
+
+        def retried() -> bool | None:
+            code = txn_offset_commit(groups, txn_id, group, pid, epoch, 11)
+            assert code in (E.NONE, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS), E(code)
+            return code == E.NONE or None
+
+        wait_for("the retried commit verified by the new coordinator", retried, timeout_s=60)
+        assert stable_offset(groups, group)[0] == E.UNSTABLE_OFFSET_COMMIT  # held by the open transaction
+        moved = groups.call(10, 1, FindCoordinatorRequest(key=txn_id, key_type=1, version=1))  # a live node asked
+        wire = Raw(f"{moved.host}:{moved.port}")
+        end = wire.call(26, 3, EndTxnRequest(committed=True, **fields))
+        assert end.error_code == 0, end
+        wait_for("the committed offset", lambda: stable_offset(groups, group) == (E.NONE, 11))
+    finally:
+        wire.close()
+        groups.close()
+        if killed:
+            kafka_cluster.bring_back()

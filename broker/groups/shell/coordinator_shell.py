@@ -16,7 +16,7 @@ from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler
 from kraftpy.broker.groups import GROUP_APIS, Append, GroupCoordinator, PartitionStatus, Respond
 from kraftpy.broker.groups.actions import Action
 from kraftpy.broker.groups.requests import TxnOffsetCommitRequest
-from kraftpy.broker.groups.responses import offset_commit_response
+from kraftpy.broker.groups.responses import commit_storage_error, offset_commit_response
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
 from kraftpy.broker.groups.shell.pending import PendingAnswers
@@ -174,9 +174,12 @@ class GroupCoordinatorShell:
             request.transactional_id, [batch], self.settings.offsets_commit_timeout_ms
         ) as refused:
             if batch.key in refused:
+                # The produce path's answer (NOT_ENOUGH_REPLICAS for a coordinator it could not reach) is
+                # abortable on a TxnOffsetCommit; mapped as a failed offsets write, clients retry it.
                 error = refused[batch.key]
+                code = commit_storage_error(error.code)
                 keys = [(p.topic, p.partition) for p in request.commit.partitions]
-                return offset_commit_response(dict.fromkeys(keys, error.code), dict.fromkeys(keys, error.message))
+                return offset_commit_response(dict.fromkeys(keys, code), dict.fromkeys(keys, error.message))
             return await self._ask("txn_offset_commit", body)
 
     def _backstop_ms(self, body: Mapping[str, Any]) -> int:
