@@ -1,11 +1,12 @@
 """InitProducerId: a producer id and epoch for an idempotent producer (Kafka's InitProducerId).
 
-Without a transactional id any broker answers (Kafka does the same): a new
-producer (producer_id -1) gets the next id of this broker's block, epoch 0.
-A producer that names its current id and epoch gets the epoch bumped
-(KIP-360: it lost track of a sequence); at the last epoch it gets a new id
-instead. With a transactional_id the request goes to this broker's transaction coordinator
-(broker/txn/shell/coordinator_shell.py), which answers NOT_COORDINATOR unless it owns the id.
+Without a transactional id any broker answers (Kafka does the same) with the
+next id of this broker's block, epoch 0, also to a producer that names its
+current id and epoch (KIP-360's reset of an idempotent producer): nothing
+proves the id is the asker's, so a named id is never bumped, which would
+fence the producer that holds it. With a transactional_id the request goes to this broker's
+transaction coordinator (broker/txn/shell/coordinator_shell.py), which answers NOT_COORDINATOR
+unless it owns the id.
 """
 
 from __future__ import annotations
@@ -30,7 +31,5 @@ class InitProducerIdHandler:
             return await self.rm.txn.init_producer_id(body)
         if (producer_id == -1) != (producer_epoch == -1):
             raise invalid("field 'producer_id' and 'producer_epoch' must both be -1 or both be set")
-        if producer_id >= 0 and producer_epoch < INT16_MAX:
-            return {"producer_id": producer_id, "producer_epoch": producer_epoch + 1}
         timeout_ms = self.rm.settings.controller_request_timeout_ms
         return {"producer_id": await self.rm.producer_ids.generate(timeout_ms), "producer_epoch": 0}

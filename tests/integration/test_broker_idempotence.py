@@ -59,12 +59,17 @@ async def test_duplicates_gaps_epochs_and_unknown_producers(tmp_path: Path) -> N
         assert cluster.hosted(1, "idem").log.log_end_offset == 5  # not written twice
         assert (await send(idempotent(pid, epoch, 9, 1)))["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
-        bumped_pid, bumped = await init_pid(cluster, 1, pid, epoch)
-        assert (bumped_pid, bumped) == (pid, epoch + 1)
-        assert (await send(idempotent(pid, bumped, 0, 1, tag="b")))["base_offset"] == 5
-        assert (await send(idempotent(pid, epoch, 5, 1)))["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+        # Naming a producer id (KIP-360's reset, or anyone who read it off the log) gets a new id, as from
+        # Kafka: a bump of the named one would fence the producer that holds it.
+        reset_pid, reset_epoch = await init_pid(cluster, 1, pid, epoch)
+        assert reset_pid not in (pid, other_pid) and reset_epoch == 0
+        assert (await send(idempotent(pid, epoch, 5, 1)))["base_offset"] == 5  # its holder writes on
+        assert (await send(idempotent(reset_pid, 0, 0, 1, tag="b")))["base_offset"] == 6
+        # A higher epoch sent straight in a batch is KIP-360's own bump on the partition: the old one is fenced.
+        assert (await send(idempotent(pid, epoch + 1, 0, 1, tag="c")))["base_offset"] == 7
+        assert (await send(idempotent(pid, epoch, 6, 1)))["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
         assert (await send(idempotent(other_pid, 0, 7, 1)))["error_code"] == ErrorCode.UNKNOWN_PRODUCER_ID
-        assert cluster.hosted(1, "idem").log.log_end_offset == 6
+        assert cluster.hosted(1, "idem").log.log_end_offset == 8
 
 
 async def test_producer_state_survives_a_leader_change_and_a_restart_of_every_broker(tmp_path: Path) -> None:
