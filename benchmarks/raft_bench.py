@@ -189,7 +189,7 @@ async def failover(cluster: ProcCluster, trials: int, graceful: bool, payload: b
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     payload = b"e" * args.size
     with tempfile.TemporaryDirectory(prefix="raft-bench-") as tmp:
-        cluster = ProcCluster(Path(tmp), base_port=args.base_port or None)
+        cluster = ProcCluster(Path(tmp))  # its ports are reserved below the ephemeral range (tests/ports.py)
         try:
             cluster.start_all()
             leader = await settle(cluster, payload)
@@ -277,7 +277,6 @@ def main() -> None:
     parser.add_argument("--round-trips", type=int, default=2000, help="calls per transport (0: none)")
     parser.add_argument("--size", type=int, default=100, help="entry bytes")
     parser.add_argument("--trials", type=int, default=20, help="failover trials of each kind (0: none)")
-    parser.add_argument("--base-port", type=int, default=0, help="first of 3 ports (default: free ones)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     try:

@@ -1,0 +1,30 @@
+"""benchmarks/raft_bench.py still runs: a tiny run of every phase but failover, against real node processes.
+
+The figures of issue 16 come from this script; nothing else runs it, and a change of the test cluster
+(ProcCluster's ports) once broke it unnoticed. No figure is asserted, only that each was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "raft_bench.py"
+
+
+def test_a_tiny_raft_bench_run_measures_every_phase() -> None:
+    tiny = ["--sequential", "20", "--entries", "100", "--clients", "2", "--per-request", "10"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), *tiny, "--round-trips", "5", "--trials", "0", "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)
+    assert results["one_at_a_time"]["entries"] == 20 and results["one_at_a_time"]["leader_p50_ms"] > 0
+    assert results["many_in_flight"]["entries"] == 100 and results["many_in_flight"]["entries_per_s"] > 0
+    assert results["round_trips"]["calls"] == 5 and results["round_trips"]["stream_p50_ms"] > 0
