@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 
 TOPIC = "chaos"
 PARTITIONS = 3
-ROUNDS = 3
+# Two kills: the second meets a leader elected after the first victim came back. Longer series of
+# kills, pauses and partitions are the fault runs' (tests/jepsen_like/).
+ROUNDS = 2
 
 
 @pytest.fixture

@@ -67,8 +67,8 @@ def test_every_topic_survives_full_restarts_with_snapshots(cluster: LocalCluster
             assert status["metadata"]["replay_errors"] == 0
             assert "loaded metadata snapshot" in cluster.log_text(n)
         assert cluster.health()["healthy"] is True
-
-    # The restarted cluster still takes writes, and they survive too.
-    cluster.ok("topics", "create", "post-restart", "--partitions", "2")
-    restart(cluster)
-    assert "post-restart" in durable_view(cluster)
+        if round_no == 1:
+            # The restarted cluster still takes writes, and they survive the next round too.
+            cluster.ok("topics", "create", "post-restart", "--partitions", "2")
+            before = durable_view(cluster)
+            assert "post-restart" in before
