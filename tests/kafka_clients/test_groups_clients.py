@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import threading
 import time
@@ -356,32 +357,45 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         enable_auto_commit=False,
     )
     # Each member polls on its own thread, as applications do: a rebalance waits for every member's
-    # next poll, so polling them in turn from one thread would make each wait for the other.
+    # next poll, so polling them in turn from one thread would make each wait for the other. Neither
+    # consumer is thread-safe, so only its poller touches it; this thread reads what the poller saw.
     stop = threading.Event()
+    seen: dict[str, set[int]] = {"theirs": set(), "ours": set()}
 
-    def keep_polling(consumer) -> None:
+    def keep_polling(name: str, consumer) -> None:
         while not stop.is_set():
             consumer.poll(timeout_ms=100)
+            seen[name] = {tp.partition for tp in consumer.assignment()}
 
-    pollers = [threading.Thread(target=keep_polling, args=(c,), daemon=True) for c in (theirs, ours)]
+    pollers = [
+        threading.Thread(target=keep_polling, args=(name, c), daemon=True)
+        for name, c in (("theirs", theirs), ("ours", ours))
+    ]
+    # kafka-python's coordinator at DEBUG: a member that stops talking to the group shows where it stands.
+    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     try:
         ours.subscribe([topic])
         for poller in pollers:
             poller.start()
 
         def split() -> tuple[set[int], set[int]] | None:
-            a = {tp.partition for tp in theirs.assignment()}
-            b = {tp.partition for tp in ours.assignment()}
+            a, b = seen["theirs"], seen["ours"]
             return (a, b) if a and b and a | b == {0, 1, 2, 3} and not a & b else None
 
         try:
             their_parts, our_parts = wait_for("both members assigned, disjointly", split, timeout_s=TIMEOUT_S)
         except AssertionError as failure:
             # What the coordinator holds tells a coordinator fault from a client that never rejoined.
-            seen = kafka_cluster.cli("groups", "describe", group, "--json")
+            said = kafka_cluster.cli("groups", "describe", group, "--json")
+            history = [
+                line
+                for entry in kafka_cluster.layout().nodes
+                for line in kafka_cluster.log_text(entry.node_id).splitlines()
+                if f"group {group}:" in line
+            ]
             raise AssertionError(
-                f"{failure}; kafka-python holds {theirs.assignment()}, kraftpy holds {ours.assignment()}; "
-                f"the coordinator says: {seen}"
+                f"{failure}; kafka-python held {seen['theirs']}, kraftpy held {seen['ours']}; "
+                f"the coordinator says: {said}; its log of the group: {history[-20:]}"
             ) from None
         assert len(their_parts) == len(our_parts) == 2  # range over 4 partitions and 2 members
 
@@ -399,5 +413,6 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         stop.set()
         for poller in pollers:
             poller.join(TIMEOUT_S)
+        logging.getLogger("kafka.coordinator").setLevel(logging.NOTSET)
         ours.close()
         theirs.close()
