@@ -372,7 +372,9 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         for name, c in (("theirs", theirs), ("ours", ours))
     ]
     # kafka-python's coordinator at DEBUG: a member that stops talking to the group shows where it stands.
-    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
+    coordinator_log = logging.getLogger("kafka.coordinator")
+    level_before = coordinator_log.level
+    coordinator_log.setLevel(logging.DEBUG)
     try:
         ours.subscribe([topic])
         for poller in pollers:
@@ -413,6 +415,6 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
         stop.set()
         for poller in pollers:
             poller.join(TIMEOUT_S)
-        logging.getLogger("kafka.coordinator").setLevel(logging.NOTSET)
+        coordinator_log.setLevel(level_before)
         ours.close()
         theirs.close()

@@ -245,12 +245,13 @@ def test_a_txn_offset_commit_the_coordinator_cannot_verify_is_retried_not_aborte
     kafka_cluster.ok("topics", "create", COMMITTED, "--partitions", "1", "--replication-factor", "3", "--if-not-exists")
     group = "verify-unreachable-group"
     group_node = node_at(kafka_cluster, find_coordinator(kafka_cluster, group))
-    txn_id = next(
-        t
-        for t in (f"verify-unreachable-{i}" for i in range(100))
-        if node_at(kafka_cluster, txn_coordinator(kafka_cluster, t)) != group_node
-    )
-    wire = Raw(txn_coordinator(kafka_cluster, txn_id))
+    for txn_id in (f"verify-unreachable-{i}" for i in range(100)):
+        address = txn_coordinator(kafka_cluster, txn_id)
+        if (txn_node := node_at(kafka_cluster, address)) != group_node:
+            break
+    else:
+        raise AssertionError(f"every transactional id tried is coordinated on node {group_node}, as the group")
+    wire = Raw(address)
     groups = Raw(find_coordinator(kafka_cluster, group))
     killed = False
     try:
@@ -260,7 +261,7 @@ def test_a_txn_offset_commit_the_coordinator_cannot_verify_is_retried_not_aborte
         added = wire.call(25, 3, AddOffsetsToTxnRequest(group_id=group, **fields))
         assert added.error_code == 0, added
         wire.close()
-        kafka_cluster.kill(node_at(kafka_cluster, txn_coordinator(kafka_cluster, txn_id)))
+        kafka_cluster.kill(txn_node)
         killed = True
         # Before its session expires the dead node still leads __transaction_state: unreachable.
         assert txn_offset_commit(groups, txn_id, group, pid, epoch, 11) == E.COORDINATOR_NOT_AVAILABLE
