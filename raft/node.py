@@ -261,9 +261,13 @@ class RaftNode:
                 self._send_fetch()
         self._maybe_flush()
 
-    def append(self, records: list[bytes], now_ms: int) -> tuple[int, int, int]:
+    def append(self, records: list[bytes], now_ms: int, *, drain: bool = True) -> tuple[int, int, int]:
         """Propose `records`; returns (epoch, base_offset, last_offset). The outcome comes as
-        an `AppendResolved` action. Raises NotLeaderError (with the leader hint) if not leader."""
+        an `AppendResolved` action. Raises NotLeaderError (with the leader hint) if not leader.
+
+        With `append_linger_ms` 0 the records are appended at once, unless `drain` is False:
+        then they wait in the accumulator for `drain_proposals`, so that proposals made together
+        share one batch (a caller that passes False must call it)."""
         self._begin(now_ms)
         leader = self._require_leader()
         if not records:
@@ -289,11 +293,22 @@ class RaftNode:
         leader.appends.append(PendingAppend(base, last, now_ms + self.config.proposal_timeout_ms))
         leader.backlog.append((last, size))
         leader.backlog_bytes += size
-        if self.config.append_linger_ms == 0 or leader.accumulated_bytes >= self.config.max_batch_bytes:
+        if leader.accumulated_bytes >= self.config.max_batch_bytes:
             self._drain_accumulator()
+        elif self.config.append_linger_ms == 0:
+            if drain:
+                self._drain_accumulator()
         elif leader.linger_deadline_ms is None:
             leader.linger_deadline_ms = now_ms + self.config.append_linger_ms
         return self.epoch, base, last
+
+    def drain_proposals(self, now_ms: int) -> None:
+        """Append every proposal accumulated so far as one batch (KRaft's accumulator is drained
+        on the Raft thread's next poll the same way). The shell calls this once per event-loop
+        turn after appends made with `drain=False`; a no-op when nothing waits or not leader."""
+        self._begin(now_ms)
+        if self._leader is not None:
+            self._drain_accumulator()
 
     def read_index(self, now_ms: int) -> int:
         """Start a linearizable read; returns its id. A `ReadResolved(read_id, read_index)`

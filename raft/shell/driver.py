@@ -100,6 +100,7 @@ class RaftShell:
         self._stall_error: str | None = None
         self._stall_delay_ms = STALL_BACKOFF_MS[0]
         self._stalled_flushes: deque[int] = deque()
+        self._drain_scheduled = False
         self.stalls = 0
         self.core = RaftNode(
             node_id=node_id,
@@ -133,8 +134,23 @@ class RaftShell:
         self._step(self.core.handle, message, self._clock())
 
     def append(self, records: list[bytes]) -> tuple[int, int, int]:
+        """Propose `records`. They are appended at the end of this event-loop turn, together with
+        every other proposal made in it: one batch, one write and one answer per parked fetch
+        for all of them, and no wait for a caller that proposes alone."""
         self._check_running()
-        return self._step(self.core.append, records, self._clock())
+        result = self._step(self._append_held, records, self._clock())
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain_proposals)
+        return result
+
+    def _append_held(self, records: list[bytes], now_ms: int) -> tuple[int, int, int]:
+        return self.core.append(records, now_ms, drain=False)
+
+    def _drain_proposals(self) -> None:
+        self._drain_scheduled = False
+        if self.failed is None and not self.stopped and self._stalled is None:
+            self._step(self.core.drain_proposals, self._clock())
 
     def read_index(self) -> int:
         self._check_running()
@@ -230,6 +246,8 @@ class RaftShell:
         self._dispatch()
         while self._stalled_flushes and self._stalled is None and self.failed is None:
             self._on_flushed(self._stalled_flushes.popleft())
+        if self._stalled is None and self.failed is None:
+            self._drain_proposals()  # proposals made before the stall was noticed
         self._arm_timer()
 
     def stall_status(self) -> dict[str, Any]:

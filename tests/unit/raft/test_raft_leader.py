@@ -244,6 +244,26 @@ def test_proposals_are_batched_by_linger_and_size() -> None:
     assert [e.data for e in first.entries] == [b"x" * 40]
 
 
+def test_held_proposals_share_one_batch_when_drained() -> None:
+    """With no linger, `drain=False` holds proposals for `drain_proposals` (the shell's end of an
+    event-loop turn): proposals made together go out as one batch; a default append goes at once."""
+    from kraftpy.raft.actions import AppendEntries
+
+    node, log, _ = elected(append_linger_ms=0)
+    assert node.append([b"a"], 5001, drain=False) == (node.epoch, 1, 1)
+    assert node.append([b"b", b"c"], 5001, drain=False) == (node.epoch, 2, 3)
+    assert not [a for a in drain(node, log, now_ms=5001) if isinstance(a, AppendEntries)]
+    assert node.next_deadline_ms() > 5001 + 25  # no timer drains them: the caller does
+    node.drain_proposals(5001)
+    (batch,) = [a for a in drain(node, log, now_ms=5001) if isinstance(a, AppendEntries)]
+    assert [e.data for e in batch.entries] == [b"a", b"b", b"c"]
+    node.drain_proposals(5002)  # nothing held: nothing appended
+    assert not [a for a in drain(node, log, now_ms=5002) if isinstance(a, AppendEntries)]
+    node.append([b"d"], 5003)
+    (alone,) = [a for a in drain(node, log, now_ms=5003) if isinstance(a, AppendEntries)]
+    assert [e.data for e in alone.entries] == [b"d"]
+
+
 def test_proposal_times_out() -> None:
     node, log, _ = elected()
     node.config = dataclasses.replace(node.config, proposal_timeout_ms=1000)

@@ -18,10 +18,12 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.records.header import iter_batches
 from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.log import OffsetAndEpoch
 from kraftpy.raft.shell.component import CommittedBatch, RaftComponent
+from kraftpy.raft.shell.durable_log import METADATA_LOG_DIR
 from tests.ports import PortReservation
 
 CONFIG = RaftConfig(
@@ -154,6 +156,33 @@ async def test_elects_one_leader_and_commits_in_log_order_everywhere(cluster: Cl
         lambda: [v["log_end_offset"] for v in leader.status()["voters"]] == [last + 1] * 3,
         what="every voter's acknowledgement of the last entry",
     )
+
+
+def batch_ranges(data_dir: Path) -> list[tuple[int, int]]:
+    """(base offset, last offset) of every batch in a node's metadata log segments, from the files."""
+    ranges = []
+    for segment in sorted((data_dir / METADATA_LOG_DIR).glob("*.log")):
+        for _pos, header in iter_batches(segment.read_bytes()):
+            ranges.append((header.base_offset, header.base_offset + header.last_offset_delta))
+    return ranges
+
+
+async def test_proposals_made_in_one_loop_turn_share_one_batch_on_disk(cluster: Cluster) -> None:
+    """Appends made without an await between them are written as one batch (one write, one
+    answer per parked fetch for all of them); an append made alone is not held back."""
+    await wait_for(cluster.leader, what="a leader")
+    leader = cluster.leader()
+    assert leader is not None
+    together = [leader.schedule_atomic_append(leader.epoch, [f"t{i}".encode()]) for i in range(3)]
+    await asyncio.sleep(0)  # the next loop turn
+    last = await commit(leader, b"alone")
+    assert together == [last - 3, last - 2, last - 1]
+    ranges = batch_ranges(cluster.root / f"node{leader.node_id}")
+    assert (together[0], together[-1]) in ranges, ranges
+    assert (last, last) in ranges, ranges
+    await wait_for(lambda: all(m.next_offset == last + 1 for m in cluster.machines.values()))
+    for machine in cluster.machines.values():
+        assert machine.applied[-4:] == [b"t0", b"t1", b"t2", b"alone"]
 
 
 async def test_followers_refuse_appends_and_reads_with_the_leader_hint(cluster: Cluster) -> None:
