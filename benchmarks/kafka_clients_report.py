@@ -16,7 +16,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-COLOURS = {"kraftpy, librdkafka": "#1f77b4", "kraftpy, own client": "#9ecae1", "NATS JetStream, Go": "#ff7f0e"}
+COLOURS = {
+    "kraftpy, librdkafka": "#1f77b4",
+    "kraftpy, own client": "#9ecae1",
+    "kraftpy, own client, defaults": "#c6dbef",
+    "kraftpy, own client, 256 KiB": "#9ecae1",
+    "NATS JetStream, Go": "#ff7f0e",
+}
 WIDTH_PX, BAR_PX, GAP_PX, LEFT_PX, TOP_PX = 640, 22, 4, 170, 10
 
 
@@ -34,7 +40,8 @@ def measures(result: dict[str, Any]) -> list[tuple[str, str, float, dict[str, li
     return [
         ("produce 100 B, acks=all", "records/s", 200_000, {
             "kraftpy, librdkafka": _runs(result, "librdkafka_produce_100B", "records_s"),
-            "kraftpy, own client": _runs(result, "kraftpy_produce_100B", "records_per_s"),
+            "kraftpy, own client, defaults": _runs(result, "kraftpy_produce_100B_default", "records_per_s"),
+            "kraftpy, own client, 256 KiB": _runs(result, "kraftpy_produce_100B", "records_per_s"),
             "NATS JetStream, Go": _nats(result, "pub_100B", "msgs_s"),
         }),
         ("produce 1 KiB, acks=all", "MB/s", 100, {
