@@ -18,6 +18,7 @@ from typing import Any
 
 COLOURS = {
     "kraftpy, librdkafka": "#1f77b4",
+    "kraftpy, librdkafka, after 1st batch": "#6baed6",
     "kraftpy, own client": "#9ecae1",
     "kraftpy, own client, defaults": "#c6dbef",
     "kraftpy, own client, 256 KiB": "#9ecae1",
@@ -50,6 +51,7 @@ def measures(result: dict[str, Any]) -> list[tuple[str, str, float, dict[str, li
         }),
         ("consume 100 B", "records/s", 500_000, {
             "kraftpy, librdkafka": _runs(result, "librdkafka_consume_100B", "records_s"),
+            "kraftpy, librdkafka, after 1st batch": _runs(result, "librdkafka_consume_100B", "records_s_after_first"),
             "kraftpy, own client": _runs(result, "kraftpy_consume_100B", "records_per_s"),
             "NATS JetStream, Go": _nats(result, "consume_100B", "msgs_s"),
         }),
