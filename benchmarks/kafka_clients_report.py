@@ -110,6 +110,11 @@ def report_html(result: dict[str, Any]) -> str:
             f"<p>Paced 100 B at {paced['target_rate']:,.0f}/s (half the median peak): got {paced['records_s']:,.0f}/s, "
             f"p50 {paced['p50_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms (target p99 &le; 15 ms).</p>"
         )
+    for step in result.get("paced_ladder", []):
+        out.append(
+            f"<p>Paced 100 B at {step['target_rate']:,.0f}/s: got {step['records_s']:,.0f}/s, "
+            f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms.</p>"
+        )
     nats_paced = (result.get("nats") or {}).get("paced_100B")
     if nats_paced:
         lat = nats_paced["ack_latency"]
