@@ -91,6 +91,7 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
     leader_ms: list[float] = []
     for _ in range(50):  # warm-up: connections, caches
         await cluster.append(leader, [payload])
+    cpu_before = process_cpu_s(cluster)
     start = time.perf_counter()
     for _ in range(count):
         t0 = time.perf_counter()
@@ -98,14 +99,34 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
         client_ms.append((time.perf_counter() - t0) * 1000)
         leader_ms.append(answer["commit_us"][0] / 1000)
     elapsed = time.perf_counter() - start
+    cpu_after = process_cpu_s(cluster)
+    cpu_us = {who: (cpu_after[who] - cpu_before[who]) / count * 1e6 for who in cpu_before}
     return {
         "entries": count,
         "entries_per_s": count / elapsed,
+        # CPU per commit, by process: what the two cores must fit into one commit cycle
+        "cpu_us_per_commit": {
+            "leader": cpu_us.pop(str(leader)),
+            "client": cpu_us.pop("client"),
+            "followers": sorted(cpu_us.values()),
+        },
         "client_p50_ms": percentile(sorted(client_ms), 0.5),
         "client_p99_ms": percentile(sorted(client_ms), 0.99),
         "leader_p50_ms": percentile(sorted(leader_ms), 0.5),
         "leader_p99_ms": percentile(sorted(leader_ms), 0.99),
     }
+
+
+def process_cpu_s(cluster: ProcCluster) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each node process, by node id, and of this client."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for node_id, proc in cluster.procs.items():
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out[str(node_id)] = (int(fields[11]) + int(fields[12])) / ticks
+    me = os.times()
+    out["client"] = me.user + me.system
+    return out
 
 
 async def round_trips(cluster: ProcCluster, node_id: int, count: int) -> dict[str, Any]:
@@ -285,6 +306,15 @@ def print_table(results: dict[str, Any]) -> None:
         "",
         "<= 1.0 / <= 3.0",
     )
+    if "cpu_us_per_commit" in one:
+        cpu = one["cpu_us_per_commit"]
+        followers = " + ".join(f"{f:,.0f}" for f in cpu["followers"])
+        table.add_row(
+            "CPU per commit, one at a time (µs): leader / followers / client",
+            f"{cpu['leader']:,.0f} / {followers} / {cpu['client']:,.0f}",
+            "",
+            "",
+        )
     table.add_row(
         f"latency p50 / p99 with {many['in_flight']} in flight (ms)",
         f"{many['leader_p50_ms']:.1f} / {many['leader_p99_ms']:.1f}",

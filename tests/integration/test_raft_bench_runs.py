@@ -26,5 +26,7 @@ def test_a_tiny_raft_bench_run_measures_every_phase() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)
     assert results["one_at_a_time"]["entries"] == 20 and results["one_at_a_time"]["leader_p50_ms"] > 0
+    cpu = results["one_at_a_time"]["cpu_us_per_commit"]
+    assert cpu["leader"] > 0 and len(cpu["followers"]) == 2 and cpu["client"] > 0
     assert results["many_in_flight"]["entries"] == 100 and results["many_in_flight"]["entries_per_s"] > 0
     assert results["round_trips"]["calls"] == 5 and results["round_trips"]["stream_p50_ms"] > 0
