@@ -26,7 +26,9 @@ def test_a_tiny_raft_bench_run_measures_every_phase() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)
     assert results["one_at_a_time"]["entries"] == 20 and results["one_at_a_time"]["leader_p50_ms"] > 0
+    # 20 commits are a few 10 ms clock ticks of CPU in all: a process may read 0, the four together do not
     cpu = results["one_at_a_time"]["cpu_us_per_commit"]
-    assert cpu["leader"] > 0 and len(cpu["followers"]) == 2 and cpu["client"] > 0
+    assert len(cpu["followers"]) == 2 and min(cpu["leader"], cpu["client"], *cpu["followers"]) >= 0
+    assert cpu["leader"] + cpu["client"] + sum(cpu["followers"]) > 0
     assert results["many_in_flight"]["entries"] == 100 and results["many_in_flight"]["entries_per_s"] > 0
     assert results["round_trips"]["calls"] == 5 and results["round_trips"]["stream_p50_ms"] > 0

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
 from kraftpy.tools.faults.workload import indeterminate
 
 CALL_TIMEOUT_S = 10.0  # one client call; librdkafka and kraftpy get a little less, so ours is the outer bound
@@ -21,6 +22,21 @@ POLL_TIMEOUT_S = 0.3
 TXN_TIMEOUT_MS = 10_000  # an abandoned transaction holds back read_committed readers at most this long
 SESSION_TIMEOUT_MS = 6_000
 LOG_LEVEL = 2  # librdkafka's syslog level: only critical lines; every fault makes it log connection errors
+
+
+class RebalanceCount:
+    """How many times a rebalance moved this consumer's partitions (revoked, lost or newly assigned).
+
+    A consumer resumes a partition it gets back from the group's committed offset, so a transaction
+    whose polls span a rebalance may read records twice: the runner aborts it, as a
+    consume-transform-produce application does when its partitions move (Kafka's EOS pattern)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def moved(self, partitions: Any) -> None:
+        if partitions:  # cooperative rebalances also report an empty change: nothing moved
+            self.count += 1
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,7 @@ class KraftpyClient:
         if spec.sub_via == "subscribe":
             consumer.update(group_id=spec.group_id, session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1_000)
         self.consumer = Consumer(spec.bootstrap, **consumer)
+        self.rebalances = RebalanceCount()
 
     def _tp(self, key: int) -> Any:
         from kraftpy.client import TopicPartition
@@ -68,7 +85,7 @@ class KraftpyClient:
         else:
             await asyncio.wait_for(self.producer.start(), CALL_TIMEOUT_S)
         if self.spec.sub_via == "subscribe":
-            self.consumer.subscribe([self.spec.topic])
+            self.consumer.subscribe([self.spec.topic], listener=_CountingListener(self.rebalances))
         else:
             self.consumer.assign([self._tp(k) for k in range(self.spec.keys)])
         return list(range(self.spec.keys))
@@ -127,6 +144,20 @@ class KraftpyClient:
             await asyncio.wait_for(self.producer.close(timeout_ms=2_000), CALL_TIMEOUT_S)
 
 
+class _CountingListener(ConsumerRebalanceListener):
+    def __init__(self, count: RebalanceCount) -> None:
+        self.count = count
+
+    def on_partitions_revoked(self, partitions: Any) -> None:
+        self.count.moved(partitions)
+
+    def on_partitions_assigned(self, partitions: Any) -> None:
+        self.count.moved(partitions)
+
+    def on_partitions_lost(self, partitions: Any) -> None:
+        self.count.moved(partitions)
+
+
 class ConfluentClient:
     """confluent-kafka (librdkafka): every blocking call in a thread, bounded by librdkafka's timeout."""
 
@@ -150,6 +181,7 @@ class ConfluentClient:
             "heartbeat.interval.ms": 1_000, "log_level": LOG_LEVEL,
             "isolation.level": "read_committed" if spec.transactional else "read_uncommitted",
         })  # fmt: skip
+        self.rebalances = RebalanceCount()
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), CALL_TIMEOUT_S + 2)
@@ -163,7 +195,13 @@ class ConfluentClient:
         if self.spec.transactional:
             await self._call(self.producer.init_transactions, INNER_TIMEOUT_S)
         if self.spec.sub_via == "subscribe":
-            self.consumer.subscribe([self.spec.topic])
+            moved = self.rebalances.moved
+            self.consumer.subscribe(
+                [self.spec.topic],
+                on_assign=lambda _c, ps: moved(ps),
+                on_revoke=lambda _c, ps: moved(ps),
+                on_lost=lambda _c, ps: moved(ps),
+            )
         else:
             self.consumer.assign([self._tp(k, self.ck.OFFSET_BEGINNING) for k in range(self.spec.keys)])
         return list(range(self.spec.keys))

@@ -44,6 +44,14 @@ class Failed(Exception):
     """The operation definitely did not happen (a transaction aborted): recorded `fail`."""
 
 
+def _check_not_moved(client: Any, rebalances: int) -> None:
+    """A rebalance that moved this consumer's partitions ends the transaction: the consumer resumed them
+    from their committed offsets, so its later polls may repeat records it read in this transaction (an
+    int-nonmonotonic-poll), and the offsets it would commit may be of partitions now another member's."""
+    if client.rebalances.count != rebalances:
+        raise Failed("a rebalance moved this consumer's partitions during the transaction")
+
+
 @dataclass
 class Workers:
     history: HistoryWriter
@@ -167,6 +175,7 @@ class Workers:
         client.begin()
         done: list[list[Any]] = []
         offsets: dict[int, int] = {}
+        rebalances = client.rebalances.count
         try:
             for m in micro:
                 if m[0] == "send":
@@ -176,7 +185,9 @@ class Workers:
                     done.append(completed_poll(records))
                     for key, offset, _ in records:
                         offsets[key] = offset + 1
+                    _check_not_moved(client, rebalances)
             if offsets and self.spec.sub_via == "subscribe":
+                _check_not_moved(client, rebalances)
                 await client.send_offsets(offsets)
             if abort:
                 raise Failed("aborted on purpose")
@@ -192,7 +203,10 @@ class Workers:
 
     async def _abort(self, client: Any, done: list[list[Any]], cause: BaseException) -> None:
         await client.abort()  # raises (unknown outcome) when the abort is not acknowledged
-        client.seek(rewind_to([m for m in done if m[0] == "poll"]))  # the records it read are not consumed
+        # The records it read are not consumed: back to them, on the keys this consumer still holds (a
+        # rebalance resumed the others elsewhere, from their committed offsets).
+        mine = set(client.assigned())
+        client.seek({k: o for k, o in rewind_to([m for m in done if m[0] == "poll"]).items() if k in mine})
         raise Failed(f"aborted: {cause!r}")
 
     async def drain(self) -> None:
