@@ -2,8 +2,9 @@
 
 Three real node processes (`python -m tests.integration.raft_kv_node`: the Raft
 component plus a hash-chain state machine) on 127.0.0.1 with the timeouts
-`kraftpy cluster start` uses, 100-byte entries. The client is this process,
-over the nodes' CBOR/HTTP routes.
+`kraftpy cluster start` uses, 100-byte entries. The client is this process, calling
+the nodes' CBOR routes over one RPC stream per node (`--client-transport http`: one
+HTTP request per call, as before 2026-11-27).
 
 * one at a time: one append in flight; latency measured by the client (as
   ZooKeeper's sync writes are) and, inside the leader, from the append call to
@@ -244,14 +245,20 @@ async def failover(cluster: ProcCluster, trials: int, graceful: bool, payload: b
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     payload = b"e" * args.size
     with tempfile.TemporaryDirectory(prefix="raft-bench-") as tmp:
-        cluster = ProcCluster(Path(tmp))  # its ports are reserved below the ephemeral range (tests/ports.py)
+        # its ports are reserved below the ephemeral range (tests/ports.py)
+        cluster = ProcCluster(Path(tmp), client_streams=args.client_transport == "stream")
         try:
             progress("starting 3 voters")
             cluster.start_all()
             leader = await settle(cluster, payload)
             progress(f"one at a time: {args.sequential:,} appends")
             results: dict[str, Any] = {
-                "settings": {**LOCAL_TIMEOUTS, "entry_bytes": args.size, "voters": 3},
+                "settings": {
+                    **LOCAL_TIMEOUTS,
+                    "entry_bytes": args.size,
+                    "voters": 3,
+                    "client_transport": args.client_transport,
+                },
                 "zookeeper_reference": ZK_REFERENCE,
                 # other work on the machine skews every figure: the 1-minute load average before and after
                 "load_average": [os.getloadavg()[0]],
@@ -357,6 +364,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="entry bytes")
     parser.add_argument("--trials", type=int, default=20, help="failover trials of each kind (0: none)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--client-transport",
+        choices=("stream", "http"),
+        default="stream",
+        help="how this process calls the leader: one RPC stream per node, as ZooKeeper's client keeps one "
+        "session (default), or an HTTP request per call (the bench before 2026-11-27 11:00)",
+    )
     parser.add_argument("--zookeeper", action="store_true", help="also run the ZooKeeper anchor, in this invocation")
     parser.add_argument("--anchors", type=Path, default=ANCHORS, help="the anchors' folder (shared/anchors)")
     args = parser.parse_args()

@@ -38,7 +38,11 @@ LOCAL_TIMEOUTS: dict[str, Any] = {
 
 
 class ProcCluster:
-    def __init__(self, root: Path, *, nodes: int = 3, settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, root: Path, *, nodes: int = 3, settings: dict[str, Any] | None = None, client_streams: bool = False
+    ) -> None:
+        """`client_streams`: this process calls the nodes over one RPC stream per node (as the nodes call
+        each other) instead of one HTTP request per call."""
         self.root = Path(root)
         self.cluster_id = meta_properties.random_cluster_id()
         self._ports = PortReservation(nodes)  # held until close: a restarted node binds its port again
@@ -49,7 +53,9 @@ class ProcCluster:
         self.secrets_dir = self.root / "secrets"
         create_cluster_secrets(self.secrets_dir)
         credential = load_credential(self.secrets_dir / NODE_FILE)
-        self.rpc = RpcClient(request_timeout_ms=3000, connect_timeout_ms=500, credential=credential)
+        self.rpc = RpcClient(
+            request_timeout_ms=3000, connect_timeout_ms=500, credential=credential, peer_streams=client_streams
+        )
         voters = ",".join(str(Voter(i, "127.0.0.1", p)) for i, p in self.ports.items())
         for node_id, port in self.ports.items():
             config = build_config(
