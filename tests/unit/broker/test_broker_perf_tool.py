@@ -42,3 +42,10 @@ def test_reports_have_the_documented_json_shape() -> None:
     assert (report["errors"], report["first_error"], report["processes"]) == (1, "x", 2)
     consumed = consume_report([ConsumeResult(records=500, bytes=5_000_000, start=0.0, end=2.0)], 1)
     assert (consumed["records_per_s"], consumed["mb_per_s"]) == (250.0, 2.5)
+
+
+def test_a_produce_result_repr_leaves_out_its_latencies() -> None:
+    """asyncio.run formats its main task's result (Python 3.11, restoring the SIGINT handler): a repr
+    with a float per record cost 0.4 s at the end of every 300,000-record `perf produce`."""
+    result = ProduceResult(records=300_000, latencies_ms=[1.25] * 300_000)
+    assert len(repr(result)) < 200 and "records=300000" in repr(result)
