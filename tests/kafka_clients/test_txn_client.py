@@ -157,7 +157,7 @@ def test_kraftpy_client_exactly_once_across_leader_and_coordinator_kills(
     deadline = time.monotonic() + DEADLINE_S
     make_topics_and_inputs(kafka_cluster, (IN, OUT_A, OUT_B), RECORDS)
 
-    faults = LeaderThenCoordinatorKill(kafka_cluster, TXN_ID, OUT_A, (IN, OUT_A, OUT_B))
+    faults = LeaderThenCoordinatorKill(kafka_cluster, TXN_ID, OUT_A)
     try:
         committed, aborts = asyncio.run(transform_loop(kafka_cluster, deadline, faults))
     finally:
