@@ -293,13 +293,11 @@ class RaftNode:
         leader.appends.append(PendingAppend(base, last, now_ms + self.config.proposal_timeout_ms))
         leader.backlog.append((last, size))
         leader.backlog_bytes += size
-        if leader.accumulated_bytes >= self.config.max_batch_bytes:
+        linger_ms = self.config.append_linger_ms
+        if leader.accumulated_bytes >= self.config.max_batch_bytes or (linger_ms == 0 and drain):
             self._drain_accumulator()
-        elif self.config.append_linger_ms == 0:
-            if drain:
-                self._drain_accumulator()
-        elif leader.linger_deadline_ms is None:
-            leader.linger_deadline_ms = now_ms + self.config.append_linger_ms
+        elif linger_ms > 0 and leader.linger_deadline_ms is None:
+            leader.linger_deadline_ms = now_ms + linger_ms
         return self.epoch, base, last
 
     def drain_proposals(self, now_ms: int) -> None:
