@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka.protocol.metadata.metadata import MetadataRequest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tests.kafka_clients.raw import Raw  # noqa: E402  (one chosen broker's own answers)
+from tests.kafka_clients.raw import wait_until_every_broker_leads  # noqa: E402  (each broker's own view)
 
 ANCHORS = REPO.parent / "shared" / "anchors"
 PARTITIONS = 6
@@ -97,20 +96,8 @@ class Cluster:
         a load started before then measures librdkafka waiting for leaders, not the cluster."""
         cli("topics", "create", name, "--partitions", str(PARTITIONS), "--replication-factor", "3",
             "--config", "min.insync.replicas=2", "--dir", str(self.dir))  # fmt: skip
-        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)])
-
-        def ready(address: str) -> bool:  # this broker's own view, not whichever broker a client asks
-            with Raw(address) as raw:
-                (answer,) = raw.call(3, 12, request).topics
-            full = [p for p in answer.partitions if p.leader_id >= 0 and len(p.isr_nodes) == 3]
-            return answer.error_code == 0 and len(full) == PARTITIONS
-
-        deadline = time.monotonic() + 60
-        for address in self.bootstrap.split(","):
-            while not ready(address):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"topic {name}: not led with a full ISR on {address} after 60 s")
-                time.sleep(0.05)
+        # 20 s for each of the three brokers: 60 s at most, as before
+        wait_until_every_broker_leads(self.bootstrap, name, PARTITIONS, isr_size=3, timeout_s=20)
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | None, conf: dict[str, Any]) -> dict:

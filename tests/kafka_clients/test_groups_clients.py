@@ -26,11 +26,10 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
-from kafka.protocol.metadata.metadata import MetadataRequest
 
 from kraftpy.protocol.errors import ErrorCode
 from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.raw import Raw
+from tests.kafka_clients.raw import Raw, coordinator, wait_until_every_broker_leads
 
 TIMEOUT_S = 60
 
@@ -46,37 +45,8 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
 
 
 def find_coordinator(cluster: LocalCluster, group: str) -> str:
-    wire = Raw(cluster.bootstrap_servers.split(",")[0])
-    try:
-
-        def found():
-            answer = wire.call(10, 3, FindCoordinatorRequest(key=group, key_type=0, version=3))
-            return answer if answer.error_code == 0 else None
-
-        answer = wait_for(f"the coordinator of {group}", found, timeout_s=TIMEOUT_S)
-    finally:
-        wire.close()
+    answer = coordinator(cluster.bootstrap_servers, group, timeout_s=TIMEOUT_S)
     return f"{answer.host}:{answer.port}"
-
-
-def wait_until_every_broker_leads(cluster: LocalCluster, topic: str, partitions: int) -> None:
-    """Wait until each broker's own Metadata lists `topic` with a leader for every partition.
-
-    A created topic reaches the brokers through the metadata log, a little later on some than on
-    others (as in Kafka). A consumer group leader that assigns from a broker's view without the topic
-    assigns nothing, and only a later metadata refresh moves it on, so tests that time a group start
-    from here.
-    """
-    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)])
-
-    def led_on(address: str) -> bool:
-        with Raw(address) as raw:
-            (answer,) = raw.call(3, 12, request).topics
-        led = [p for p in answer.partitions if p.leader_id >= 0]
-        return answer.error_code == 0 and len(led) == partitions
-
-    for address in cluster.bootstrap_servers.split(","):
-        wait_for(f"{topic} led on {address}", lambda a=address: led_on(a), timeout_s=TIMEOUT_S)
 
 
 def test_find_coordinator_answers_kafka_listeners_at_every_version(kafka_cluster: LocalCluster) -> None:
@@ -338,7 +308,7 @@ def test_kraftpy_and_kafka_python_consumers_share_one_group(kafka_cluster: Local
 
     topic, group = "mixed-group", "mixed-group"
     kafka_cluster.ok("topics", "create", topic, "--partitions", "4", "--replication-factor", "3")
-    wait_until_every_broker_leads(kafka_cluster, topic, 4)
+    wait_until_every_broker_leads(kafka_cluster.bootstrap_servers, topic, 4, timeout_s=TIMEOUT_S)
     theirs = KafkaConsumer(
         topic,
         bootstrap_servers=kafka_cluster.bootstrap_servers,

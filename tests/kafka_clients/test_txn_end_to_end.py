@@ -14,10 +14,9 @@ import time
 from collections import Counter
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from tests.integration.test_cluster_support import LocalCluster, wait_for
-from tests.kafka_clients.raw import Raw
+from tests.integration.test_cluster_support import LocalCluster
+from tests.kafka_clients.raw import coordinator
 
 IN, OUT_A, OUT_B = "eos-in", "eos-out-a", "eos-out-b"
 RECORDS = 300
@@ -29,16 +28,7 @@ DEADLINE_S = 300
 
 def coordinator_node(cluster: LocalCluster, key: str, key_type: int = 1) -> int:
     """The node coordinating `key`: a transactional id (key_type 1) or a group (0)."""
-
-    def found():
-        wire = Raw(cluster.bootstrap_servers.split(",")[0])
-        try:
-            answer = wire.call(10, 3, FindCoordinatorRequest(key=key, key_type=key_type, version=3))
-        finally:
-            wire.close()
-        return answer.node_id if answer.error_code == 0 else None
-
-    return wait_for(f"the coordinator of {key}", found, timeout_s=60)
+    return coordinator(cluster.bootstrap_servers, key, key_type, timeout_s=60).node_id
 
 
 def group_coordinated_apart(cluster: LocalCluster, txn_id: str, prefix: str) -> str:
