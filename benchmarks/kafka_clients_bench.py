@@ -44,6 +44,17 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def positive_rate(text: str) -> float:
+    """--paced-at's RATE: records per second, a finite number above 0 (0 would divide by zero)."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of records per second") from None
+    if not 0 < rate < float("inf"):
+        raise argparse.ArgumentTypeError(f"a paced rate must be above 0 records/s, not {text}")
+    return rate
+
+
 def load1() -> float:
     return os.getloadavg()[0]
 
@@ -230,7 +241,7 @@ def main() -> None:
     ap.add_argument("--records-100", type=int, default=600_000)
     ap.add_argument("--records-1k", type=int, default=200_000)
     ap.add_argument("--paced-records", type=int, default=300_000)
-    ap.add_argument("--paced-at", type=float, action="append", default=[], metavar="RATE",
+    ap.add_argument("--paced-at", type=positive_rate, action="append", default=[], metavar="RATE",
                     help="also a paced run at RATE records/s (repeat for a ladder: where latency turns)")  # fmt: skip
     ap.add_argument("--nats", action="store_true", help="also run the NATS JetStream anchor (Go client)")
     ap.add_argument("--no-kraftpy-client", action="store_true", help="skip the kraftpy-client rows")
