@@ -5,11 +5,13 @@ Design notes: docs/raft.md, section "raft/codec.py".
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, check_int, check_list, check_str
 from kraftpy.raft.messages import (
+    MESSAGE_TYPES,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -70,12 +72,21 @@ def route_of(request: Message) -> str:
     return ROUTES[type(request)]
 
 
+def _compile_ranges(cls: type) -> tuple[tuple[str, int, int, str], ...]:
+    """The ranged integer fields `cls` has, with the name an error gives each (built once, not per check)."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    return tuple((f, low, high, f"{cls.__name__}.{f}") for f, (low, high) in _RANGES.items() if f in names)
+
+
+_RANGED_FIELDS = {cls: _compile_ranges(cls) for cls in MESSAGE_TYPES.values()}
+
+
 def _check_ranges(message: Message) -> None:
+    for field, low, high, label in _RANGED_FIELDS[type(message)]:
+        value = getattr(message, field)
+        if value is not None and not (type(value) is int and low <= value <= high):
+            check_int(value, label, low, high)  # raises, saying why
     name = type(message).__name__
-    for field, (low, high) in _RANGES.items():
-        value = getattr(message, field, None)
-        if value is not None:
-            check_int(value, f"{name}.{field}", low, high)
     check_str(message.cluster_id, f"{name}.cluster_id")
     for field in ("diverging", "snapshot_id"):
         pair = getattr(message, field, None)
@@ -87,8 +98,9 @@ def _check_ranges(message: Message) -> None:
     for voter in successors:
         check_int(voter, f"{name}.preferred_successors", 0, INT32_MAX)
     for entry in getattr(message, "entries", ()):
-        check_int(entry.offset, f"{name}.entries.offset", 0, INT64_MAX)
-        check_int(entry.epoch, f"{name}.entries.epoch", 0, INT32_MAX)
+        if not (0 <= entry.offset <= INT64_MAX and 0 <= entry.epoch <= INT32_MAX):
+            check_int(entry.offset, f"{name}.entries.offset", 0, INT64_MAX)
+            check_int(entry.epoch, f"{name}.entries.epoch", 0, INT32_MAX)
     if message.src == message.dst:
         raise _bad(f"{name} from node {message.src} to itself")
 

@@ -15,11 +15,12 @@ is not exactly a known message with a KafkaError(INVALID_REQUEST).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.validate import INT16_MAX, INT16_MIN, check_int, show
+from kraftpy.protocol.validate import INT16_MAX, INT16_MIN, INT64_MAX, INT64_MIN, check_int, show
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
 
 
@@ -184,23 +185,9 @@ def is_request(message: Message) -> bool:
     return isinstance(message, REQUEST_TYPES)
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, Entry):
-        return [value.offset, value.epoch, int(value.kind), value.data]
-    if isinstance(value, OffsetAndEpoch):
-        return [value.offset, value.epoch]
-    if isinstance(value, ErrorCode):
-        return int(value)
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    return value
-
-
-def to_dict(message: Message) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": type(message).__name__}
-    for field in dataclasses.fields(message):
-        body[field.name] = _encode(getattr(message, field.name))
-    return body
+# The codec is compiled once per message type from its dataclass fields: a message is a few
+# dozen fields on every Raft exchange, and reading each field's declared type per call cost more
+# than the rest of the decode (docs/perf-raft.md, "Where the time goes").
 
 
 def _bad(message: str) -> KafkaError:
@@ -208,7 +195,41 @@ def _bad(message: str) -> KafkaError:
 
 
 def _int(value: Any, name: str) -> int:
-    return check_int(value, name)  # int64 at most here; codec.py holds each field to its own width
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return check_int(value, name)  # says why; int64 at most here, codec.py holds each field to its width
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(f"{name} must be a boolean")
+    return value
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(f"{name} must be a string")
+    return value
+
+
+def _bytes(value: Any, name: str) -> bytes:
+    if not isinstance(value, bytes | bytearray):
+        raise _bad(f"{name} must be bytes")
+    return bytes(value)
+
+
+_ERROR_CODES = {int(code): code for code in ErrorCode}
+_ENTRY_KINDS = {int(kind): kind for kind in EntryKind}
+
+
+def _error_code(value: Any, name: str) -> ErrorCode:
+    code = _ERROR_CODES.get(value) if type(value) is int else None
+    if code is not None:
+        return code
+    try:
+        return ErrorCode(check_int(value, name, INT16_MIN, INT16_MAX))
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _pair(value: Any, name: str) -> OffsetAndEpoch:
@@ -217,52 +238,71 @@ def _pair(value: Any, name: str) -> OffsetAndEpoch:
     return OffsetAndEpoch(_int(value[0], name), _int(value[1], name))
 
 
-def _decode_field(name: str, kind: str, value: Any) -> Any:
-    optional = "None" in kind
-    if value is None:
-        if optional:
-            return None
-        raise _bad(f"{name} is missing")
-    base = kind.replace(" | None", "")
-    if base == "int":
-        return _int(value, name)
-    if base == "bool":
-        if not isinstance(value, bool):
-            raise _bad(f"{name} must be a boolean")
-        return value
-    if base == "str":
-        if not isinstance(value, str):
-            raise _bad(f"{name} must be a string")
-        return value
-    if base == "bytes":
-        if not isinstance(value, bytes | bytearray):
-            raise _bad(f"{name} must be bytes")
-        return bytes(value)
-    if base == "ErrorCode":
-        try:
-            return ErrorCode(check_int(value, name, INT16_MIN, INT16_MAX))
-        except ValueError:
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-    if base == "OffsetAndEpoch":
-        return _pair(value, name)
-    if base == "tuple[int, ...]":
-        if not isinstance(value, list | tuple):
-            raise _bad(f"{name} must be a list")
-        return tuple(_int(v, name) for v in value)
-    if base == "tuple[Entry, ...]":
-        if not isinstance(value, list | tuple):
-            raise _bad(f"{name} must be a list")
-        out = []
-        for item in value:
-            if not isinstance(item, list | tuple) or len(item) != 4 or not isinstance(item[3], bytes):
-                raise _bad(f"{name}: an entry is [offset, epoch, kind, data]")
-            try:
-                kind_ = EntryKind(_int(item[2], name))
-            except ValueError as exc:
-                raise _bad(f"{name}: unknown entry kind {item[2]}") from exc
-            out.append(Entry(_int(item[0], name), _int(item[1], name), bytes(item[3]), kind_))
-        return tuple(out)
-    raise _bad(f"{name}: unsupported field type {kind}")  # pragma: no cover
+def _ints(value: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        raise _bad(f"{name} must be a list")
+    return tuple(_int(v, name) for v in value)
+
+
+def _entries(value: Any, name: str) -> tuple[Entry, ...]:
+    if not isinstance(value, list | tuple):
+        raise _bad(f"{name} must be a list")
+    out = []
+    for item in value:
+        if not isinstance(item, list | tuple) or len(item) != 4 or not isinstance(item[3], bytes):
+            raise _bad(f"{name}: an entry is [offset, epoch, kind, data]")
+        kind = _ENTRY_KINDS.get(item[2]) if type(item[2]) is int else None
+        if kind is None:
+            raise _bad(f"{name}: unknown entry kind {show(item[2])}")
+        out.append(Entry(_int(item[0], name), _int(item[1], name), bytes(item[3]), kind))
+    return tuple(out)
+
+
+def _encode_entries(entries: tuple[Entry, ...]) -> list[list[Any]]:
+    return [[e.offset, e.epoch, int(e.kind), e.data] for e in entries]
+
+
+# declared field type -> (decoder, encoder); an encoder of None sends the value as it is
+_KINDS: dict[str, tuple[Callable[[Any, str], Any], Callable[[Any], Any] | None]] = {
+    "int": (_int, None),
+    "bool": (_bool, None),
+    "str": (_str, None),
+    "bytes": (_bytes, None),
+    "ErrorCode": (_error_code, int),
+    "OffsetAndEpoch": (_pair, list),
+    "tuple[int, ...]": (_ints, list),
+    "tuple[Entry, ...]": (_entries, _encode_entries),
+}
+
+
+class _Field(NamedTuple):
+    name: str
+    decode: Callable[[Any, str], Any]
+    encode: Callable[[Any], Any] | None
+    optional: bool  # None is a value
+    required: bool  # no default: a body without it is refused
+
+
+def _compile(cls: type) -> tuple[_Field, ...]:
+    out = []
+    for field in dataclasses.fields(cls):
+        kind = str(field.type)
+        decode, encode = _KINDS[kind.replace(" | None", "")]  # a new field type needs its entry here
+        required = field.default is dataclasses.MISSING
+        out.append(_Field(field.name, decode, encode, "None" in kind, required))
+    return tuple(out)
+
+
+_FIELDS: dict[type, tuple[_Field, ...]] = {cls: _compile(cls) for cls in MESSAGE_TYPES.values()}
+_ABSENT = object()
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": type(message).__name__}
+    for name, _decode, encode, _optional, _required in _FIELDS[type(message)]:
+        value = getattr(message, name)
+        body[name] = value if encode is None or value is None else encode(value)
+    return body
 
 
 def from_dict(body: Any) -> Message:
@@ -273,10 +313,15 @@ def from_dict(body: Any) -> Message:
     if cls is None:
         raise _bad(f"unknown message type {show(kind)}")
     kwargs: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        if field.name not in body:
-            if field.default is not dataclasses.MISSING:
-                continue
-            raise _bad(f"{cls.__name__}.{field.name} is missing")
-        kwargs[field.name] = _decode_field(field.name, str(field.type), body[field.name])
+    for name, decode, _encode, optional, required in _FIELDS[cls]:
+        value = body.get(name, _ABSENT)
+        if value is _ABSENT:
+            if required:
+                raise _bad(f"{cls.__name__}.{name} is missing")
+        elif value is None:
+            if not optional:
+                raise _bad(f"{name} is missing")
+            kwargs[name] = None
+        else:
+            kwargs[name] = decode(value, name)
     return cls(**kwargs)
