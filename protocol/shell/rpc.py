@@ -19,7 +19,13 @@ import cbor2
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc_limits import ListenerLimits, StreamGate, check_body_items
+from kraftpy.protocol.shell.rpc_limits import (
+    INLINE_DECODE_BYTES,
+    IdleTimer,
+    ListenerLimits,
+    StreamGate,
+    check_body_items,
+)
 from kraftpy.protocol.types import Address, format_address
 
 if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
@@ -76,14 +82,11 @@ async def decode_body(data: bytes, max_body_items: int | None, what: str = "requ
     return decode_map(data, what)
 
 
-async def serve_call(
-    decode: Callable[[], Awaitable[tuple[Handler, dict[str, Any]]]], where: str
-) -> tuple[dict[str, Any], int]:
-    """The one server pipeline of a call, for both transports: `decode` reads and screens the
-    request and picks its handler (auth is in the handler: rpc_auth's guard); the handler runs; its
-    answer, or its error as a typed body, comes back with the HTTP status it gets (a crash: 500)."""
+async def run_handler(handler: Handler, body: dict[str, Any], where: str) -> tuple[dict[str, Any], int]:
+    """The one server pipeline of a decoded call, for both transports (auth is in the handler:
+    rpc_auth's guard): its answer, or its error as a typed body, with the HTTP status it gets
+    (a crash: 500)."""
     try:
-        handler, body = await decode()
         out = dict(await handler(body) or {})
     except KafkaError as err:
         return err.to_dict(), error_status(err)
@@ -96,11 +99,12 @@ async def serve_call(
 
 def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def route(request: web.Request) -> web.Response:
-        async def decode() -> tuple[Handler, dict[str, Any]]:
-            return handler, await decode_body(data, request.app[_LIMITS].max_body_items)
-
         data = await request.read()  # too large: aiohttp raises, error_middleware answers
-        out, status = await serve_call(decode, request.path)
+        try:
+            body = await decode_body(data, request.app[_LIMITS].max_body_items)
+        except KafkaError as err:
+            return error_response(err)
+        out, status = await run_handler(handler, body, request.path)
         return _response(out, status)
 
     route.__name__ = getattr(handler, "__name__", "route")
@@ -173,49 +177,46 @@ def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
 async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     """One peer's stream: every binary frame is a call, answered by its own task.
 
-    Bounded per connection (StreamGate): while the calls in flight or the answer bytes not yet
-    written are over their bounds, no frame is read (TCP backpressure slows the peer) and no
-    task is created. A stream without a frame for connections_max_idle_ms is closed, and a
-    heartbeat ping closes a half-open one."""
+    A frame is decoded as it is read, so calls start in the order they arrive (a large frame's
+    item count runs off the loop while the next frame waits). Bounded per connection
+    (StreamGate): while the calls in flight or the answer bytes not yet written are over their
+    bounds, no frame is read (TCP backpressure slows the peer) and no task is created. A stream
+    without a frame for connections_max_idle_ms is closed, and a heartbeat ping closes a
+    half-open one."""
     app = request.app
     limits = app[_LIMITS]
+    routes = app[_STREAM_ROUTES]
     ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
     ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
     await ws.prepare(request)
     app[_STREAM_SOCKETS].add(ws)
+    loop = asyncio.get_running_loop()
     gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
+    idle = IdleTimer(loop, limits.connections_max_idle_ms / 1000, lambda: loop.create_task(_close_idle(ws)))
     tasks: set[asyncio.Task[None]] = set()
-    previous_started: asyncio.Event | None = None
     try:
         while True:
-            await gate.wait_for_room()
-            try:
-                msg = await ws.receive(timeout=limits.connections_max_idle_ms / 1000)
-            except TimeoutError:
-                await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle stream")
-                break
+            if not gate.room():
+                await gate.wait_for_room()
+            msg = await ws.receive()
             if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
                 break
             if msg.type is aiohttp.WSMsgType.ERROR:
                 break
+            idle.touch()
+            data = msg.data
+            if isinstance(data, bytes) and len(data) > INLINE_DECODE_BYTES:
+                try:
+                    await check_body_items(data, limits.max_body_items, "stream frame")  # off the loop
+                except KafkaError as err:
+                    data = err
             gate.call_started()
-            started = asyncio.Event()
-            task = asyncio.create_task(
-                _answer_frame(
-                    ws,
-                    app[_STREAM_ROUTES],
-                    msg.data,
-                    gate=gate,
-                    max_body_items=limits.max_body_items,
-                    after=previous_started,
-                    started=started,
-                )
-            )
-            previous_started = started
+            call_id, call = _read_call(routes, data)
+            task = loop.create_task(_answer_call(ws, gate, call_id, call))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            task.add_done_callback(lambda _t: gate.call_finished())
     finally:
+        idle.cancel()
         app[_STREAM_SOCKETS].discard(ws)
         try:
             # Calls read before the peer left still start: a handler changes state before its first
@@ -229,53 +230,56 @@ async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
-async def _answer_frame(
+async def _close_idle(ws: web.WebSocketResponse) -> None:
+    await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle stream")
+
+
+def _read_call(routes: Mapping[str, Handler], data: Any) -> tuple[int, tuple[Handler, dict[str, Any]] | KafkaError]:
+    """A frame's call id and its handler and body, or the error to answer it with. A frame too
+    broken to name its call is answered under -1 (no caller waits on it). Small frames need no
+    item count: every CBOR item takes a byte, so they hold fewer items than max_body_items."""
+    if isinstance(data, KafkaError):
+        return -1, data
+    if not isinstance(data, bytes):
+        return -1, KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
+    try:
+        frame = decode_map(data, "stream frame")
+    except KafkaError as err:
+        return -1, err
+    call_id = frame.get("id")
+    if not isinstance(call_id, int):
+        return -1, KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
+    handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
+    if handler is None:
+        return call_id, KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
+    body = frame.get("body")
+    if not isinstance(body, dict):
+        return call_id, KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+    return call_id, (handler, body)
+
+
+async def _answer_call(
     ws: web.WebSocketResponse,
-    routes: Mapping[str, Handler],
-    data: Any,
-    gate: StreamGate | None = None,
-    max_body_items: int | None = None,
-    after: asyncio.Event | None = None,
-    started: asyncio.Event | None = None,
+    gate: StreamGate,
+    call_id: int,
+    call: tuple[Handler, dict[str, Any]] | KafkaError,
 ) -> None:
-    """Answer one frame. `after`/`started` keep a stream's handlers starting in arrival order: a large
-    frame is checked off the loop, and a later frame must not overtake it (a peer's requests must
-    take effect in the order it sent them)."""
-    call_id = -1  # a frame too broken to name its call is answered under -1 (no caller waits on it)
-
-    async def decode() -> tuple[Handler, dict[str, Any]]:
-        nonlocal call_id
-        try:
-            if after is not None:
-                await after.wait()
-            if not isinstance(data, bytes):
-                raise KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
-            frame = await decode_body(data, max_body_items, "stream frame")
-            if not isinstance(frame.get("id"), int):
-                raise KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
-            call_id = frame["id"]
-            handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
-            if handler is None:
-                raise KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
-            body = frame.get("body")
-            if not isinstance(body, dict):
-                raise KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
-            return handler, body
-        finally:
-            if started is not None:
-                started.set()  # the handler starts before the next frame's decode resumes
-
-    out, _status = await serve_call(decode, "a stream call")
-    if not ws.closed:
-        answer = encode({"id": call_id, "body": out})
-        if gate is not None:
+    """Run one call and write its answer (or its error) on the stream."""
+    try:
+        if isinstance(call, KafkaError):
+            out = call.to_dict()
+        else:
+            out, _status = await run_handler(*call, "a stream call")
+        if not ws.closed:
+            answer = encode({"id": call_id, "body": out})
             gate.answer_queued(len(answer))
-        try:
-            with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
-                await ws.send_bytes(answer)
-        finally:
-            if gate is not None:
+            try:
+                with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
+                    await ws.send_bytes(answer)
+            finally:
                 gate.answer_written(len(answer))
+    finally:
+        gate.call_finished()
 
 
 async def _close_streams(app: web.Application) -> None:
@@ -308,6 +312,10 @@ class SendTurns:
         self._queue.append(turn)
         return turn
 
+    def idle(self) -> bool:
+        """Nobody waits to write: a call made now may write at once and keep the order."""
+        return not self._queue
+
     def release(self, turn: asyncio.Future[None]) -> None:
         """The call wrote its frame or gave up (timeout, cancellation, error): the next one may write."""
         head = bool(self._queue) and self._queue[0] is turn
@@ -315,6 +323,11 @@ class SendTurns:
             self._queue.remove(turn)
         if head and self._queue and not self._queue[0].done():
             self._queue[0].set_result(None)
+
+
+def _time_out(answer: asyncio.Future[Any]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
 
 
 class _Stream:
@@ -336,7 +349,7 @@ class _Stream:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[call_id] = future
         try:
-            await self.ws.send_bytes(encode({"id": call_id, "path": path, "body": dict(body)}))
+            await self.ws.send_bytes(encode({"id": call_id, "path": path, "body": body}))
         except BaseException:
             self.pending.pop(call_id, None)
             raise
@@ -464,12 +477,16 @@ class RpcClient:
 
     async def _stream_call(self, address: Address, path: str, body: Mapping[str, Any], total_ms: int) -> Any:
         """The answer body, or None if the peer serves no stream (then HTTP)."""
+        body = body if type(body) is dict else dict(body)
+        stream = self._streams.get(address)
+        turns = self._turns.setdefault(address, SendTurns())
+        if stream is not None and not stream.closed and not stream.ws.closed and turns.idle():
+            return await self._call_on(stream, address, path, body, total_ms)
         where = f"{address[0]}:{address[1]}"
         started = time.monotonic()
-        stream: _Stream | None = None
+        stream = None
         call_id = -1
         # Taken before the first await, so turns follow the order the calls were made.
-        turns = self._turns.setdefault(address, SendTurns())
         turn = turns.take()
         try:
             async with asyncio.timeout(total_ms / 1000):
@@ -491,6 +508,29 @@ class RpcClient:
         finally:
             if stream is not None:
                 stream.forget(call_id)
+
+    async def _call_on(self, stream: _Stream, address: Address, path: str, body: dict[str, Any], total_ms: int) -> Any:
+        """A call on a connected stream nobody waits to write on: its frame is written at once, so
+        calls still leave in the order they were made, and one timer bounds it (no timeout scope)."""
+        started = time.monotonic()
+        call_id = -1
+        timer: asyncio.TimerHandle | None = None
+        try:
+            call_id, answer = await stream.send(path, body)
+            timer = asyncio.get_running_loop().call_later(total_ms / 1000, _time_out, answer)
+            return await answer
+        except TimeoutError:
+            if stream.last_answer < started:
+                await stream.close()  # nothing came back on it since this call left: a dead connection
+            where = f"{address[0]}:{address[1]}"
+            raise KafkaError(f"{path} to {where} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT) from None
+        except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
+            where = f"{address[0]}:{address[1]}"
+            raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            stream.forget(call_id)
 
     async def _get_stream(self, address: Address) -> _Stream | None:
         stream = self._streams.get(address)

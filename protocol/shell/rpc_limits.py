@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,8 @@ def count_items(data: bytes, limit: int) -> int:
 
 async def check_body_items(data: bytes, limit: int, what: str = "request") -> None:
     """INVALID_REQUEST if `data` holds more than `limit` CBOR items; large bodies counted off the loop."""
+    if len(data) <= limit:
+        return  # every CBOR item takes at least one byte: nothing to count
     if len(data) <= INLINE_DECODE_BYTES:
         count = count_items(data, limit)
     else:
@@ -162,6 +165,34 @@ class LimitedTCPSite(web.TCPSite):
 
 
 # ---- streams ---------------------------------------------------------------------------------
+
+
+class IdleTimer:
+    """Calls `on_idle` once nothing has touched it for `idle_s`: one timer, re-armed when it fires
+    early, so a touch per frame costs a clock read, not a timer."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle_s: float, on_idle: Callable[[], object]) -> None:
+        self._loop = loop
+        self._idle_s = idle_s
+        self._on_idle = on_idle
+        self.last_touch = loop.time()
+        self._handle: asyncio.TimerHandle | None = loop.call_at(self.last_touch + idle_s, self._check)
+
+    def touch(self) -> None:
+        self.last_touch = self._loop.time()
+
+    def _check(self) -> None:
+        due = self.last_touch + self._idle_s
+        if self._loop.time() >= due:
+            self._handle = None
+            self._on_idle()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 class StreamGate:

@@ -178,6 +178,25 @@ async def test_an_idle_connection_is_closed() -> None:
         await runner.cleanup()
 
 
+async def test_a_stream_that_keeps_calling_outlives_the_idle_time() -> None:
+    """Idleness is the time since the last frame, not since the stream opened: one timer re-armed
+    when it fires early (IdleTimer), not a timeout per frame."""
+    runner, _, port = await serve(ListenerLimits(connections_max_idle_ms=300), {"/echo": echo})
+    try:
+        async with aiohttp.ClientSession() as session:
+            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
+            for n in range(8):  # 8 x 100 ms: well past 300 ms in all, never 300 ms without a frame
+                await ws.send_bytes(cbor2.dumps({"id": n, "path": "/echo", "body": {"value": n}}))
+                answer = cbor2.loads((await ws.receive(timeout=WAIT_S)).data)
+                assert answer == {"id": n, "body": {"echo": n, "error_code": 0}}
+                await asyncio.sleep(0.1)
+            msg = await ws.receive(timeout=WAIT_S)  # then silence: closed as idle
+            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            await ws.close()
+    finally:
+        await runner.cleanup()
+
+
 async def test_a_streams_calls_start_in_the_order_they_arrived() -> None:
     """A large frame is checked off the loop; a small one behind it must not start first (a producer's
     batches to one partition would reach the log out of sequence, issue 11 section 2)."""
