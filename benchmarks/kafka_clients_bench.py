@@ -138,7 +138,12 @@ def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | Non
     for i in range(count):
         if pace_slice and i % pace_slice == 0:
             producer.poll(0)  # delivery callbacks; never a wait
-            wait_s = start + i / rate - time.perf_counter()
+            due = start + i / rate
+            # Wait in poll() while a millisecond or more is left, so delivery reports are served as
+            # they come (msg.latency() is read in the callback: a report left queued until the next
+            # slice counted the pacer's wait as latency); below 1 ms poll() would spin, so sleep.
+            while (wait_s := due - time.perf_counter()) >= 0.001:
+                producer.poll(wait_s)
             if wait_s > 0:
                 time.sleep(wait_s)
         while True:
