@@ -11,6 +11,9 @@ listener.py) answering a fixed Metadata response of about the same size. This pr
 time, the transports interleaved in rounds so that a change in machine load hits all of them: the RPC
 stream (`RpcClient(peer_streams=True)`, what nodes use between them now), RPC over HTTP, and a
 Kafka connection (the client's own, client/shell/kafka_connection.py, with ApiVersions negotiated).
+Both processes run uvloop, as the nodes do (since 2026-11-27 afternoon; asyncio's loop before). Each
+transport's round trip p50/p99 comes with the CPU per call of the server process and of this one
+(/proc and process_time, summed over that transport's rounds).
 Then, in this process, what encoding and decoding one Raft fetch exchange (request and empty answer)
 costs: the RPC's CBOR maps against Kafka's Fetch v16 frames with KRaft's fields.
 
@@ -54,7 +57,18 @@ ANSWER = {
 }
 
 
+def _use_uvloop() -> bool:
+    """uvloop where it is installed, as the nodes run (tools/commands/server.py); asyncio's loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return False
+    uvloop.install()
+    return True
+
+
 def _server(ready: Any, stop: Any) -> None:
+    _use_uvloop()
     asyncio.run(_serve(ready, stop))
 
 
@@ -152,7 +166,13 @@ def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> dict[str, Any]:
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) so far of process `pid`."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int, server_pid: int) -> dict[str, Any]:
     from kafka.protocol.metadata.metadata import MetadataRequest
 
     from kraftpy.client.shell.kafka_connection import KafkaConnection
@@ -176,6 +196,9 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> di
 
     transports = {"rpc_stream": stream, "rpc_http": http, "kafka": kafka_call}
     times: dict[str, list[float]] = {name: [] for name in transports}
+    # CPU per call on each side, summed over the rounds: what a transport costs the two processes
+    server_cpu = {name: 0.0 for name in transports}
+    client_cpu = {name: 0.0 for name in transports}
     try:
         for call in transports.values():  # warm up: connections, caches
             for _ in range(200):
@@ -183,10 +206,13 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> di
         per_round = max(1, calls // rounds)
         for _ in range(rounds):
             for name, call in transports.items():
+                server_before, client_before = cpu_s(server_pid), time.process_time()
                 for _ in range(per_round):
                     t0 = time.perf_counter()
                     await call()
                     times[name].append((time.perf_counter() - t0) * 1000)
+                server_cpu[name] += cpu_s(server_pid) - server_before
+                client_cpu[name] += time.process_time() - client_before
     finally:
         await rpc.close()
         await streamed.close()
@@ -194,7 +220,12 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int) -> di
     out: dict[str, Any] = {"calls_each": per_round * rounds, "rounds": rounds}
     for name, ms in times.items():
         ms.sort()
-        out[name] = {"p50_ms": round(percentile(ms, 0.5), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
+        out[name] = {
+            "p50_ms": round(percentile(ms, 0.5), 4),
+            "p99_ms": round(percentile(ms, 0.99), 4),
+            "server_cpu_us_per_call": round(server_cpu[name] / len(ms) * 1e6, 1),
+            "client_cpu_us_per_call": round(client_cpu[name] / len(ms) * 1e6, 1),
+        }
     return out
 
 
@@ -211,7 +242,9 @@ def main() -> None:
     try:
         rpc_port, kafka_port = ready.get(timeout=30)
         before = os.getloadavg()
-        results = asyncio.run(measure(rpc_port, kafka_port, args.calls, args.rounds))
+        loop_name = "uvloop" if _use_uvloop() else "asyncio"
+        results = asyncio.run(measure(rpc_port, kafka_port, args.calls, args.rounds, server.pid))
+        results["event_loop"] = loop_name
         results["codec_per_exchange"] = codec_us(5_000)
         results["loadavg_before_after"] = [round(before[0], 2), round(os.getloadavg()[0], 2)]
         results["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -226,7 +259,10 @@ def main() -> None:
     print(f"{results['calls_each']} calls each, one at a time, {results['rounds']} interleaved rounds")
     for name in ("rpc_stream", "rpc_http", "kafka"):
         r = results[name]
-        print(f"  {name:10}  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms")
+        print(
+            f"  {name:10}  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
+            f"CPU per call: server {r['server_cpu_us_per_call']} us, client {r['client_cpu_us_per_call']} us"
+        )
     codec = results["codec_per_exchange"]
     print(f"  codec, one Raft fetch exchange: CBOR {codec['cbor_us']} us, Kafka Fetch v16 {codec['kafka_us']} us")
     print(f"  load average {results['loadavg_before_after'][0]} -> {results['loadavg_before_after'][1]}")
