@@ -9,7 +9,7 @@ import asyncio
 import heapq
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,6 +69,15 @@ def raft_config_from(config: Any) -> RaftConfig:
     )
 
 
+def follower_flush_in_loop(process_roles: Sequence[str]) -> bool:
+    """Whether a follower fsyncs the metadata log in the event loop (no thread hand-off on the
+    commit's path). Only on a dedicated controller: there the loop serves the quorum and the
+    controller's routes, and while a follower's fsync runs the follower has nothing else to do
+    for the quorum, as in KRaft's Raft thread. A node that is also a broker keeps the flush
+    thread: its loop serves Kafka clients, which a slow fsync must not stop."""
+    return "broker" not in process_roles
+
+
 class RaftComponent:
     name = "raft"
 
@@ -83,8 +92,10 @@ class RaftComponent:
         rpc: RpcClient,
         on_fatal: Callable[[], None] | None = None,
         seed: int | None = None,
+        follower_flush_in_loop: bool = False,
     ) -> None:
         self.node_id = node_id
+        self.follower_flush_in_loop = follower_flush_in_loop
         self.cluster_id = cluster_id
         self.data_dir = Path(data_dir)
         self.log_dir = self.data_dir / METADATA_LOG_DIR
@@ -127,6 +138,7 @@ class RaftComponent:
             config=raft_config_from(node.config),
             rpc=node.rpc,
             on_fatal=node.request_stop,
+            follower_flush_in_loop=follower_flush_in_loop(node.config.process_roles),
         )
 
     # ---- Component protocol -------------------------------------------------------------------
@@ -171,6 +183,7 @@ class RaftComponent:
             send=self._send,
             listener=self,
             rng=self._rng,
+            follower_flush_in_loop=self.follower_flush_in_loop,
         )
         log.info(
             "raft %s %d started: epoch %d, log [%d, %d), applied %d",

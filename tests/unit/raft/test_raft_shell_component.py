@@ -10,6 +10,7 @@ Every wait is bounded; nothing asserts on elapsed time.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from kraftpy.protocol.records.header import iter_batches
 from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.raft.config import RaftConfig
 from kraftpy.raft.log import OffsetAndEpoch
-from kraftpy.raft.shell.component import CommittedBatch, RaftComponent
+from kraftpy.raft.shell.component import CommittedBatch, RaftComponent, follower_flush_in_loop
 from kraftpy.raft.shell.durable_log import METADATA_LOG_DIR
 from tests.ports import PortReservation
 
@@ -65,8 +66,9 @@ class Counter:
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3) -> None:
+    def __init__(self, root: Path, size: int = 3, *, follower_flush_in_loop: bool = False) -> None:
         self.root = root
+        self.follower_flush_in_loop = follower_flush_in_loop
         self._ports = PortReservation(size)  # held until close: a restarted node binds its port again
         self.voters = {i + 1: ("127.0.0.1", port) for i, port in enumerate(self._ports.ports)}
         self.nodes: dict[int, RaftComponent] = {}
@@ -84,6 +86,8 @@ class Cluster:
             voters=self.voters,
             config=CONFIG,
             rpc=rpc,
+            on_fatal=lambda: None,
+            follower_flush_in_loop=self.follower_flush_in_loop,
         )
         machine = Counter()
         component.register_listener(machine)
@@ -400,3 +404,65 @@ async def test_an_observer_follows_the_log_and_never_counts(
         await observer.stop(graceful=False)
         await runner.cleanup()
         await cluster.close()
+
+
+@pytest.mark.parametrize("in_loop", [False, True], ids=["flush-thread", "in-loop"])
+async def test_a_followers_fsync_runs_where_its_node_says(tmp_path: Path, in_loop: bool) -> None:
+    """A dedicated controller's follower fsyncs in its event loop (no thread hand-off on the
+    commit's path); a node that is also a broker keeps the flush thread, so a slow fsync never
+    stops its Kafka clients. Commits reach every node either way."""
+    cluster = Cluster(tmp_path, follower_flush_in_loop=in_loop)
+    try:
+        for node_id in cluster.voters:
+            await cluster.start(node_id)
+        await wait_for(cluster.leader, what="a leader")
+        leader = cluster.leader()
+        assert leader is not None
+        flushed_on: list[str] = []
+        for component in cluster.nodes.values():
+            if component is not leader:
+                log, flush = component._log, component._log.flush
+
+                def recorded(up_to_offset: int | None = None, _flush=flush) -> None:
+                    flushed_on.append(threading.current_thread().name)
+                    _flush(up_to_offset)
+
+                log.flush = recorded  # type: ignore[method-assign]
+        last = await commit(leader, *(f"r{i}".encode() for i in range(3)))
+        for i in range(10):
+            last = await commit(leader, f"s{i}".encode())
+        await wait_for(lambda: all(m.next_offset > last for m in cluster.machines.values()), what="applied everywhere")
+        assert flushed_on, "the followers fsynced"
+        loop_thread = threading.current_thread().name
+        assert all((name == loop_thread) is in_loop for name in flushed_on), flushed_on
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.parametrize("in_loop", [False, True], ids=["flush-thread", "in-loop"])
+async def test_a_followers_failed_fsync_stops_its_raft_layer(tmp_path: Path, in_loop: bool) -> None:
+    """After a failed fsync the kernel may have dropped the pages it could not write, so the
+    follower stops rather than retry (as in the flush thread), also when it fsyncs in the loop."""
+    cluster = Cluster(tmp_path, follower_flush_in_loop=in_loop)
+    try:
+        for node_id in cluster.voters:
+            await cluster.start(node_id)
+        await wait_for(cluster.leader, what="a leader")
+        leader = cluster.leader()
+        assert leader is not None
+        follower = next(c for c in cluster.nodes.values() if c is not leader)
+
+        def failing(up_to_offset: int | None = None) -> None:
+            raise OSError(5, "Input/output error")
+
+        follower._log.flush = failing  # type: ignore[method-assign]
+        await commit(leader, b"x")  # the other follower makes the majority
+        await wait_for(lambda: follower.status()["state"] == "failed", what="the follower stopped")
+    finally:
+        await cluster.close()
+
+
+def test_only_a_dedicated_controller_fsyncs_in_its_loop() -> None:
+    assert follower_flush_in_loop(("controller",))
+    assert not follower_flush_in_loop(("broker", "controller"))
+    assert not follower_flush_in_loop(("broker",))
