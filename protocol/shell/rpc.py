@@ -355,6 +355,11 @@ class _Stream:
             raise
         return call_id, future
 
+    @property
+    def usable(self) -> bool:
+        """Neither end has closed it: calls may be written on it."""
+        return not self.closed and not self.ws.closed
+
     def forget(self, call_id: int) -> None:
         self.pending.pop(call_id, None)
 
@@ -476,29 +481,37 @@ class RpcClient:
         return answer
 
     async def _stream_call(self, address: Address, path: str, body: Mapping[str, Any], total_ms: int) -> Any:
-        """The answer body, or None if the peer serves no stream (then HTTP)."""
+        """The answer body, or None if the peer serves no stream (then HTTP).
+
+        On a connected stream that nobody waits to write on, the frame is written at once, so calls
+        still leave in the order they were made. Otherwise the call takes its turn first (taken
+        before any await, so turns follow the order the calls were made) and waits for the stream
+        to connect. Either way one timer bounds the wait for the answer, to `total_ms` in all."""
         body = body if type(body) is dict else dict(body)
-        stream = self._streams.get(address)
-        turns = self._turns.setdefault(address, SendTurns())
-        if stream is not None and not stream.closed and not stream.ws.closed and turns.idle():
-            return await self._call_on(stream, address, path, body, total_ms)
         where = f"{address[0]}:{address[1]}"
         started = time.monotonic()
-        stream = None
+        turns = self._turns.setdefault(address, SendTurns())
+        stream = self._streams.get(address)
         call_id = -1
-        # Taken before the first await, so turns follow the order the calls were made.
-        turn = turns.take()
+        timer: asyncio.TimerHandle | None = None
         try:
-            async with asyncio.timeout(total_ms / 1000):
+            if stream is not None and stream.usable and turns.idle():
+                call_id, answer = await stream.send(path, body)
+            else:
+                stream = None
+                turn = turns.take()
                 try:
-                    await turn
-                    stream = await self._get_stream(address)
-                    if stream is None:
-                        return None
-                    call_id, answer = await stream.send(path, body)
+                    async with asyncio.timeout(total_ms / 1000):
+                        await turn
+                        stream = await self._get_stream(address)
+                        if stream is None:
+                            return None
+                        call_id, answer = await stream.send(path, body)
                 finally:
                     turns.release(turn)
-                return await answer
+            left_s = total_ms / 1000 - (time.monotonic() - started)
+            timer = asyncio.get_running_loop().call_later(max(0.0, left_s), _time_out, answer)
+            return await answer
         except TimeoutError:
             if stream is not None and stream.last_answer < started:
                 await stream.close()  # nothing came back on it since this call left: a dead connection
@@ -506,35 +519,14 @@ class RpcClient:
         except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
             raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
         finally:
+            if timer is not None:
+                timer.cancel()
             if stream is not None:
                 stream.forget(call_id)
 
-    async def _call_on(self, stream: _Stream, address: Address, path: str, body: dict[str, Any], total_ms: int) -> Any:
-        """A call on a connected stream nobody waits to write on: its frame is written at once, so
-        calls still leave in the order they were made, and one timer bounds it (no timeout scope)."""
-        started = time.monotonic()
-        call_id = -1
-        timer: asyncio.TimerHandle | None = None
-        try:
-            call_id, answer = await stream.send(path, body)
-            timer = asyncio.get_running_loop().call_later(total_ms / 1000, _time_out, answer)
-            return await answer
-        except TimeoutError:
-            if stream.last_answer < started:
-                await stream.close()  # nothing came back on it since this call left: a dead connection
-            where = f"{address[0]}:{address[1]}"
-            raise KafkaError(f"{path} to {where} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT) from None
-        except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
-            where = f"{address[0]}:{address[1]}"
-            raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
-        finally:
-            if timer is not None:
-                timer.cancel()
-            stream.forget(call_id)
-
     async def _get_stream(self, address: Address) -> _Stream | None:
         stream = self._streams.get(address)
-        if stream is not None and not stream.closed and not stream.ws.closed:
+        if stream is not None and stream.usable:
             return stream
         task = self._connecting.get(address)
         if task is None:
