@@ -274,17 +274,17 @@ class RaftShell:
                 self._deferred_flushes.append(action.up_to_offset)
                 if len(self._deferred_flushes) == 1:
                     self._loop.call_soon(self._submit_deferred_flushes)
-            elif self._follower_flush_in_loop:
-                # The follower's next fetch waits for this fsync anyway, and handing it to the
-                # thread and back costs two wake-ups, on the commit's path (about 0.4 ms of the
-                # leader's p50 on two shared cores: docs/perf-raft.md). Done here, as KRaft's Raft
-                # thread does it, it blocks the loop for the fsync: only for a node whose loop serves
-                # nothing else (a dedicated controller; RaftComponent decides).
-                self._submit_deferred_flushes()
-                self._flush(action.up_to_offset, self._loop.call_soon)
             else:
-                self._submit_deferred_flushes()  # keep the order of any deferred ones
-                self._flush_pool.submit(self._flush, action.up_to_offset, self._loop.call_soon_threadsafe)
+                self._submit_deferred_flushes()  # any deferred ones first (the core takes reports in any order)
+                if self._follower_flush_in_loop:
+                    # The follower's next fetch waits for this fsync anyway, and handing it to the
+                    # thread and back costs two wake-ups on the commit's path (docs/perf-raft.md).
+                    # Done here, as KRaft's Raft thread does it, it blocks the loop for the fsync:
+                    # only on a node whose loop serves nothing else (a dedicated controller;
+                    # RaftComponent decides).
+                    self._flush(action.up_to_offset, self._loop.call_soon)
+                else:
+                    self._flush_pool.submit(self._flush, action.up_to_offset, self._loop.call_soon_threadsafe)
         elif isinstance(action, PersistQuorumState):
             quorum_state_file.write(self.log_dir, action.state, self.cluster_id)
         elif isinstance(action, InstallSnapshot):
