@@ -406,6 +406,16 @@ async def test_an_observer_follows_the_log_and_never_counts(
         await cluster.close()
 
 
+async def start_all(cluster: Cluster) -> RaftComponent:
+    """Start every voter of `cluster`; its leader, once there is one."""
+    for node_id in cluster.voters:
+        await cluster.start(node_id)
+    await wait_for(cluster.leader, what="a leader")
+    leader = cluster.leader()
+    assert leader is not None
+    return leader
+
+
 @pytest.mark.parametrize("in_loop", [False, True], ids=["flush-thread", "in-loop"])
 async def test_a_followers_fsync_runs_where_its_node_says(tmp_path: Path, in_loop: bool) -> None:
     """A dedicated controller's follower fsyncs in its event loop (no thread hand-off on the
@@ -413,11 +423,7 @@ async def test_a_followers_fsync_runs_where_its_node_says(tmp_path: Path, in_loo
     stops its Kafka clients. Commits reach every node either way."""
     cluster = Cluster(tmp_path, follower_flush_in_loop=in_loop)
     try:
-        for node_id in cluster.voters:
-            await cluster.start(node_id)
-        await wait_for(cluster.leader, what="a leader")
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await start_all(cluster)
         flushed_on: list[str] = []
         for component in cluster.nodes.values():
             if component is not leader:
@@ -445,11 +451,7 @@ async def test_a_followers_failed_fsync_stops_its_raft_layer(tmp_path: Path, in_
     follower stops rather than retry (as in the flush thread), also when it fsyncs in the loop."""
     cluster = Cluster(tmp_path, follower_flush_in_loop=in_loop)
     try:
-        for node_id in cluster.voters:
-            await cluster.start(node_id)
-        await wait_for(cluster.leader, what="a leader")
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await start_all(cluster)
         follower = next(c for c in cluster.nodes.values() if c is not leader)
 
         def failing(up_to_offset: int | None = None) -> None:
