@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from kraftpy.tools.faults.netns import supported
+from kraftpy.tools.faults.workloads.groups import MAX_STALLS
 from tests.jepsen_like.test_faults import break_env, faults_run
 
 pytestmark = pytest.mark.slow
@@ -63,18 +64,28 @@ def test_a_short_groups_run_is_valid(runs) -> None:
     commits = [e for e in history if e["f"] == "commit" and e["type"] == "ok"]
     assigns = {e["generation"] for e in history if e["f"] == "assign" and e["type"] == "ok" and "generation" in e}
     assert commits and len(assigns) >= 2, "the members must have committed, across rebalances"
-    # Each zombie's first commit after its stall (in its old generation) was refused: `info`, never `ok`
-    # (by the coordinator, "...already rebalanced...", or, when the coordinator moved just then, by the client).
-    zombies = 0
+    # Each zombie's first commit after its stall (in its old generation, once the group moved on) was refused:
+    # `info`, never `ok` (by the coordinator, "...already rebalanced...", or by the client itself, `local`).
+    zombies = fenced_by_coordinator = 0
+    details: list[dict[str, Any]] = []
     for at, event in enumerate(history):
         if event["f"] == "member-stall-detail":  # where the member stopped itself, before a commit
             zombie = event["value"]["process"]
+            # A member stalled twice stops at a new commit, not at the one its first stall's line named.
+            assert event["value"] not in details, event
+            details.append(event["value"])
+            wake = next(e for e in history[at:] if e["f"] == "member-stall-wake" and e["value"]["process"] == zombie)
+            if not wake["value"]["moved_on"]:
+                continue  # still a member of its generation (coordinator moves restarted its session)
             first = next(
                 e for e in history[at:] if e["process"] == zombie and e["f"] == "commit" and e["type"] != "invoke"
             )
             assert first["type"] == "info", first
             zombies += 1
-    assert zombies, "no member stopped itself at a commit"
+            fenced_by_coordinator += not first["local"]
+    # The run stalls members until two zombies' commits reached a coordinator (not refused by their own client).
+    assert fenced_by_coordinator >= 2 or summary["faults"]["stall"] == MAX_STALLS, summary["faults"]
+    assert zombies, "no member woke as a zombie at a commit"
 
 
 def test_a_coordinator_that_takes_any_generations_commit_is_caught(runs) -> None:

@@ -101,7 +101,9 @@ def member(bootstrap: str, topic: str, group: str) -> None:
             try:
                 consumer.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in offsets], asynchronous=False)
             except ck.KafkaException as exc:  # rejected (a rebalance) or unknown: either way not proven applied
-                emit("info", "commit", value=offsets, generation=generation, error=repr(exc)[:200])
+                # librdkafka's own errors (refused unsent, timed out) have negative codes: not the coordinator's
+                local = exc.args[0].code() < 0
+                emit("info", "commit", value=offsets, generation=generation, error=repr(exc)[:200], local=local)
             else:
                 emit("ok", "commit", value=offsets, generation=generation)
     finally:

@@ -41,9 +41,11 @@ STALL_MAX_S = SESSION_TIMEOUT_MS / 1000 * 4  # below group_member.MAX_POLL_INTER
 ZOMBIE_S = 5.0  # at most this long for the woken zombie's first commit, before anything ends it
 STOP_TIMEOUT_S = 10.0  # for the member to reach a commit and stop there; then it is stopped where it is
 HOLD_S = 2.0  # while a zombie is being made, the run's end stays at least this far ahead
-# Every run's first member faults are stalls: two, so that a coordinator moving just as one zombie commits
-# (its commit then fails NOT_COORDINATOR and the client fences its retry itself) does not leave a run without one.
+# Every run's first member faults are stalls, until two zombies' commits reached a coordinator. The client may
+# refuse a zombie's commit itself (a rebalance was under way when it stopped; the coordinator moved just as it
+# committed): that zombie shows a coordinator nothing, and one more stall is owed, up to MAX_STALLS.
 OWED_STALLS = 2
+MAX_STALLS = 4
 LEAVE_TIMEOUT_S = 15.0
 ENDINGS = ("leave", "crash", "stall")
 FINAL_PROCESS = 2_000_000
@@ -71,12 +73,14 @@ class _GroupView:
                 done |= committed
         return bool(partitions) and partitions <= done
 
-    async def wait_moved_on(self, zombie: int, generation: int, partitions: set[int], timeout_s: float) -> None:
+    async def wait_moved_on(self, zombie: int, generation: int, partitions: set[int], timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) until moved_on(); whether it is."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 while not self.moved_on(zombie, generation, partitions):
                     self.changed.clear()
                     await self.changed.wait()
+        return self.moved_on(zombie, generation, partitions)
 
 
 class _Member:
@@ -88,6 +92,7 @@ class _Member:
         self.generation = -1  # of its last assignment
         self.owned: set[int] = set()
         self.committed = asyncio.Event()  # set at each commit's end (ok or info)
+        self.last_commit: dict[str, Any] | None = None  # that end's line
         self.assigned = asyncio.Event()  # it has partitions in a generation
         self.stalled: dict[str, Any] | None = None  # its `stalled` line: the generation and the commit it holds
         self.stopped = asyncio.Event()
@@ -112,6 +117,7 @@ class _Member:
                 else:
                     self.assigned.clear()
             if event["type"] != "invoke" and event["f"] == "commit":
+                self.last_commit = dict(event)
                 self.committed.set()
             self.history.event(self.process, event.pop("type"), event.pop("f"), **event)
             self.ready.set()
@@ -163,32 +169,48 @@ async def _live(seconds: float, end: RunEnd) -> None:
         await asyncio.sleep(min(left, 0.2))
 
 
-async def _stall(member: _Member, view: _GroupView, end: RunEnd) -> None:
+async def _stall(member: _Member, view: _GroupView, end: RunEnd) -> bool:
     """SIGSTOP until the others committed the member's partitions in a newer generation, then SIGCONT: a
     zombie, whose first commit the run waits for (bounded) with producers still writing, so it has
-    something to commit."""
+    something to commit. True when it was a zombie and that commit reached a coordinator (which had to fence
+    it); the `member-stall-wake` event says whether the group had moved on."""
     holding = asyncio.create_task(_hold(end))
     try:
         generation, owned = member.generation, set(member.owned)
+        member.stopped.clear()  # a member stalled before (its client refused that zombie's commit) stalls anew
+        member.stalled = None
         member.signal(signal.SIGUSR1)
         try:
             await asyncio.wait_for(member.stopped.wait(), STOP_TIMEOUT_S)
         except TimeoutError:
             member.signal(signal.SIGSTOP)  # it never reached a commit: stopped wherever it is
+            at_commit = False
         else:
             assert member.stalled is not None
             generation = member.stalled["generation"]
             owned = {p for p, _ in member.stalled["value"]}
             detail = {"process": member.process, "generation": generation, "commit": member.stalled["value"]}
             member.history.nemesis("member-stall-detail", detail)  # stopped there: its next commit is a zombie's
-        await view.wait_moved_on(member.process, generation, owned, STALL_MAX_S)
+            at_commit = True
+        # Coordinator moves restart every session: the group may still count the member in when the wait ends,
+        # and then its commit is rightly taken. It is a zombie only once the others moved on.
+        moved_on = await view.wait_moved_on(member.process, generation, owned, STALL_MAX_S)
         await asyncio.sleep(STALL_MARGIN_S)
         member.committed.clear()
+        member.last_commit = None
+        member.history.nemesis("member-stall-wake", {"process": member.process, "moved_on": moved_on})
         member.signal(signal.SIGCONT)  # the zombie carries on: the next lifetime ends it
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(member.committed.wait(), ZOMBIE_S)
+        return at_commit and moved_on and zombie_reached_coordinator(member.last_commit)
     finally:
         holding.cancel()
+
+
+def zombie_reached_coordinator(outcome: dict[str, Any] | None) -> bool:
+    """A woken zombie's first commit end: did a coordinator decide it? `ok` (a broken one took it) or a
+    refusal that was not the client's own (`local`); no answer in time proves nothing."""
+    return outcome is not None and (outcome["type"] == "ok" or not outcome.get("local", False))
 
 
 async def run_members(
@@ -209,8 +231,13 @@ async def run_members(
     # However short the time limit or slow the members' start, a run lasts until its owed stalls are done
     # (within RunEnd's hard limit), as the nemesis waits for each fault's first round.
     owed = asyncio.create_task(_hold(end))
+    zombies = 0  # stalled members whose first commit on waking reached a coordinator
+
+    def owing() -> bool:
+        return zombies < OWED_STALLS and counts["stall"] < MAX_STALLS
 
     async def slot() -> None:
+        nonlocal zombies
         member = await _spawn(bootstrap, topic, next(numbers), history, log_dir, view, client)
         try:
             while True:
@@ -220,18 +247,18 @@ async def run_members(
                 if end.passed():
                     break
                 async with one_at_a_time:
-                    if end.passed() or (counts["stall"] >= OWED_STALLS and end.time_limit_passed()):
+                    if end.passed() or (not owing() and end.time_limit_passed()):
                         break  # past the time limit only the owed stalls are still to do
                     # The first ones are stalls: zombies a coordinator must fence, in every run however short.
-                    ending = "stall" if counts["stall"] < OWED_STALLS else rng.choice(ENDINGS)
+                    ending = "stall" if owing() else rng.choice(ENDINGS)
                     if ending == "stall":  # a zombie needs partitions of a generation to commit
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(member.assigned.wait(), START_TIMEOUT_S)
                     counts[ending] += 1
                     history.nemesis(f"member-{ending}", {"process": member.process})
                     if ending == "stall":
-                        await _stall(member, view, end)
-                        if counts["stall"] >= OWED_STALLS:
+                        zombies += await _stall(member, view, end)
+                        if not owing():
                             owed.cancel()
                         continue
                     member.signal(signal.SIGTERM if ending == "leave" else signal.SIGKILL)
