@@ -21,6 +21,12 @@ which validates every batch (length, magic, CRC32C, offsets, epochs) and
 rebuilds the indexes. Once with the files in the page cache (a process
 crash) and once after evicting them with posix_fadvise (as after a reboot).
 
+Last, the read a follower (or a tailing consumer) makes after each append: one
+small batch at the log end. Once as the log serves it (the active segment's
+spans past its last index entry, in memory) and once with those spans
+forgotten before each read, so the batch is found by walking headers on disk
+from the index entry, as every read did before. Medians of `--tail-reads`.
+
     python benchmarks/storage_bench.py            # the full run (needs ~2 GiB free disk)
     python benchmarks/storage_bench.py --json     # the same figures as one JSON object
 """
@@ -250,11 +256,37 @@ def bench_recovery(root: Path, total: int, progress: Progress) -> dict[str, floa
     return results
 
 
+def bench_tail_reads(root: Path, count: int, progress: Progress) -> dict[str, float]:
+    """µs per read of the newest batch right after it was appended: from the tail spans, and walked on disk."""
+    batch = batch_of_size(170)  # one record of about 100 bytes: a paced producer's batch
+    task = progress.add_task("tail reads", total=2 * count)
+    out: dict[str, float] = {"batch_bytes": len(batch), "reads": count}
+    for name, forget in (("from_tail", False), ("walked", True)):
+        with PartitionLog.open(root / f"tail-{name}", LogConfig(), now_ms=0) as log:
+            times = []
+            for _ in range(count):
+                log.append_as_leader(batch, 0, now_ms=0)
+                end = log.log_end_offset
+                if forget:  # what a read cost before the segment kept its tail (a private field, bench only)
+                    log._segments[-1]._tail = None
+                started = time.perf_counter_ns()
+                data = log.read(end - 1, READ_MAX_BYTES, max_offset=end, min_one_batch=True)
+                times.append(time.perf_counter_ns() - started)
+                assert len(data) == len(batch)
+                progress.advance(task)
+            times.sort()
+            out[f"{name}_us_p50"] = times[len(times) // 2] / 1000
+            out[f"{name}_us_p99"] = times[int(len(times) * 0.99)] / 1000
+    return out
+
+
 def _label(size: int) -> str:
     return f"{size // MIB} MiB" if size >= MIB else f"{size // 1024} KiB"
 
 
-def summary_tables(sizes: list[dict[str, float]], recovery: dict[str, float] | None) -> list[Table]:
+def summary_tables(
+    sizes: list[dict[str, float]], recovery: dict[str, float] | None, tail: dict[str, float] | None
+) -> list[Table]:
     table = Table(title="Throughput: engine vs os.write/os.read of the same bytes (best of N runs)")
     for name in ("batch", "op", "raw MB/s", "engine MB/s", "engine batches/s", "ratio", "runs", "target"):
         table.add_column(name, justify="right")
@@ -282,6 +314,15 @@ def summary_tables(sizes: list[dict[str, float]], recovery: dict[str, float] | N
                 f"{recovery[f'clean_reopen_{cache}_s']:.3f}",
             )
         tables.append(rec)
+    if tail is not None:
+        reads = Table(
+            title=f"A follower's read of the newest {tail['batch_bytes']:.0f}-byte batch ({tail['reads']:,.0f})"
+        )
+        for name in ("batch found", "p50 µs", "p99 µs"):
+            reads.add_column(name, justify="right")
+        for key, label in (("from_tail", "in the tail spans"), ("walked", "walking headers on disk")):
+            reads.add_row(label, f"{tail[f'{key}_us_p50']:.1f}", f"{tail[f'{key}_us_p99']:.1f}")
+        tables.append(reads)
     return tables
 
 
@@ -290,10 +331,19 @@ def summary_tables(sizes: list[dict[str, float]], recovery: dict[str, float] | N
 @click.option("--total-mib", default=64, show_default=True, help="Data written per size and run.")
 @click.option("--repeats", default=11, show_default=True, help="Runs per measurement (the best counts).")
 @click.option("--recovery-gib", default=1.0, show_default=True, help="Size of the recovered log; 0 skips it.")
+@click.option("--tail-reads", default=20_000, show_default=True, help="Appends, each read back at once; 0 skips it.")
 @click.option("--dir", "base_dir", type=click.Path(file_okay=False, path_type=Path), help="Where to put temp files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def main(sizes: str, total_mib: int, repeats: int, recovery_gib: float, base_dir: Path | None, as_json: bool) -> None:
-    """Measure append/read throughput against raw file I/O, and recovery time."""
+def main(
+    sizes: str,
+    total_mib: int,
+    repeats: int,
+    recovery_gib: float,
+    tail_reads: int,
+    base_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Measure append/read throughput against raw file I/O, recovery time, and reads at the log end."""
     # Piped output (a log, docs) keeps the table whole instead of wrapping it at 80 columns.
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 120)
     with tempfile.TemporaryDirectory(prefix="kraftpy-bench-", dir=base_dir) as tmp:
@@ -304,10 +354,12 @@ def main(sizes: str, total_mib: int, repeats: int, recovery_gib: float, base_dir
         with progress:
             rows = [bench_size(root, int(s), total_mib * MIB, repeats, progress) for s in sizes.split(",")]
             recovery = bench_recovery(root, int(recovery_gib * 2**30), progress) if recovery_gib > 0 else None
+            tail = bench_tail_reads(root, tail_reads, progress) if tail_reads > 0 else None
     if as_json:
-        click.echo(json.dumps({"throughput": rows, "recovery": recovery, "total_mib": total_mib, "repeats": repeats}))
+        figures = {"throughput": rows, "recovery": recovery, "tail_reads": tail}
+        click.echo(json.dumps({**figures, "total_mib": total_mib, "repeats": repeats}))
     else:
-        for table in summary_tables(rows, recovery):
+        for table in summary_tables(rows, recovery, tail):
             console.print(table)
 
 

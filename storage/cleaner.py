@@ -227,7 +227,15 @@ class LogCleaner:
                         markers_kept.add(header.base_offset)
                         out.append(
                             [raw],
-                            [(header.base_offset, header.last_offset, header.size, header.max_timestamp)],
+                            [
+                                (
+                                    header.base_offset,
+                                    header.last_offset,
+                                    header.size,
+                                    header.max_timestamp,
+                                    header.partition_leader_epoch,
+                                )
+                            ],
                             header.size,
                         )
                         continue
@@ -266,7 +274,11 @@ class LogCleaner:
                         )
                     last = kept[-1].offset
                     max_ts = max(r.timestamp for r in kept)
-                    out.append([data], [(header.base_offset, last, len(data), max_ts)], len(data))
+                    out.append(
+                        [data],
+                        [(header.base_offset, last, len(data), max_ts, header.partition_leader_epoch)],
+                        len(data),
+                    )
             out.txn_index.rewrite(
                 [e for s in group for e in s.segment.txn_index.entries if e.last_offset in markers_kept]
             )

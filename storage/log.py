@@ -252,14 +252,14 @@ class PartitionLog:
                 )
             first = offset = self._leo
             buffers: list[bytes | memoryview] = []
-            spans: list[tuple[int, int, int, int]] = []
+            spans: list[tuple[int, int, int, int, int]] = []
             records, max_ts, offset_of_max = 0, -1, -1
             for pos, header in checked:
                 last = offset + header.last_offset_delta
                 batch_size = header.batch_length + LOG_OVERHEAD
                 buffers.append(_PREFIX.pack(offset, header.batch_length, leader_epoch))
                 buffers.append(view[pos + _PREFIX_SIZE : pos + batch_size])
-                spans.append((offset, last, batch_size, header.max_timestamp))
+                spans.append((offset, last, batch_size, header.max_timestamp, leader_epoch))
                 records += header.records_count
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, offset
@@ -290,13 +290,21 @@ class PartitionLog:
             if not checked:
                 return self._empty_append_info()
             self._check_follower_batches(checked)
-            spans: list[tuple[int, int, int, int]] = []
+            spans: list[tuple[int, int, int, int, int]] = []
             records = 0
             max_ts, offset_of_max = -1, -1
             new_epochs: list[tuple[int, int]] = []
             latest = self._epochs.latest_epoch
             for _pos, header in checked:
-                spans.append((header.base_offset, header.last_offset, header.size, header.max_timestamp))
+                spans.append(
+                    (
+                        header.base_offset,
+                        header.last_offset,
+                        header.size,
+                        header.max_timestamp,
+                        header.partition_leader_epoch,
+                    )
+                )
                 records += header.records_count
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, header.base_offset
@@ -342,7 +350,11 @@ class PartitionLog:
         return AppendInfo(self._leo, self._leo - 1, -1, -1, 0, 0, 0, self._epochs.latest_epoch)
 
     def _write(
-        self, buffers: list[bytes | memoryview], spans: list[tuple[int, int, int, int]], size: int, next_offset: int
+        self,
+        buffers: list[bytes | memoryview],
+        spans: list[tuple[int, int, int, int, int]],
+        size: int,
+        next_offset: int,
     ) -> None:
         try:
             self._segments[-1].append(buffers, spans, size)

@@ -6,10 +6,10 @@ fsync() and read_bytes() are called under the log's lock (see log.py); those
 two use the refcounted FileHandle so that a concurrent delete cannot pull the
 fd out from under them.
 
-State of the tail (next offset, largest timestamp, bytes since the last index
-entry) is known for the active segment and for segments recovery has scanned;
-for older segments it is computed on first need by load_state(), which walks
-only the bytes after the last index entry.
+Tail state (next offset, largest timestamp, bytes and batch spans since the last
+index entry) is known for the active segment and scanned ones, else computed on
+first need by load_state(); the spans let reads at the log end skip the header
+walk (docs/on-disk-format.md, "Index files in memory").
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 
 from kraftpy.protocol.records.header import BatchHeader
@@ -32,6 +34,17 @@ from kraftpy.storage.time_index import TimeIndex
 from kraftpy.storage.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
+
+
+# Spans kept in memory past the last index entry; index_interval_bytes (4 KiB) keeps them to about 70.
+MAX_TAIL_SPANS = 4096
+_POSITION = itemgetter(0)
+_LAST_OFFSET = itemgetter(3)
+
+
+def _noted(span: BatchSpan) -> tuple[int, int, int, int, int, int]:
+    """_note_batch's arguments for a batch found on disk."""
+    return span.base_offset, span.last_offset, span.position, span.size, span.max_timestamp, span.leader_epoch
 
 
 class LogSegment:
@@ -64,6 +77,9 @@ class LogSegment:
         self.last_epoch = -1
         # Bumped with each new index entry: the log re-checks segment_index_bytes only then.
         self.index_entries_added = 0
+        # The batches from the last offset-index entry (or position 0 before the first) to the end, in
+        # order; None while unknown (an opened segment, until its next index entry; after a truncation).
+        self._tail: list[BatchSpan] | None = [] if size == 0 else None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -174,6 +190,7 @@ class LogSegment:
         """Empty in-memory indexes whose files are rewritten on the next write_indexes()."""
         self._offset_index = OffsetIndex(self.index_path, self.base_offset)
         self._time_index = TimeIndex(self.time_index_path, self.base_offset)
+        self._tail = None
         self._offset_index.forget_file()
         self._time_index.forget_file()
 
@@ -211,16 +228,18 @@ class LogSegment:
         offsets.truncate_to_position(upto)
         last = offsets.last_entry
         self.last_epoch = -1
+        self._tail = None  # rebuilt below from position 0, else from the next index entry on
         if from_scratch or last is None:
             offsets.reset()
             times.reset()
+            self._tail = []
             self.max_timestamp, self.offset_of_max_timestamp = -1, -1
             self._bytes_since_index = 0
             self.next_offset = self.base_offset
             self.first_batch_timestamp = None
             for span in walk_headers(self.fd, 0, upto):
                 self._check_offsets(span, self.next_offset)
-                self._note_batch(span.base_offset, span.last_offset, span.position, span.size, span.max_timestamp)
+                self._note_batch(*_noted(span))
                 self.last_epoch = span.leader_epoch
             self._state_known = True
             return
@@ -231,6 +250,7 @@ class LogSegment:
             self._check_offsets(span, previous.last_offset + 1)
         self.next_offset = spans[-1].last_offset + 1
         self.last_epoch = spans[-1].leader_epoch
+        self._tail = spans if len(spans) <= MAX_TAIL_SPANS else None
         times.truncate_to_offset(self.next_offset)
         # The time index holds the largest timestamp up to the batch at `last`;
         # the batches walked from there hold the rest.
@@ -267,10 +287,13 @@ class LogSegment:
         if not self._state_known:
             self.load_state(self.size)
 
-    def _note_batch(self, base_offset: int, last_offset: int, position: int, size: int, max_ts: int) -> None:
+    def _note_batch(
+        self, base_offset: int, last_offset: int, position: int, size: int, max_ts: int, epoch: int
+    ) -> None:
         """Account for one batch written at `position` (Kafka's LogSegment.append bookkeeping)."""
         if max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_ts, base_offset
+        span = BatchSpan(position, size, base_offset, last_offset, epoch, max_ts)
         if self._bytes_since_index > self.index_interval_bytes:
             assert self._offset_index is not None and self._time_index is not None
             self._offset_index.append(base_offset, position)
@@ -278,6 +301,11 @@ class LogSegment:
             if self.max_timestamp >= 0:
                 self._time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
+            self._tail = [span]
+        elif self._tail is not None:
+            self._tail.append(span)
+            if len(self._tail) > MAX_TAIL_SPANS:  # a huge index_interval_bytes: back to walking the file
+                self._tail = None
         self._bytes_since_index += size
         if position == 0:
             self.first_batch_timestamp = max_ts
@@ -289,6 +317,7 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.write_indexes()
+        self._tail = None  # only the active segment's tail is read that often
 
     def write_indexes(self) -> None:
         if self._offset_index is not None:
@@ -311,12 +340,12 @@ class LogSegment:
     # -- appends ---------------------------------------------------------------------
 
     def append(
-        self, buffers: Sequence[bytes | memoryview], spans: Sequence[tuple[int, int, int, int]], total_bytes: int
+        self, buffers: Sequence[bytes | memoryview], spans: Sequence[tuple[int, int, int, int, int]], total_bytes: int
     ) -> None:
         """Write `buffers` (`total_bytes` long) at the end and index the batches.
 
-        `spans` = (base offset, last offset, size, max timestamp) of each batch. On
-        an I/O error the file is cut back to its old size, so memory and disk agree.
+        `spans` = (base offset, last offset, size, max timestamp, leader epoch) of each
+        batch. On an I/O error the file is cut back to its old size, so memory and disk agree.
         """
         position = self.size
         try:
@@ -325,14 +354,14 @@ class LogSegment:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._handle.fd, position)
             raise LogStorageError(f"write to {self.log_path} failed: {exc}") from exc
-        for base, last, size, max_ts in spans:
-            self._note_batch(base, last, position, size, max_ts)
+        for base, last, size, max_ts, epoch in spans:
+            self._note_batch(base, last, position, size, max_ts, epoch)
             position += size
         self.size = position
 
     def append_recovered(self, span: BatchSpan) -> None:
         """Account for a batch recovery found sound at span.position (already on disk)."""
-        self._note_batch(span.base_offset, span.last_offset, span.position, span.size, span.max_timestamp)
+        self._note_batch(*_noted(span))
         self.last_epoch = span.leader_epoch
 
     # -- recovery ----------------------------------------------------------------------
@@ -401,10 +430,26 @@ class LogSegment:
                 start = boundary
         yield from walk_headers(self._handle.fd, start, limit)
 
+    def _spans_from(self, start: int, limit: int, boundary: int = 0) -> Iterable[BatchSpan]:
+        """The batches in [start, limit) from a batch boundary `start`: from memory when the tail holds
+        them, else walked on disk (_walk_from_index)."""
+        tail = self._tail
+        if tail is not None and (tail[0].position if tail else self.size) <= start:
+            lo = bisect_left(tail, start, key=_POSITION)
+            hi = bisect_left(tail, limit, lo, key=_POSITION)
+            if hi == lo or tail[hi - 1].end <= limit:
+                return tail[lo:hi]
+        return self._walk_from_index(start, limit, boundary)
+
     def find_batch(self, offset: int, limit: int) -> BatchSpan | None:
         """The first batch in [0, limit) whose last offset >= `offset`."""
         start = self.offset_index.lookup(offset).position
-        for span in self._walk_from_index(start, limit):
+        tail = self._tail
+        if tail and tail[0].position <= start and limit >= self.size:
+            # The common case, a lookup past the last index entry of the whole segment: a bisection.
+            at = bisect_left(tail, offset, key=_LAST_OFFSET)
+            return tail[at] if at < len(tail) else None
+        for span in self._spans_from(start, limit):
             if span.last_offset >= offset:
                 return span
         return None
@@ -435,7 +480,7 @@ class LogSegment:
             return (start, first.end) if first.end == target or min_one_batch else (start, start)
         # The last indexed batch start at or below the target is a boundary; walk from there.
         end = max(self.offset_index.lookup_position(target).position, start)
-        for span in self._walk_from_index(end, end_bound, boundary=start):
+        for span in self._spans_from(end, end_bound, boundary=start):
             if span.end > target:
                 break
             end = span.end
@@ -448,7 +493,7 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         from_offset = max(min_offset, entry.offset if entry is not None else self.base_offset)
         start = self.offset_index.lookup(from_offset).position
-        for span in self._walk_from_index(start, limit):
+        for span in self._spans_from(start, limit):
             if span.max_timestamp >= timestamp and span.last_offset >= min_offset:
                 return span
         return None
