@@ -15,6 +15,7 @@ from kraftpy.protocol.records.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
     crc_matches,
     parse_header,
@@ -124,7 +125,7 @@ class ValidatingScan:
     After iteration, `stopped_at` is the position of the first bad batch (None if
     the range was sound to its end) and `reason` says what was wrong. Offsets must
     not go backwards (each base offset >= the previous batch's next offset, the
-    first >= `next_offset`), leader epochs must not decrease, and:
+    first >= `next_offset`), leader epochs must not decrease nor be below -1, and:
     - a batch must start exactly at the previous batch's next offset, unless its
       base offset is below `allow_gaps_below` (compacted logs have gaps; a
       non-compacted log never does, so a gap there is a damaged baseOffset);
@@ -184,6 +185,9 @@ class ValidatingScan:
                 self._stop(pos, f"base offset {base} leaves a gap after {self.next_offset} in a log without gaps")
                 return
             epoch = header.partition_leader_epoch
+            if epoch < NO_PARTITION_LEADER_EPOCH:
+                self._stop(pos, f"leader epoch {epoch} is below -1, which no writer stamps")
+                return
             if epoch >= 0 and epoch < self.leader_epoch:
                 self._stop(pos, f"leader epoch {epoch} is below the previous batch's {self.leader_epoch}")
                 return

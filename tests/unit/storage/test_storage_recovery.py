@@ -210,6 +210,17 @@ def test_a_leader_epoch_damaged_upwards_is_caught_by_the_epoch_checkpoint(crashe
         assert log.leader_epoch_cache.latest_epoch == 2
 
 
+def test_a_leader_epoch_damaged_below_minus_one_is_corruption(crashed) -> None:
+    # Found by test_storage_crash's hypothesis run: a garbage byte at the top of partitionLeaderEpoch
+    # (outside the CRC) made it negative, which the epoch checks (all for epochs >= 0) let through.
+    directory, bases = crashed
+    _patch_batch_field(directory, bases[-1], 1, 12, (0xD8000000).to_bytes(4, "big"))
+    with open_log(directory, **CONFIG) as log:
+        assert log.log_end_offset == bases[-1] + 2
+        assert "below -1" in log.last_recovery.first_bad[2]
+        assert offsets_of(read_all(log))[-1] == (bases[-1], bases[-1] + 1)
+
+
 def test_a_compacted_log_keeps_its_gaps_through_recovery(tmp_path: Path) -> None:
     live = open_log(tmp_path / "live-0", cleanup_policy="compact", segment_bytes=400)
     for i in range(12):

@@ -42,8 +42,8 @@ ZOMBIE_S = 5.0  # at most this long for the woken zombie's first commit, before 
 STOP_TIMEOUT_S = 10.0  # for the member to reach a commit and stop there; then it is stopped where it is
 HOLD_S = 2.0  # while a zombie is being made, the run's end stays at least this far ahead
 # Every run's first member faults are stalls, until two zombies' commits reached a coordinator. The client may
-# refuse a zombie's commit itself (a rebalance was under way when it stopped; the coordinator moved just as it
-# committed): that zombie shows a coordinator nothing, and one more stall is owed, up to MAX_STALLS.
+# refuse a zombie's commit itself (the coordinator moved as it committed, and a heartbeat told it of its expulsion
+# before the retry): that zombie shows a coordinator nothing, and one more stall is owed, up to MAX_STALLS.
 OWED_STALLS = 2
 MAX_STALLS = 4
 LEAVE_TIMEOUT_S = 15.0
