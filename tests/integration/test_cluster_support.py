@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -222,3 +222,28 @@ class LocalCluster:
     def log_text(self, node_id: int) -> str:
         entry = next(n for n in self.layout().nodes if n.node_id == node_id)
         return self.layout().log_path(entry).read_text(errors="replace")
+
+
+FAILURE_LOG_TAIL_BYTES = 8_000
+
+
+def failure_log_sections(fixtures: Iterable[object]) -> list[tuple[str, str]]:
+    """The end of each node's log, for every LocalCluster among a failed test's fixtures: a module's cluster
+    outlives the test, but its temporary directory does not outlive the next runs (a post-mortem needs it now)."""
+    sections = []
+    for value in fixtures:
+        if not isinstance(value, LocalCluster):
+            continue
+        try:
+            layout = value.layout()
+        except Exception:  # never started: nothing to show
+            continue
+        for entry in layout.nodes:
+            path = layout.log_path(entry)
+            try:
+                tail = path.read_bytes()[-FAILURE_LOG_TAIL_BYTES:]
+            except OSError:
+                continue
+            title = f"node {entry.node_id}: the last {len(tail)} bytes of {path}"
+            sections.append((title, tail.decode(errors="replace")))
+    return sections
