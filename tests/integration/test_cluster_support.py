@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -225,6 +226,24 @@ class LocalCluster:
 
 
 FAILURE_LOG_TAIL_BYTES = 8_000
+SIGNAL_STATUS_FIELDS = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+
+
+def hung_process_report(pid: int) -> str:
+    """What a process that did not stop when told is doing: its state and signal masks from /proc (a SIGINT
+    pending but blocked or ignored shows there), then its Python stacks if py-spy is installed."""
+    lines = []
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        lines += [line for line in status.splitlines() if line.startswith(SIGNAL_STATUS_FIELDS)]
+    except OSError as exc:
+        lines.append(f"no /proc/{pid}/status: {exc}")
+    spy = shutil.which("py-spy")
+    if spy is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            lines.append(dump.stdout[-6000:] or dump.stderr[-500:])
+    return "\n".join(lines)
 
 
 def failure_log_sections(fixtures: Iterable[object]) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_cluster_support import CliResult, LocalCluster, wait_for
+from tests.integration.test_cluster_support import CliResult, LocalCluster, hung_process_report, wait_for
 
 pytestmark = pytest.mark.slow
 TOPIC = "orders"
@@ -131,10 +131,13 @@ def stop_member(proc: subprocess.Popen[str]) -> tuple[str, str]:
     try:
         return proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
+        report = hung_process_report(proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"consume --group did not stop on SIGINT\nstdout: {out}\nstderr: {err}") from None
+        raise AssertionError(
+            f"consume --group did not stop on SIGINT\nstdout: {out}\nstderr: {err}\nthen: {report}"
+        ) from None
 
 
 def test_consume_group_commits_and_an_active_group_is_protected(cluster: LocalCluster) -> None:

@@ -26,7 +26,7 @@ from kraftpy.client.shell.consumer import Consumer
 from kraftpy.client.types import ConsumerRecord
 from kraftpy.protocol.shell.clock import monotonic_ms
 from tests.conftest import REPO_ROOT
-from tests.integration.test_cluster_support import LocalCluster
+from tests.integration.test_cluster_support import LocalCluster, hung_process_report
 
 pytestmark = pytest.mark.slow
 SESSION_TIMEOUT_MS = 6_000  # the broker's minimum
@@ -167,8 +167,9 @@ class Program:
         try:
             self.proc.wait(timeout=WAIT_S)
         except subprocess.TimeoutExpired:
+            report = hung_process_report(self.proc.pid)
             self.stop()
-            raise AssertionError(f"the program did not stop on Ctrl-C; stderr {self.stderr}") from None
+            raise AssertionError(f"the program did not stop on Ctrl-C; stderr {self.stderr}\nthen: {report}") from None
 
     @property
     def stderr(self) -> str:
