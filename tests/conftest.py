@@ -11,6 +11,7 @@ tests the rule itself.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +43,11 @@ PORTS_OWNER_ENV = "KRAFTPY_TEST_PORTS_PID"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A run started in the background by a non-interactive shell (`nohup pytest ... &`) inherits SIGINT
+    # ignored, and so would every process a test starts: the tests that Ctrl-C a consumer (it must commit and
+    # leave its group) then waited 30 s for nothing. The tests' children get Python's usual Ctrl-C handling.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # `kraftpy cluster start` puts Kafka listeners on 9092-9094 by default; test clusters take a free
     # run of ports instead, so a test run never collides with a cluster the machine already runs.
     # Each xdist worker takes its own run, held while the worker lives: its process tests and the
