@@ -40,4 +40,4 @@ def test_a_hung_process_report_shows_an_ignored_sigint() -> None:
         proc.wait(timeout=10)
     fields = dict(line.split(":", 1) for line in report.splitlines() if line.startswith(("SigIgn", "State")))
     assert int(fields["SigIgn"], 16) & (1 << (signal.SIGINT - 1)), report
-    assert "sleeping" in fields["State"], report
+    assert fields["State"].strip()[0] in "RS", report  # running or asleep, not a zombie: it was still alive
