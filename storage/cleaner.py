@@ -23,7 +23,7 @@ from kraftpy.storage.checkpoints import OffsetCheckpoint
 from kraftpy.storage.errors import CorruptCheckpointError, LogStorageError
 from kraftpy.storage.log import CleanableSegment, PartitionLog
 from kraftpy.storage.scan import CorruptSegmentError
-from kraftpy.storage.segment import LogSegment
+from kraftpy.storage.segment import LogSegment, append_span
 from kraftpy.storage.txn_index import AbortedTxn
 from kraftpy.storage.validation import hard_max_batch_bytes
 
@@ -227,15 +227,7 @@ class LogCleaner:
                         markers_kept.add(header.base_offset)
                         out.append(
                             [raw],
-                            [
-                                (
-                                    header.base_offset,
-                                    header.last_offset,
-                                    header.size,
-                                    header.max_timestamp,
-                                    header.partition_leader_epoch,
-                                )
-                            ],
+                            [append_span(header)],
                             header.size,
                         )
                         continue

@@ -31,7 +31,7 @@ from kraftpy.storage.leader_epoch_cache import LeaderEpochCache
 from kraftpy.storage.recovery import RecoveryOutcome
 from kraftpy.storage.retention import SegmentStats, deletable_prefix
 from kraftpy.storage.scan import BatchSpan
-from kraftpy.storage.segment import LogSegment
+from kraftpy.storage.segment import AppendSpan, LogSegment, append_span
 from kraftpy.storage.swap import commit_swap, finish_swap
 from kraftpy.storage.txn_index import AbortedTxn
 from kraftpy.storage.validation import Batches, validate_batches
@@ -252,7 +252,7 @@ class PartitionLog:
                 )
             first = offset = self._leo
             buffers: list[bytes | memoryview] = []
-            spans: list[tuple[int, int, int, int, int]] = []
+            spans: list[AppendSpan] = []
             records, max_ts, offset_of_max = 0, -1, -1
             for pos, header in checked:
                 last = offset + header.last_offset_delta
@@ -290,21 +290,13 @@ class PartitionLog:
             if not checked:
                 return self._empty_append_info()
             self._check_follower_batches(checked)
-            spans: list[tuple[int, int, int, int, int]] = []
+            spans: list[AppendSpan] = []
             records = 0
             max_ts, offset_of_max = -1, -1
             new_epochs: list[tuple[int, int]] = []
             latest = self._epochs.latest_epoch
             for _pos, header in checked:
-                spans.append(
-                    (
-                        header.base_offset,
-                        header.last_offset,
-                        header.size,
-                        header.max_timestamp,
-                        header.partition_leader_epoch,
-                    )
-                )
+                spans.append(append_span(header))
                 records += header.records_count
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, header.base_offset
@@ -352,7 +344,7 @@ class PartitionLog:
     def _write(
         self,
         buffers: list[bytes | memoryview],
-        spans: list[tuple[int, int, int, int, int]],
+        spans: list[AppendSpan],
         size: int,
         next_offset: int,
     ) -> None:

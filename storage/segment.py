@@ -42,9 +42,13 @@ _POSITION = itemgetter(0)
 _LAST_OFFSET = itemgetter(3)
 
 
-def _noted(span: BatchSpan) -> tuple[int, int, int, int, int, int]:
-    """_note_batch's arguments for a batch found on disk."""
-    return span.base_offset, span.last_offset, span.position, span.size, span.max_timestamp, span.leader_epoch
+# What LogSegment.append is told of each batch: (base offset, last offset, size, max timestamp, leader epoch).
+AppendSpan = tuple[int, int, int, int, int]
+
+
+def append_span(header: BatchHeader) -> AppendSpan:
+    """The AppendSpan of a batch written as it is (its header's own offsets and epoch)."""
+    return header.base_offset, header.last_offset, header.size, header.max_timestamp, header.partition_leader_epoch
 
 
 class LogSegment:
@@ -239,7 +243,7 @@ class LogSegment:
             self.first_batch_timestamp = None
             for span in walk_headers(self.fd, 0, upto):
                 self._check_offsets(span, self.next_offset)
-                self._note_batch(*_noted(span))
+                self._note_batch(span)
                 self.last_epoch = span.leader_epoch
             self._state_known = True
             return
@@ -287,13 +291,11 @@ class LogSegment:
         if not self._state_known:
             self.load_state(self.size)
 
-    def _note_batch(
-        self, base_offset: int, last_offset: int, position: int, size: int, max_ts: int, epoch: int
-    ) -> None:
-        """Account for one batch written at `position` (Kafka's LogSegment.append bookkeeping)."""
+    def _note_batch(self, span: BatchSpan) -> None:
+        """Account for one batch written at span.position (Kafka's LogSegment.append bookkeeping)."""
+        base_offset, position, size, max_ts = span.base_offset, span.position, span.size, span.max_timestamp
         if max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_ts, base_offset
-        span = BatchSpan(position, size, base_offset, last_offset, epoch, max_ts)
         if self._bytes_since_index > self.index_interval_bytes:
             assert self._offset_index is not None and self._time_index is not None
             self._offset_index.append(base_offset, position)
@@ -309,7 +311,7 @@ class LogSegment:
         self._bytes_since_index += size
         if position == 0:
             self.first_batch_timestamp = max_ts
-        self.next_offset = last_offset + 1
+        self.next_offset = span.last_offset + 1
 
     def on_roll(self) -> None:
         """The segment stops being active: record its largest timestamp and write out the indexes."""
@@ -339,9 +341,7 @@ class LogSegment:
 
     # -- appends ---------------------------------------------------------------------
 
-    def append(
-        self, buffers: Sequence[bytes | memoryview], spans: Sequence[tuple[int, int, int, int, int]], total_bytes: int
-    ) -> None:
+    def append(self, buffers: Sequence[bytes | memoryview], spans: Sequence[AppendSpan], total_bytes: int) -> None:
         """Write `buffers` (`total_bytes` long) at the end and index the batches.
 
         `spans` = (base offset, last offset, size, max timestamp, leader epoch) of each
@@ -355,13 +355,13 @@ class LogSegment:
                 os.ftruncate(self._handle.fd, position)
             raise LogStorageError(f"write to {self.log_path} failed: {exc}") from exc
         for base, last, size, max_ts, epoch in spans:
-            self._note_batch(base, last, position, size, max_ts, epoch)
+            self._note_batch(BatchSpan(position, size, base, last, epoch, max_ts))
             position += size
         self.size = position
 
     def append_recovered(self, span: BatchSpan) -> None:
         """Account for a batch recovery found sound at span.position (already on disk)."""
-        self._note_batch(*_noted(span))
+        self._note_batch(span)
         self.last_epoch = span.leader_epoch
 
     # -- recovery ----------------------------------------------------------------------
