@@ -201,23 +201,22 @@ def test_a_base_offset_damaged_upwards_is_caught_by_contiguity(crashed) -> None:
         assert "gap" in log.last_recovery.first_bad[2]
 
 
-def test_a_leader_epoch_damaged_upwards_is_caught_by_the_epoch_checkpoint(crashed) -> None:
+@pytest.mark.parametrize(
+    "epoch,reason",
+    [
+        (9, "checkpoint"),  # upwards: the leader-epoch checkpoint knows the batch's epoch
+        # Found by test_storage_crash's hypothesis run: a garbage byte at the top of partitionLeaderEpoch
+        # made it negative, which the epoch checks (all for epochs >= 0) let through.
+        (-671088640, "below -1"),
+    ],
+)
+def test_a_damaged_leader_epoch_cuts_the_log_before_its_batch(crashed, epoch: int, reason: str) -> None:
     directory, bases = crashed
-    _patch_batch_field(directory, bases[-1], 1, 12, (9).to_bytes(4, "big"))
+    _patch_batch_field(directory, bases[-1], 1, 12, epoch.to_bytes(4, "big", signed=True))  # outside the CRC
     with open_log(directory, **CONFIG) as log:
         assert log.log_end_offset == bases[-1] + 2
-        assert "checkpoint" in log.last_recovery.first_bad[2]
+        assert reason in log.last_recovery.first_bad[2]
         assert log.leader_epoch_cache.latest_epoch == 2
-
-
-def test_a_leader_epoch_damaged_below_minus_one_is_corruption(crashed) -> None:
-    # Found by test_storage_crash's hypothesis run: a garbage byte at the top of partitionLeaderEpoch
-    # (outside the CRC) made it negative, which the epoch checks (all for epochs >= 0) let through.
-    directory, bases = crashed
-    _patch_batch_field(directory, bases[-1], 1, 12, (0xD8000000).to_bytes(4, "big"))
-    with open_log(directory, **CONFIG) as log:
-        assert log.log_end_offset == bases[-1] + 2
-        assert "below -1" in log.last_recovery.first_bad[2]
         assert offsets_of(read_all(log))[-1] == (bases[-1], bases[-1] + 1)
 
 
