@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 
+# What the client says of a commit it refuses without sending it, the member being out of a stable generation
+# (Kafka's generationIfStable): no coordinator ever sees such a commit.
+COMMIT_REFUSED_REBALANCING = (
+    "Offset commit cannot be completed since the consumer is undergoing a rebalance; call poll() to complete it, "
+    "then retry"
+)
+COMMIT_REFUSED_NOT_IN_GROUP = (
+    "Offset commit cannot be completed since the consumer is not part of an active group; it was likely kicked "
+    "out of the group"
+)
+LOCAL_COMMIT_REFUSALS = frozenset({COMMIT_REFUSED_REBALANCING, COMMIT_REFUSED_NOT_IN_GROUP})
+
 
 class CommitFailedError(KafkaError):
     """The commit cannot succeed: this consumer is no longer part of the group's current generation."""

@@ -24,6 +24,8 @@ from kraftpy.client.group.commits import (
     parse_fetch,
 )
 from kraftpy.client.group.errors import (
+    COMMIT_REFUSED_NOT_IN_GROUP,
+    COMMIT_REFUSED_REBALANCING,
     CommitFailedError,
     FencedInstanceIdError,
     GroupProtocolError,
@@ -966,15 +968,9 @@ class GroupMembership:
                 if self.state is not MemberState.STABLE or not generation.is_valid:
                     # Not in an active generation: the commit cannot be accepted (Kafka's generationIfStable).
                     error: KafkaError = (
-                        RebalanceInProgressError(
-                            "Offset commit cannot be completed since the consumer is undergoing a rebalance; "
-                            "call poll() to complete it, then retry"
-                        )
+                        RebalanceInProgressError(COMMIT_REFUSED_REBALANCING)
                         if self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
-                        else CommitFailedError(
-                            "Offset commit cannot be completed since the consumer is not part of an active group; "
-                            "it was likely kicked out of the group"
-                        )
+                        else CommitFailedError(COMMIT_REFUSED_NOT_IN_GROUP)
                     )
                     self._complete(op, error)
                     continue

@@ -5,7 +5,12 @@ from __future__ import annotations
 from kraftpy.client.errors import KafkaTimeoutError
 from kraftpy.client.group.assignors import make_assignors
 from kraftpy.client.group.commits import OffsetAndMetadata
-from kraftpy.client.group.errors import CommitFailedError, RebalanceInProgressError, RetriableCommitFailedError
+from kraftpy.client.group.errors import (
+    LOCAL_COMMIT_REFUSALS,
+    CommitFailedError,
+    RebalanceInProgressError,
+    RetriableCommitFailedError,
+)
 from kraftpy.client.group.membership import GroupMembership, MemberState
 from kraftpy.client.group.membership_types import (
     GroupMembershipConfig,
@@ -117,11 +122,15 @@ def test_commits_outside_an_active_generation_fail_with_the_right_exception() ->
     s.answer(s.take("heartbeat"), error(E.UNKNOWN_MEMBER_ID))
     op = s.m.commit_sync({T0: OffsetAndMetadata(1)}, s.now, 1_000)
     assert op.done and isinstance(op.error, CommitFailedError)  # kicked out: not part of the group
+    s.collect()
+    assert op.error.message in LOCAL_COMMIT_REFUSALS and not s.has("offset_commit")  # refused unsent
     s.poll(3_001)
     s.listener_done()  # on_partitions_lost
     assert s.m.state is MemberState.PREPARING_REBALANCE
     op = s.m.commit_sync({T0: OffsetAndMetadata(1)}, s.now, 1_000)
     assert op.done and isinstance(op.error, RebalanceInProgressError)  # poll() to finish, then retry
+    s.collect()
+    assert op.error.message in LOCAL_COMMIT_REFUSALS and not s.has("offset_commit")
 
 
 def test_a_commit_answered_with_a_lost_generation_fails_and_resets_the_member() -> None:
@@ -137,6 +146,7 @@ def test_a_commit_answered_with_a_lost_generation_fails_and_resets_the_member() 
         },
     )
     assert isinstance(op.error, CommitFailedError) and s.m.state is MemberState.UNJOINED
+    assert op.error.message not in LOCAL_COMMIT_REFUSALS  # the coordinator's refusal, not the client's own
     op = s.m.commit_sync({T0: OffsetAndMetadata(1, "x" * 5000)}, s.now, 1_000)
     assert isinstance(op.error, CommitFailedError)
 

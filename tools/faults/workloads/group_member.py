@@ -22,6 +22,7 @@ from collections.abc import Collection
 from typing import Any
 
 from kraftpy.client import Consumer, TopicPartition
+from kraftpy.client.group.errors import LOCAL_COMMIT_REFUSALS
 from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
 from kraftpy.protocol.errors import KafkaError
 
@@ -31,10 +32,6 @@ HEARTBEAT_INTERVAL_MS = 1_000
 # on waking, as Kafka's clients do, and would never commit as a zombie.
 MAX_POLL_INTERVAL_MS = 30_000
 COMMIT_TIMEOUT_MS = 5_000
-# How kraftpy's client words a commit it refuses without sending it (its generation is gone or changing, as
-# Kafka's generationIfStable); the coordinator's fences are worded otherwise. groups.py owes one more stall
-# for a zombie whose commit never reached the coordinator.
-LOCAL_REFUSAL = "Offset commit cannot be completed since the consumer"
 
 
 def emit(type_: str, f: str, **fields: Any) -> None:
@@ -107,7 +104,8 @@ async def member(bootstrap: str, topic: str, group: str) -> None:
             try:
                 await consumer.commit({TopicPartition(topic, p): o for p, o in offsets}, COMMIT_TIMEOUT_MS)
             except Exception as exc:  # rejected (a rebalance) or unknown: either way not proven applied
-                local = isinstance(exc, KafkaError) and exc.message.startswith(LOCAL_REFUSAL)
+                # Refused by the client itself, unsent: groups.py owes one more stall for such a zombie
+                local = isinstance(exc, KafkaError) and exc.message in LOCAL_COMMIT_REFUSALS
                 emit("info", "commit", value=offsets, generation=generation, error=repr(exc)[:200], local=local)
             else:
                 emit("ok", "commit", value=offsets, generation=generation)
