@@ -42,6 +42,9 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
+# RecordMetadata's fields without its Python __new__: one is built per record acknowledged.
+_new_metadata = tuple.__new__
+
 # One record's completion data: (callback, relative_offset, timestamp, key_size, value_size). A plain
 # tuple: one is built per record sent, and a NamedTuple's __new__ is a Python call.
 _Thunk = tuple[DeliveryCallback | None, int, int, int, int]
@@ -116,6 +119,11 @@ class ProducerBatch:
         )
         self.last_append_ms = now_ms
         return True
+
+    @property
+    def last_callback(self) -> DeliveryCallback | None:
+        """The callback of the batch's newest record: the last one called when the batch ends."""
+        return self._thunks[-1][0] if self._thunks else None
 
     @property
     def is_full(self) -> bool:
@@ -222,16 +230,23 @@ class ProducerBatch:
             return False
         self.final_state = state
         topic, partition = self.tp
-        append_time = log_append_time_ms if log_append_time_ms >= 0 else None
-        for callback, relative_offset, timestamp, key_size, value_size in self._thunks:
-            if error is None:
+        new_metadata = _new_metadata
+        if error is None:
+            append_time = log_append_time_ms if log_append_time_ms >= 0 else None
+            for callback, relative_offset, timestamp, key_size, value_size in self._thunks:
                 offset = -1 if base_offset < 0 else base_offset + relative_offset
                 when = timestamp if append_time is None else append_time
-            else:
-                offset, when = -1, -1
+                if callback is not None:
+                    metadata = new_metadata(RecordMetadata, (topic, partition, offset, when, key_size, value_size))
+                    try:
+                        callback(metadata, None)
+                    except Exception:
+                        log.exception("delivery callback for a record of %s raised", self.tp)
+            return True
+        for callback, _, _, key_size, value_size in self._thunks:
             if callback is not None:
                 try:
-                    callback(RecordMetadata(topic, partition, offset, when, key_size, value_size), error)
+                    callback(RecordMetadata(topic, partition, -1, -1, key_size, value_size), error)
                 except Exception:
                     log.exception("delivery callback for a record of %s raised", self.tp)
         return True

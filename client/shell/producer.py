@@ -46,21 +46,12 @@ class _Delivery(asyncio.Future[RecordMetadata]):
     """A sent record's future, and the callback its batch calls with the outcome (metadata, error).
 
     send() is the client's hottest path: a closure per record beside the future was a third of its
-    time (profile in docs/perf-kafka-clients.md). Interceptors, then the user's callback, then the future.
+    time, and a Python __init__ calling Future's another fifth (profiles in docs/perf-kafka-clients.md),
+    so send() builds it with Future's own constructor and sets the two slots.
+    Interceptors, then the user's callback, then the future.
     """
 
-    __slots__ = ("_callback", "_interceptors", "_pending")
-
-    def __init__(
-        self,
-        interceptors: Sequence[Any],
-        callback: DeliveryCallback | None,
-        pending: set[asyncio.Future[RecordMetadata]],
-    ) -> None:
-        super().__init__()
-        self._interceptors = interceptors
-        self._callback = callback
-        self._pending = pending
+    __slots__ = ("_callback", "_interceptors")
 
     def __call__(self, metadata: RecordMetadata, error: BaseException | None) -> None:
         if self._interceptors:
@@ -71,13 +62,17 @@ class _Delivery(asyncio.Future[RecordMetadata]):
                 callback(metadata, error)
             except Exception:
                 log.exception("a delivery callback raised")
-        self._pending.discard(self)
         if not self.done():
             if error is None:
                 self.set_result(metadata)
             else:
                 self.set_exception(error)
 
+
+# What send() needs of a topic, per metadata snapshot: (the snapshot, partition count, available
+# partitions, one TopicPartition per partition). Looking these up one by one per record showed in profiles;
+# the producer never forgets a topic it sent to, so a view is rebuilt only when the metadata changes.
+_TopicView = tuple[Cluster, int, list[int], list[TopicPartition]]
 
 HeadersArg = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
 
@@ -182,8 +177,8 @@ class Producer:
         self._cluster: ClusterClient | None = None
         self._sender_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._pending: set[asyncio.Future[RecordMetadata]] = set()
-        self._tps: dict[str, list[TopicPartition]] = {}  # see _topic_partition
+        self._topic_views: dict[str, _TopicView] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._closed = False
@@ -197,6 +192,7 @@ class Producer:
             return
         if self._closing:
             raise ProducerClosedError("the producer is closed")
+        self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._cluster = ClusterClient(
             self._metadata,
@@ -276,15 +272,12 @@ class Producer:
         chosen = -1 if partition is None else partition
         sizes = (-1, -1)
         try:
-            # The common case costs no await: the topic (and partition) is already in the metadata.
-            cluster = self._metadata.cluster
-            count = cluster.num_partitions(topic)
-            if count is None or (partition is not None and partition >= count):
-                deadline = monotonic_ms() + self.config.max_block_ms
-                cluster = await self._wait_on_metadata(topic, partition, deadline)
-                count = cluster.num_partitions(topic) or 0
-            else:
-                self._metadata.add_topic(topic)
+            # The common case costs one dict lookup and no await: the topic's view of the current metadata.
+            view = self._topic_views.get(topic)
+            stale = view is None or view[0] is not self._metadata.cluster
+            if stale or (partition is not None and partition >= view[1]):  # type: ignore[index]
+                view = await self._topic_view(topic, partition)
+            _, count, available, tps = view
             # bytes with the default serializer pass as they are (the common case: no call at all).
             if key is None or (self._bytes_keys and type(key) is bytes):
                 key_bytes = key
@@ -300,20 +293,21 @@ class Producer:
             if size > self._max_request_size or size > self._pool.total_memory:
                 self._check_size(size)
             timestamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-            available = cluster.available_partitions(topic)
             chosen = self._partitioner.partition(topic, key_bytes, count, available, partition)
             # The record's future is also its delivery callback: one object per record, not a future and a closure.
-            future = on_done = _Delivery(self._interceptors, callback, self._pending)
+            future = on_done = _Delivery(loop=self._loop)
+            on_done._callback = callback
+            on_done._interceptors = self._interceptors
             sticky = partition is None and key_bytes is None and self._custom_partitioner is None
             args = (timestamp, key_bytes, value_bytes, norm_headers, on_done)
             now_ms = monotonic_ms()
-            tp = self._topic_partition(topic, chosen)
+            tp = tps[chosen]
             result = self._accumulator.append(tp, *args, now_ms, abort_on_new_batch=sticky)
             if result.aborted_for_new_batch:
                 # KIP-480: a new batch is about to start, so the sticky partition moves on first.
                 self._partitioner.on_new_batch(topic, chosen, count, available)
                 chosen = self._partitioner.partition(topic, key_bytes, count, available, None)
-                tp = self._topic_partition(topic, chosen)
+                tp = tps[chosen]
                 result = self._accumulator.append(tp, *args, now_ms)
             if result.needs_memory:
                 deadline = monotonic_ms() + self.config.max_block_ms
@@ -324,7 +318,6 @@ class Producer:
             md = RecordMetadata(topic, chosen, -1, -1, *sizes)
             run_on_acknowledgement(self._interceptors, md, exc)
             raise
-        self._pending.add(future)
         # A transaction's partition is added after the append: the sticky partitioner may have moved on.
         added = self._txn is not None and self._txn.maybe_add_partition(tp)
         if added or result.batch_is_full or result.new_batch_created:
@@ -337,7 +330,13 @@ class Producer:
 
     async def flush(self) -> None:
         """Make every buffered record sendable now and wait until each has its outcome."""
-        pending = list(self._pending)
+        # A batch's records end together, its last record's future last: waiting for those is waiting for all
+        # (Kafka's awaitFlushCompletion waits on each incomplete batch the same way).
+        pending = [
+            last
+            for batch in self._accumulator.incomplete()
+            if isinstance(last := batch.last_callback, asyncio.Future) and not last.done()
+        ]
         if not pending:
             return
         self._accumulator.begin_flush()
@@ -503,12 +502,18 @@ class Producer:
             raise
         return size
 
-    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
-        """The same TopicPartition for every record of a partition (building one per send() showed in profiles)."""
-        tps = self._tps.get(topic)
-        if tps is None or partition >= len(tps):
-            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(max(partition + 1, len(tps or ())))]
-        return tps[partition]
+    async def _topic_view(self, topic: str, partition: int | None) -> _TopicView:
+        """The topic's view of the current metadata, once it has the topic (and partition): see _TopicView."""
+        cluster = self._metadata.cluster
+        count = cluster.num_partitions(topic)
+        if count is None or (partition is not None and partition >= count):
+            cluster = await self._wait_on_metadata(topic, partition, monotonic_ms() + self.config.max_block_ms)
+            count = cluster.num_partitions(topic) or 0
+        else:
+            self._metadata.add_topic(topic)
+        tps = [TopicPartition(topic, p) for p in range(count)]
+        view = self._topic_views[topic] = (cluster, count, cluster.available_partitions(topic), tps)
+        return view
 
     def _wake_sender(self) -> None:
         if self._wake is not None:

@@ -137,7 +137,7 @@ async def produce_records(
     latencies = result.latencies_ms
     perf_counter = time.perf_counter
 
-    def on_done(sent_at: float, _metadata: Any, error: BaseException | None) -> None:
+    def on_done(sent_at: float, _metadata: Any, error: BaseException | None) -> None:  # per record: a partial
         if error is not None:
             result.errors += 1
             result.first_error = result.first_error or str(error)
@@ -155,7 +155,7 @@ async def produce_records(
         for i in range(num_records):
             sent_at = perf_counter()
             try:
-                await producer.send(topic, payload, callback=lambda md, err, t=sent_at: on_done(t, md, err))
+                await producer.send(topic, payload, callback=functools.partial(on_done, sent_at))
             except KafkaError as exc:
                 result.errors += num_records - i
                 result.first_error = result.first_error or str(exc)
