@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.produce import ProduceRequest
 
 from kraftpy.broker.kafka.data_common import (
     TopicRef,
@@ -30,12 +30,14 @@ from kraftpy.broker.kafka.data_common import (
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import PRODUCE, is_refused_version
-
-TopicResponse = ProduceResponse.TopicProduceResponse
-PartitionResponse = TopicResponse.PartitionProduceResponse
-# The first version naming topics by id, and the first with current_leader / node_endpoints (KIP-951).
-TOPIC_IDS_VERSION = 13
-LEADER_HINT_VERSION = 10
+from kraftpy.protocol.kafka.codec import EncodedBody
+from kraftpy.protocol.kafka.produce_response import (
+    LEADER_HINT_VERSION,
+    TOPIC_IDS_VERSION,
+    PartitionAnswer,
+    TopicAnswer,
+    encode_produce_response,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,58 +81,50 @@ def needs_route(ask: ProduceAsk) -> bool:
     return any(t["partitions"] for t in ask.body["topics"])
 
 
-def _partition(index: int, answer: Mapping[str, Any], version: int) -> PartitionResponse:
-    code = error_code(answer)
-    out = PartitionResponse(
-        index=index,
-        error_code=code,
-        base_offset=int(answer.get("base_offset", -1)),
-        log_append_time_ms=int(answer.get("log_append_time_ms", -1)),
-        log_start_offset=int(answer.get("log_start_offset", -1)),
-        record_errors=[],
-        error_message=error_message(answer),
+def _partition(index: int, answer: Mapping[str, Any], version: int) -> PartitionAnswer:
+    return PartitionAnswer(
+        index,
+        error_code(answer),
+        int(answer.get("base_offset", -1)),
+        int(answer.get("log_append_time_ms", -1)),
+        int(answer.get("log_start_offset", -1)),
+        error_message(answer),
+        leader_hint(answer) if version >= LEADER_HINT_VERSION else None,
     )
-    hint = leader_hint(answer) if version >= LEADER_HINT_VERSION else None
-    if hint is not None:
-        out.current_leader = PartitionResponse.LeaderIdAndEpoch(leader_id=hint[0], leader_epoch=hint[1])
-    return out
+
+
+def produce_answers(ask: ProduceAsk, answer: Mapping[str, Any] | None, version: int) -> list[TopicAnswer]:
+    """Each partition as the request listed it, from the route's answer or its refusal."""
+    return [
+        TopicAnswer(ref.name, ref.topic_id, [_partition(index, one, version) for index, one in answers])
+        for ref, answers in answers_in_request_order(ask.items, ask.refused, answer)
+    ]
 
 
 def produce_response(
-    ask: ProduceAsk,
-    answer: Mapping[str, Any] | None,
-    version: int,
-    image: MetadataImage,
-    listener_name: str,
-) -> ProduceResponse:
-    """The Kafka answer: each partition as the request listed it, from the route's answer or its refusal."""
-    responses = []
-    leaders: list[int] = []
-    for ref, answers in answers_in_request_order(ask.items, ask.refused, answer):
-        partitions = [_partition(index, one, version) for index, one in answers]
-        leaders += [p.current_leader.leader_id for p in partitions if p.current_leader is not None]
-        responses.append(TopicResponse(name=ref.name, topic_id=ref.topic_id, partition_responses=partitions))
-    endpoints = [
-        ProduceResponse.NodeEndpoint(node_id=n, host=h, port=p, rack=r)
-        for n, h, p, r in leader_endpoints(image, leaders, listener_name)
-    ]
-    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+    ask: ProduceAsk, answer: Mapping[str, Any] | None, version: int, image: MetadataImage, listener_name: str
+) -> EncodedBody:
+    """The Kafka answer's body, with the endpoints of the leaders it names (KIP-951)."""
+    topics = produce_answers(ask, answer, version)
+    leaders = [p.leader_hint[0] for t in topics for p in t.partitions if p.leader_hint is not None]
+    endpoints = leader_endpoints(image, leaders, listener_name) if leaders else []
+    return EncodedBody(encode_produce_response(version, topics, endpoints))
 
 
-def has_error(response: ProduceResponse) -> bool:
+def has_error(topics: list[TopicAnswer]) -> bool:
     """True when some partition failed (an acks=0 producer then loses its connection, as with Kafka)."""
-    return any(p.error_code != 0 for t in response.responses for p in t.partition_responses)
+    return any(p.error_code != 0 for t in topics for p in t.partitions)
 
 
-def produce_error(request: ProduceRequest, version: int, error: KafkaError) -> ProduceResponse:
+def produce_error(request: ProduceRequest, version: int, error: KafkaError) -> EncodedBody:
     """`error` on every partition (Kafka's getErrorResponse)."""
     answer = error_answer(error)
-    responses = [
-        TopicResponse(
-            name=getattr(t, "name", None),
-            topic_id=getattr(t, "topic_id", None),
-            partition_responses=[_partition(p.index, answer, version) for p in t.partition_data or []],
+    topics = [
+        TopicAnswer(
+            getattr(t, "name", None),
+            getattr(t, "topic_id", None),
+            [_partition(p.index, answer, version) for p in t.partition_data or []],
         )
         for t in request.topic_data or []
     ]
-    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=[])
+    return EncodedBody(encode_produce_response(version, topics, []))

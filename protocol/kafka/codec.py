@@ -3,10 +3,11 @@
 A frame is what follows Kafka's 4-byte size prefix. Requests and responses are
 kafka-python 3.x's classes generated from Kafka's message schemas (the choice and
 its measurements: docs/kafka-codec.md); only this module names that library, so
-it can be swapped. Hostile bytes never escape as anything but a KafkaError:
-CORRUPT_MESSAGE when even the header is unreadable, UNSUPPORTED_VERSION for an
-API or version outside protocol/kafka/apis.py, INVALID_REQUEST for a body that
-does not parse; the error's details carry the header fields read so far.
+it can be swapped; Produce answers come already written (EncodedBody). Hostile
+bytes never escape as anything but a KafkaError: CORRUPT_MESSAGE when even the
+header is unreadable, UNSUPPORTED_VERSION for an API or version outside
+protocol/kafka/apis.py, INVALID_REQUEST for a body that does not parse; the
+error's details carry the header fields read so far.
 Notes: docs/kafka-codec.md, section "Notes from the code".
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.admin.cluster import (
     DescribeClusterRequest,
@@ -208,7 +209,13 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiMessage
     return RequestHeader(api_key, api_version, correlation_id, client_id), body
 
 
-def encode_response(header: RequestHeader, response: ApiMessage) -> bytes:
+class EncodedBody(NamedTuple):
+    """A response body already in the request's version (produce_response.py writes Produce answers so)."""
+
+    body: bytes
+
+
+def encode_response(header: RequestHeader, response: ApiMessage | EncodedBody) -> bytes:
     """The size-prefixed response frame answering `header`'s request, in that request's version.
 
     ApiVersions answers always use response header v0 (KIP-511), so a client
@@ -217,7 +224,8 @@ def encode_response(header: RequestHeader, response: ApiMessage) -> bytes:
     flexible = is_flexible(header.api_key, header.api_version)
     tagged_header = flexible and header.api_key != API_VERSIONS
     head = _INT32.pack(header.correlation_id) + (b"\x00" if tagged_header else b"")
-    return _framed(head, _encode_body(response, header.api_version))
+    body = response.body if isinstance(response, EncodedBody) else _encode_body(response, header.api_version)
+    return _framed(head, body)
 
 
 def encode_request(header: RequestHeader, request: ApiMessage) -> bytes:

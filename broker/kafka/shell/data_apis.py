@@ -42,10 +42,9 @@ async def handle_produce(apis: BrokerApis, ctx: RequestContext, request: Produce
     image = apis.image()
     ask = produce.read_request(request, version, image)
     answer = await apis.handler("produce")(ask.body) if produce.needs_route(ask) else None
-    response = produce.produce_response(ask, answer, version, image, ctx.listener_name)
-    if ask.acks == 0:
-        return CLOSE_CONNECTION if produce.has_error(response) else None
-    return response
+    if ask.acks == 0:  # nothing is sent back: no answer is encoded
+        return CLOSE_CONNECTION if produce.has_error(produce.produce_answers(ask, answer, version)) else None
+    return produce.produce_response(ask, answer, version, image, ctx.listener_name)
 
 
 def produce_error(request: ProduceRequest, version: int, error: KafkaError) -> Any:

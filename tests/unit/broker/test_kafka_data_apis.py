@@ -157,7 +157,7 @@ def test_produce_v0_to_v2_are_refused_on_every_partition(version: int) -> None:
     out = sent(0, version, produce.produce_response(ask, None, version, image(), "PLAINTEXT"))
     codes = [p.error_code for t in out.responses for p in t.partition_responses]
     assert codes == [int(ErrorCode.UNSUPPORTED_VERSION)] * 2
-    assert produce.has_error(produce.produce_response(ask, None, version, image(), "PLAINTEXT"))
+    assert produce.has_error(produce.produce_answers(ask, None, version))
 
 
 @pytest.mark.parametrize("version", versions(0))
@@ -414,7 +414,7 @@ def test_a_null_topic_name_before_topic_ids_is_an_invalid_topic() -> None:
     request = produce_request(9)
     request.topic_data[0].name = None
     ask = produce.read_request(request, 9, image())
-    out = produce.produce_response(ask, None, 9, image(), "PLAINTEXT")
+    out = sent(0, 9, produce.produce_response(ask, None, 9, image(), "PLAINTEXT"))
     assert [p.error_code for p in out.responses[0].partition_responses] == [int(ErrorCode.INVALID_TOPIC_EXCEPTION)] * 2
     fetch_req = fetch_request(12)
     fetch_req.topics[0].topic = None
