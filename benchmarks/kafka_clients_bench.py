@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,19 @@ class Cluster:
         layout = json.loads((self.dir / "cluster.json").read_text())
         self.bootstrap = layout["kafka_bootstrap_servers"]
 
+    def cpu_times(self) -> tuple[float, float]:
+        """(user, system) CPU seconds the node processes have used so far, from /proc/<pid>/stat."""
+        user = system = 0
+        for pid_file in sorted(self.dir.glob("node-*/server.pid")):
+            stat = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+            user, system = user + int(fields[11]), system + int(fields[12])
+        ticks = os.sysconf("SC_CLK_TCK")
+        return user / ticks, system / ticks
+
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_times())
+
     def stop(self) -> None:
         subprocess.run([sys.executable, "-m", "kraftpy.tools.cli", "cluster", "stop", "--dir", str(self.dir)],
                        capture_output=True, timeout=120)  # fmt: skip
@@ -111,8 +125,19 @@ class Cluster:
         wait_until_every_broker_leads(self.bootstrap, name, PARTITIONS, isr_size=3, timeout_s=20)
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | None, conf: dict[str, Any]) -> dict:
-    """`count` records of `size` bytes, acks=all; unthrottled, or paced at `rate` records/s."""
+def produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    size: int,
+    rate: float | None,
+    conf: dict[str, Any],
+    cpu_seconds: Callable[[], float] | None = None,
+) -> dict:
+    """`count` records of `size` bytes, acks=all; unthrottled, or paced at `rate` records/s.
+
+    With `cpu_seconds` (the cluster's CPU clock), also the brokers' CPU over the timed part.
+    """
     latencies: list[float] = []
     errors = [0]
 
@@ -132,6 +157,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | Non
         producer.produce(topic, b"warm-up", partition=partition)
     if producer.flush(60) != 0:
         raise RuntimeError(f"warm-up records to {topic} not acknowledged in 60 s")
+    cpu_start = cpu_seconds() if cpu_seconds is not None else 0.0
     start = time.perf_counter()
     next_report = start + 5
     pace_slice = max(1, round(rate * PACE_TICK_S)) if rate is not None else 0
@@ -159,6 +185,7 @@ def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | Non
                 log(f"  produced {i:,}/{count:,}, acked {len(latencies):,}")
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_start if cpu_seconds is not None else None
     latencies.sort()
 
     def pct(q: float) -> float:
@@ -169,6 +196,8 @@ def produce(bootstrap: str, topic: str, count: int, size: int, rate: float | Non
         "records": count, "acked": acked, "errors": errors[0], "unflushed": left, "seconds": elapsed,
         "records_s": acked / elapsed, "MB_s": acked * size / elapsed / 1e6,
         "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0),
+        **({} if cpu is None else {"broker_cpu_s": cpu, "broker_cores": cpu / elapsed,
+                                   "broker_cpu_us_per_record": cpu / max(1, acked) * 1e6}),
     }  # fmt: skip
 
 
@@ -300,7 +329,7 @@ def main() -> None:
             log(f"paced: librdkafka 100 B at half the peak, {peak / 2:,.0f}/s (load1 {load1():.2f})")
             result["paced_100B"] = {
                 "target_rate": peak / 2,
-                **produce(cluster.bootstrap, tp, args.paced_records, 100, peak / 2, {}),
+                **produce(cluster.bootstrap, tp, args.paced_records, 100, peak / 2, {}, cluster.cpu_seconds),
             }
             result["paced_ladder"] = []
             for step, rate in enumerate(sorted(args.paced_at)):
@@ -309,7 +338,10 @@ def main() -> None:
                 log(f"paced: librdkafka 100 B at {rate:,.0f}/s (load1 {load1():.2f})")
                 records = max(1, min(args.paced_records, int(rate * 10)))  # about 10 s at each rate
                 result["paced_ladder"].append(
-                    {"target_rate": rate, **produce(cluster.bootstrap, topic, records, 100, rate, {})}
+                    {
+                        "target_rate": rate,
+                        **produce(cluster.bootstrap, topic, records, 100, rate, {}, cluster.cpu_seconds),
+                    }
                 )
         finally:
             cluster.stop()
@@ -347,7 +379,9 @@ def print_summary(result: dict) -> None:
         lines.append(
             f"paced 100 B at {paced['target_rate']:,.0f}/s: got {paced['records_s']:,.0f}/s, "
             f"p50 {paced['p50_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, max {paced['max_ms']:.1f} ms"
-        )
+            + (f"; brokers {paced['broker_cores']:.2f} cores, {paced['broker_cpu_us_per_record']:.0f} µs CPU per record"
+               if "broker_cores" in paced else "")
+        )  # fmt: skip
     nats = result.get("nats")
     if nats:
         for key, v in sorted(nats.get("summary", {}).items()):

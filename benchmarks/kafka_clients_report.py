@@ -82,6 +82,14 @@ def bar_chart(unit: str, target: float, series: dict[str, list[float]]) -> str:
     return "".join(parts)
 
 
+def _cpu(paced: dict[str, Any]) -> str:
+    """The brokers' CPU over a paced run, when the bench measured it."""
+    if "broker_cores" not in paced:
+        return ""
+    cores, per_record = paced["broker_cores"], paced["broker_cpu_us_per_record"]
+    return f"; the three brokers used {cores:.2f} cores, {per_record:.0f} µs of CPU per record"
+
+
 def report_html(result: dict[str, Any]) -> str:
     out = [
         "<!doctype html><meta charset='utf-8'><title>kraftpy with Kafka clients</title>",
@@ -108,12 +116,12 @@ def report_html(result: dict[str, Any]) -> str:
     if paced:
         out.append(
             f"<p>Paced 100 B at {paced['target_rate']:,.0f}/s (half the median peak): got {paced['records_s']:,.0f}/s, "
-            f"p50 {paced['p50_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms (target p99 &le; 15 ms).</p>"
+            f"p50 {paced['p50_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms (target p99 &le; 15 ms){_cpu(paced)}.</p>"
         )
     for step in result.get("paced_ladder", []):
         out.append(
             f"<p>Paced 100 B at {step['target_rate']:,.0f}/s: got {step['records_s']:,.0f}/s, "
-            f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms.</p>"
+            f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms{_cpu(step)}.</p>"
         )
     nats_paced = (result.get("nats") or {}).get("paced_100B")
     if nats_paced:
