@@ -7,7 +7,6 @@ Design notes: docs/broker.md, section "broker/api/fetch.py".
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -190,6 +189,12 @@ class FetchHandler:
     # -- the purgatory -----------------------------------------------------------------------------------------
 
     async def _park(self, requests: list[tuple[str, int, FetchPartition, int]], delayed: DelayedFetch) -> None:
+        """Wait until an append to a watched partition makes the fetch answerable, or its deadline passes.
+
+        Called right after _read_all found too little, with no await since: that was the first check,
+        so it waits before checking again (checking at once cost every parked fetch a second decision
+        per partition). One timer per park, not a timeout scope per wake.
+        """
         event = asyncio.Event()
         watched: list[HostedPartition] = []
         for topic, partition, _, _ in requests:
@@ -197,18 +202,26 @@ class FetchHandler:
             if hosted is not None:
                 hosted.watchers.add(event)
                 watched.append(hosted)
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            event.set()
+
+        timer = asyncio.get_running_loop().call_later(max(0, delayed.deadline_ms - monotonic_ms()) / 1000, expire)
         self.waiting += 1
         try:
             while True:
-                now = monotonic_ms()
+                await event.wait()
+                event.clear()
+                # The timer's firing is the clock's word that the deadline passed, whatever ms it reads.
+                now = max(monotonic_ms(), delayed.deadline_ms) if expired else monotonic_ms()
                 statuses = (self._status(r, delayed.min_bytes) for r in requests)
                 if delayed.should_complete(statuses, now) is not None:
                     return
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(0, delayed.deadline_ms - now) / 1000):
-                        await event.wait()
-                event.clear()
         finally:
+            timer.cancel()
             self.waiting -= 1
             for hosted in watched:
                 hosted.watchers.discard(event)

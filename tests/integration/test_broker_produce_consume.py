@@ -133,6 +133,34 @@ async def test_a_parked_fetch_is_answered_by_the_next_append(tmp_path: Path) -> 
         assert answer["high_watermark"] == 1
 
 
+async def test_a_parked_fetch_with_nothing_to_read_is_answered_at_max_wait_ms(tmp_path: Path) -> None:
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("quiet", partitions=1)
+        leader = cluster.leader("quiet")
+        epoch = cluster.partition("quiet").leader_epoch
+        fetch = {
+            "replica_id": -1,
+            "max_wait_ms": 400,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "topics": [
+                {
+                    "name": "quiet",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1024}
+                    ],
+                }
+            ],
+        }
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        answer = part_of(await asyncio.wait_for(cluster.call(leader, "/kafka/fetch", fetch, timeout_ms=30_000), 20))
+        waited = loop.time() - started
+        # The purgatory's deadline answers it: not at once, and not never.
+        assert waited >= 0.35
+        assert answer["error_code"] == ErrorCode.NONE and answer["records"] == b""
+
+
 async def test_an_acks_all_produce_costs_each_follower_exactly_one_more_fetch(tmp_path: Path) -> None:
     """The acks=all chain on an idle partition: the append wakes each follower's parked fetch, the follower's
     next fetch (carrying its new log end) moves the HW, and that answers the produce. Long polls of 120 s mean
