@@ -87,7 +87,10 @@ def test_the_framed_answer_decodes_to_the_same_values(version: int, answers: lis
     correlation_id, decoded = decode_response(header, encode_response(header, body)[4:])
     assert correlation_id == 99
     for topic, got in zip(answers, decoded.responses, strict=True):
-        assert got.topic_id == topic.topic_id if version >= 13 else got.name == topic.name
+        if version >= 13:  # the library reads the all-zero id as None
+            assert (got.topic_id or uuid.UUID(int=0)) == topic.topic_id
+        else:
+            assert got.name == topic.name
         assert [(p.index, p.error_code, p.base_offset) for p in got.partition_responses] == [
             (p.index, p.error_code, p.base_offset) for p in topic.partitions
         ]
