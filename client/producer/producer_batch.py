@@ -230,23 +230,17 @@ class ProducerBatch:
             return False
         self.final_state = state
         topic, partition = self.tp
-        new_metadata = _new_metadata
-        if error is None:
-            append_time = log_append_time_ms if log_append_time_ms >= 0 else None
-            for callback, relative_offset, timestamp, key_size, value_size in self._thunks:
+        append_time = log_append_time_ms if log_append_time_ms >= 0 else None
+        for callback, relative_offset, timestamp, key_size, value_size in self._thunks:
+            if callback is None:
+                continue
+            if error is None:
                 offset = -1 if base_offset < 0 else base_offset + relative_offset
                 when = timestamp if append_time is None else append_time
-                if callback is not None:
-                    metadata = new_metadata(RecordMetadata, (topic, partition, offset, when, key_size, value_size))
-                    try:
-                        callback(metadata, None)
-                    except Exception:
-                        log.exception("delivery callback for a record of %s raised", self.tp)
-            return True
-        for callback, _, _, key_size, value_size in self._thunks:
-            if callback is not None:
-                try:
-                    callback(RecordMetadata(topic, partition, -1, -1, key_size, value_size), error)
-                except Exception:
-                    log.exception("delivery callback for a record of %s raised", self.tp)
+            else:
+                offset, when = -1, -1
+            try:
+                callback(_new_metadata(RecordMetadata, (topic, partition, offset, when, key_size, value_size)), error)
+            except Exception:
+                log.exception("delivery callback for a record of %s raised", self.tp)
         return True
