@@ -15,6 +15,8 @@ import struct
 import uuid
 from typing import NamedTuple
 
+from kraftpy.protocol.records.varint import encode_unsigned_varint
+
 # Where fields appear, by version (Kafka's ProduceResponse.json).
 LOG_APPEND_TIME_VERSION = 2
 LOG_START_OFFSET_VERSION = 5
@@ -48,18 +50,9 @@ class TopicAnswer(NamedTuple):
 NodeEndpoint = tuple[int, str, int, str | None]  # node_id, host, port, rack
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str, flexible: bool) -> bytes:
     data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else struct.pack(">h", len(data))) + data
+    return (encode_unsigned_varint(len(data) + 1) if flexible else struct.pack(">h", len(data))) + data
 
 
 def _nullable_string(value: str | None, flexible: bool) -> bytes:
@@ -69,7 +62,7 @@ def _nullable_string(value: str | None, flexible: bool) -> bytes:
 
 
 def _array_length(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _I32.pack(count)
+    return encode_unsigned_varint(count + 1) if flexible else _I32.pack(count)
 
 
 def _partition(p: PartitionAnswer, version: int, flexible: bool) -> bytes:
@@ -84,7 +77,7 @@ def _partition(p: PartitionAnswer, version: int, flexible: bool) -> bytes:
     if flexible:
         if version >= LEADER_HINT_VERSION and p.leader_hint is not None:
             leader = _LEADER.pack(*p.leader_hint) + b"\x00"
-            out += b"\x01\x00" + _uvarint(len(leader)) + leader  # one tagged field: tag 0, current_leader
+            out += b"\x01\x00" + encode_unsigned_varint(len(leader)) + leader  # one tagged field: tag 0, current_leader
         else:
             out += b"\x00"
     return out
@@ -113,7 +106,7 @@ def encode_produce_response(version: int, topics: list[TopicAnswer], node_endpoi
     if flexible:
         if version >= LEADER_HINT_VERSION and node_endpoints:
             field = _array_length(len(node_endpoints), True) + b"".join(_endpoint(e) for e in node_endpoints)
-            parts.append(b"\x01\x00" + _uvarint(len(field)) + field)
+            parts.append(b"\x01\x00" + encode_unsigned_varint(len(field)) + field)
         else:
             parts.append(b"\x00")
     return b"".join(parts)

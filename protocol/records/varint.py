@@ -1,5 +1,7 @@
 """Kafka's zigzag varints and varlongs (protobuf encoding), as its record layout uses them.
 
+Also the unsigned varint under them, which flexible message versions use for lengths and tags.
+
 A varint holds a signed 32-bit value in at most 5 bytes, a varlong a signed
 64-bit value in at most 10. Decoding reads untrusted bytes, so it refuses a
 value wider than its type, a continuation past the maximum width, and a
@@ -17,12 +19,13 @@ MAX_VARLONG_BYTES = 10
 Buffer = bytes | bytearray | memoryview
 
 
-def _zigzag_bytes(zigzagged: int) -> bytes:
+def encode_unsigned_varint(value: int) -> bytes:
+    """Base-128 bytes of a value >= 0, low group first (Kafka's ByteUtils.writeUnsignedVarint)."""
     out = bytearray()
-    while zigzagged > 0x7F:
-        out.append((zigzagged & 0x7F) | 0x80)
-        zigzagged >>= 7
-    out.append(zigzagged)
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
 
 
@@ -31,14 +34,14 @@ def encode_varint(value: int) -> bytes:
     if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"varint value {value} is outside the int32 range")
     # Python's >> is arithmetic, so (v >> 31) is 0 or -1 as in Java's zigzag.
-    return _zigzag_bytes(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return encode_unsigned_varint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Encode a signed 64-bit value as Kafka's zigzag varlong."""
     if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"varlong value {value} is outside the int64 range")
-    return _zigzag_bytes(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return encode_unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def size_of_varint(value: int) -> int:
