@@ -93,30 +93,24 @@ async def test_list_offsets_earliest_latest_by_timestamp_and_offsets_for_leader_
         assert (answer["error_code"], answer["leader_epoch"], answer["end_offset"]) == (0, epoch, 10)
 
 
+def consumer_fetch_from_start(topic: str, epoch: int, *, max_wait_ms: int) -> dict:
+    """A consumer's Fetch body for partition 0 of `topic` from offset 0, long-polling up to `max_wait_ms`."""
+    partition = {"partition": 0, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1 << 20}
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [{"name": topic, "partitions": [partition]}],
+    }
+
+
 async def test_a_parked_fetch_is_answered_by_the_next_append(tmp_path: Path) -> None:
     async with BrokerCluster(tmp_path) as cluster:
         cluster.create_topic("poll", partitions=1)
         leader = cluster.leader("poll")
         epoch = cluster.partition("poll").leader_epoch
-        fetch = {
-            "replica_id": -1,
-            "max_wait_ms": 120_000,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "name": "poll",
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "fetch_offset": 0,
-                            "current_leader_epoch": epoch,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-        }
+        fetch = consumer_fetch_from_start("poll", epoch, max_wait_ms=120_000)
         parked = asyncio.create_task(cluster.call(leader, "/kafka/fetch", fetch, timeout_ms=150_000))
         await asyncio.sleep(0.05)
         assert not parked.done()  # nothing to read: the fetch waits in the purgatory
@@ -138,20 +132,7 @@ async def test_a_parked_fetch_with_nothing_to_read_is_answered_at_max_wait_ms(tm
         cluster.create_topic("quiet", partitions=1)
         leader = cluster.leader("quiet")
         epoch = cluster.partition("quiet").leader_epoch
-        fetch = {
-            "replica_id": -1,
-            "max_wait_ms": 400,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "topics": [
-                {
-                    "name": "quiet",
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1024}
-                    ],
-                }
-            ],
-        }
+        fetch = consumer_fetch_from_start("quiet", epoch, max_wait_ms=400)
         loop = asyncio.get_running_loop()
         started = loop.time()
         answer = part_of(await asyncio.wait_for(cluster.call(leader, "/kafka/fetch", fetch, timeout_ms=30_000), 20))
