@@ -29,7 +29,7 @@ from kraftpy.client.shell.sync import SyncProducer
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.types import TopicPartition
 from tests.integration.test_cluster_support import LocalCluster
-from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill, make_topics_and_inputs
+from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill, make_topics_and_inputs, settled_ends
 from tests.kafka_clients.test_txn_end_to_end import read_committed as ck_read_committed
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,16 @@ DEADLINE_S = 300
 CALL_MS = 30_000
 
 
-async def read_all(servers: str, topic: str, partitions: int, isolation_level: str, deadline: float) -> list[bytes]:
-    """Every record of `topic` up to its end (the LSO under read_committed), with kraftpy's consumer."""
+async def read_all(
+    servers: str, topic: str, partitions: int, isolation_level: str, deadline: float, *, settled: bool = True
+) -> list[bytes]:
+    """Every record of `topic` up to its end (the LSO under read_committed), with kraftpy's consumer.
+
+    `settled`: read_committed waits until no transaction is open on the topic (settled_ends), so a
+    transaction the test just committed is read; a test that leaves one open on purpose passes False.
+    """
+    if isolation_level == "read_committed" and settled:
+        settled_at = await asyncio.to_thread(settled_ends, servers, topic, partitions, deadline)
     consumer = Consumer(servers, isolation_level=isolation_level, auto_offset_reset="earliest")
     values: list[bytes] = []
     try:
@@ -52,6 +60,8 @@ async def read_all(servers: str, topic: str, partitions: int, isolation_level: s
         consumer.assign(tps)
         consumer.seek_to_beginning()
         ends = await consumer.end_offsets(tps, CALL_MS)
+        if isolation_level == "read_committed" and settled:
+            assert ends == {tp: settled_at[tp.partition] for tp in tps}, (ends, settled_at)
         while time.monotonic() < deadline:
             positions = {tp: await consumer.position(tp) for tp in tps}
             if all(positions[tp] >= ends[tp] for tp in tps):
@@ -243,7 +253,9 @@ def test_kraftpy_read_committed_reads_a_librdkafka_transactional_producer(kafka_
     try:
         lso, hw = asyncio.run(ends("read_committed")), asyncio.run(ends("read_uncommitted"))
         assert all(lso[tp] < hw[tp] for tp in tps), (lso, hw)  # ListOffsets LATEST under read_committed: the LSO
-        committed = asyncio.run(read_all(servers, topic, 2, "read_committed", deadline))
+        with pytest.raises(AssertionError, match="still open"):
+            settled_ends(servers, topic, 2, time.monotonic() + 1)  # what read_all waits for: this one to end
+        committed = asyncio.run(read_all(servers, topic, 2, "read_committed", deadline, settled=False))
         assert sorted(committed) == sorted(b"c%d" % i for i in range(10))
         everything = asyncio.run(read_all(servers, topic, 2, "read_uncommitted", deadline))
         assert {b"a0", b"o0"} <= set(everything)

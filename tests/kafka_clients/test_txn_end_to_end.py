@@ -115,7 +115,40 @@ def make_topics_and_inputs(cluster: LocalCluster, topics: tuple[str, str, str], 
     assert producer.flush(60) == 0
 
 
+def settled_ends(bootstrap_servers: str, topic: str, partitions: int, deadline: float) -> dict[int, int]:
+    """Each partition's last stable offset, once it has reached the high watermark: no transaction open.
+
+    commit_transaction and abort_transaction return when the coordinator has logged the outcome; the
+    markers reach the partitions after that (Kafka's EndTxn), and until they do the LSO stays below
+    the ended transaction's records. A read_committed read to the LSO taken right after a commit
+    can miss the transaction just committed (a kraftpy test once read nothing that way).
+    """
+    readers = {
+        level: Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "eos-ends", "isolation.level": level})
+        for level in ("read_committed", "read_uncommitted")
+    }
+    try:
+        while True:
+            # A read_committed consumer's high watermark is the LSO.
+            lso, hw = (
+                {
+                    p: readers[level].get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in range(partitions)
+                }
+                for level in ("read_committed", "read_uncommitted")
+            )
+            if lso == hw:
+                return lso
+            assert time.monotonic() < deadline, f"{topic}: a transaction is still open (LSO {lso}, high watermark {hw})"
+            time.sleep(0.1)
+    finally:
+        for reader in readers.values():
+            reader.close()
+
+
 def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline: float) -> list[bytes]:
+    """Every committed record of `topic`, read once every transaction on it has ended."""
+    ends = settled_ends(cluster.bootstrap_servers, topic, partitions, deadline)
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
@@ -127,8 +160,6 @@ def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline:
     values: list[bytes] = []
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
-        # read_committed: the high watermark of a read_committed consumer is the LSO
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         positions = dict.fromkeys(ends, 0)
         while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
