@@ -45,13 +45,20 @@ def field(
     max_len: int | None = None,
 ) -> Any:
     """Return body[name] checked against `kind` and the bounds, or raise INVALID_REQUEST."""
-    if not isinstance(body, Mapping):
+    # Every field of every request passes here: a dict body and an in-range int skip the general path
+    # (an ABC isinstance per call was a tenth of a follower fetch's parsing).
+    if type(body) is not dict and not isinstance(body, Mapping):
         raise invalid(f"request body must be a map, got {type(body).__name__}")
-    if name not in body:
+    value = body.get(name, _MISSING)
+    if value is _MISSING:
         if default is _MISSING:
             raise invalid(f"missing required field {name!r}")
         return default
-    value = body[name]
+    if kind is int and type(value) is int:
+        low = INT64_MIN if min_value is None else min_value
+        high = INT64_MAX if max_value is None else max_value
+        if low <= value <= high:
+            return value
     if value is None:
         if nullable:
             return None

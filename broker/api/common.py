@@ -34,28 +34,32 @@ def at(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise invalid(f"{where}: {exc.message}") from None
 
 
-def read_partitions(
-    body: Mapping[str, Any], read_one: Callable[[Mapping[str, Any], str], T]
-) -> list[tuple[str, int, T]]:
-    """(topic, partition, read_one(partition map, place)) for every partition of the request, in order."""
+def read_partitions(body: Mapping[str, Any], read_one: Callable[[Mapping[str, Any]], T]) -> list[tuple[str, int, T]]:
+    """(topic, partition, read_one(partition map)) for every partition of the request, in order.
+
+    read_one raises KafkaError for a bad field; it is answered as INVALID_REQUEST prefixed with the
+    partition's place, which is spelled out only then (this runs for every partition of every fetch).
+    """
     topics = field(body, "topics", list, max_len=MAX_TOPICS_PER_REQUEST)
     out: list[tuple[str, int, T]] = []
     seen: set[tuple[str, int]] = set()
     for i, topic in enumerate(topics):
         where = f"topics[{i}]"
-        if not isinstance(topic, Mapping):
+        if type(topic) is not dict and not isinstance(topic, Mapping):
             raise invalid(f"{where} must be a map, got {type(topic).__name__}")
         name = at(where, field, topic, "name", str, max_len=MAX_TOPIC_NAME)
         partitions = at(where, field, topic, "partitions", list, max_len=MAX_PARTITIONS_PER_REQUEST)
         for j, part in enumerate(partitions):
-            pwhere = f"{where}.partitions[{j}]"
-            if not isinstance(part, Mapping):
-                raise invalid(f"{pwhere} must be a map, got {type(part).__name__}")
-            index = at(pwhere, field, part, "partition", int, min_value=0, max_value=INT32_MAX)
-            if (name, index) in seen:
-                raise invalid(f"{pwhere}: partition {name}-{index} is listed twice")
-            seen.add((name, index))
-            out.append((name, index, read_one(part, pwhere)))
+            if type(part) is not dict and not isinstance(part, Mapping):
+                raise invalid(f"{where}.partitions[{j}] must be a map, got {type(part).__name__}")
+            try:
+                index = field(part, "partition", int, min_value=0, max_value=INT32_MAX)
+                if (name, index) in seen:
+                    raise invalid(f"partition {name}-{index} is listed twice")
+                seen.add((name, index))
+                out.append((name, index, read_one(part)))
+            except KafkaError as exc:
+                raise invalid(f"{where}.partitions[{j}]: {exc.message}") from None
         if len(out) > MAX_PARTITIONS_PER_REQUEST:
             raise invalid(f"more than {MAX_PARTITIONS_PER_REQUEST} partitions in one request")
     return out

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.api.common import error_fields, group_by_topic, read_partitions
 from kraftpy.broker.replication import DelayedFetch, FetchDecision, FetchPartition, FetchPartitionStatus
 from kraftpy.broker.replication.model import READ_COMMITTED, READ_UNCOMMITTED, UNDEFINED_EPOCH
 from kraftpy.broker.shell import fault_injection
@@ -31,27 +30,20 @@ if TYPE_CHECKING:
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class _PartitionFetch:
-    fetch_offset: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    partition_max_bytes: int
-
-
-def _read_partition(part: Mapping[str, Any], where: str) -> _PartitionFetch:
-    return _PartitionFetch(
-        fetch_offset=at(where, field, part, "fetch_offset", int, min_value=0, max_value=INT64_MAX),
-        current_leader_epoch=at(
-            where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX
-        ),
-        last_fetched_epoch=at(
-            where, field, part, "last_fetched_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX
-        ),
-        log_start_offset=at(where, field, part, "log_start_offset", int, default=-1, min_value=-1, max_value=INT64_MAX),
-        partition_max_bytes=at(where, field, part, "partition_max_bytes", int, min_value=0, max_value=INT32_MAX),
+def _read_partition(
+    part: Mapping[str, Any], replica_id: int, broker_epoch: int, isolation_level: int
+) -> tuple[FetchPartition, int]:
+    """One partition's fetch as the core takes it, and its partition_max_bytes."""
+    request = FetchPartition(
+        replica_id=replica_id,
+        fetch_offset=field(part, "fetch_offset", int, min_value=0, max_value=INT64_MAX),
+        current_leader_epoch=field(part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX),
+        last_fetched_epoch=field(part, "last_fetched_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX),
+        log_start_offset=field(part, "log_start_offset", int, default=-1, min_value=-1, max_value=INT64_MAX),
+        broker_epoch=broker_epoch,
+        isolation_level=isolation_level,
     )
+    return request, field(part, "partition_max_bytes", int, min_value=0, max_value=INT32_MAX)
 
 
 class FetchHandler:
@@ -78,23 +70,9 @@ class FetchHandler:
         isolation_level = field(
             body, "isolation_level", int, default=READ_UNCOMMITTED, min_value=READ_UNCOMMITTED, max_value=READ_COMMITTED
         )
-        entries = read_partitions(body, _read_partition)
+        entries = read_partitions(body, lambda part: _read_partition(part, replica_id, replica_epoch, isolation_level))
         requests = [
-            (
-                topic,
-                partition,
-                FetchPartition(
-                    replica_id=replica_id,
-                    fetch_offset=p.fetch_offset,
-                    current_leader_epoch=p.current_leader_epoch,
-                    last_fetched_epoch=p.last_fetched_epoch,
-                    log_start_offset=p.log_start_offset,
-                    broker_epoch=replica_epoch,
-                    isolation_level=isolation_level,
-                ),
-                p.partition_max_bytes,
-            )
-            for topic, partition, p in entries
+            (topic, partition, request, partition_max) for topic, partition, (request, partition_max) in entries
         ]
         start = monotonic_ms()
         answers, total, complete_now = self._read_all(requests, max_bytes, start)

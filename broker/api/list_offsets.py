@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api.common import at, error_fields, group_by_topic, leading_partition, read_partitions
+from kraftpy.broker.api.common import error_fields, group_by_topic, leading_partition, read_partitions
 from kraftpy.broker.replication.model import READ_COMMITTED
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
 
-def _read_partition(part: Mapping[str, Any], where: str) -> tuple[int, int]:
-    epoch = at(where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
-    timestamp = at(where, field, part, "timestamp", int, min_value=EARLIEST_TIMESTAMP, max_value=INT64_MAX)
+def _read_partition(part: Mapping[str, Any]) -> tuple[int, int]:
+    epoch = field(part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
+    timestamp = field(part, "timestamp", int, min_value=EARLIEST_TIMESTAMP, max_value=INT64_MAX)
     return epoch, timestamp
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.api.common import at, error_fields, group_by_topic, leading_partition, read_partitions
+from kraftpy.broker.api.common import error_fields, group_by_topic, leading_partition, read_partitions
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX, field
 
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
 
-def _read_partition(part: Mapping[str, Any], where: str) -> tuple[int, int]:
-    current = at(where, field, part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
-    epoch = at(where, field, part, "leader_epoch", int, min_value=-1, max_value=INT32_MAX)
+def _read_partition(part: Mapping[str, Any]) -> tuple[int, int]:
+    current = field(part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
+    epoch = field(part, "leader_epoch", int, min_value=-1, max_value=INT32_MAX)
     return current, epoch
 
 

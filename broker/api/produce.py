@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kraftpy.broker.api.common import at, error_fields, group_by_topic, read_partitions
+from kraftpy.broker.api.common import error_fields, group_by_topic, read_partitions
 from kraftpy.broker.replication import CompleteProduce, ProduceRequest
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.broker.shell.txn_verifier import Batch, TxnVerifier
@@ -116,8 +116,8 @@ def _check_deferred(batches: list[_Checked]) -> list[KafkaError | None]:
     return out
 
 
-def _read_partition(part: Mapping[str, Any], where: str) -> bytes:
-    return at(where, field, part, "records", bytes)
+def _read_partition(part: Mapping[str, Any]) -> bytes:
+    return field(part, "records", bytes)
 
 
 class ProduceHandler:

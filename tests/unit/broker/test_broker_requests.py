@@ -11,7 +11,7 @@ from kraftpy.protocol.records.batch import build_batch
 
 
 def read(body):
-    return read_partitions(body, lambda part, where: part.get("x"))
+    return read_partitions(body, lambda part: part.get("x"))
 
 
 def test_read_partitions_keeps_order_and_names_the_bad_place() -> None:
