@@ -75,12 +75,13 @@ class FetchHandler:
             (topic, partition, request, partition_max) for topic, partition, (request, partition_max) in entries
         ]
         start = monotonic_ms()
-        answers, total, complete_now = self._read_all(requests, max_bytes, start)
+        answers, sizes, complete_now = self._read_all(requests, max_bytes, start)
+        total = sum(sizes)
         if complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests:
             return self._answer(answers)
         if self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
             return self._answer(answers)
-        await self._park(requests, DelayedFetch(min_bytes, max_wait_ms, start))
+        await self._park(requests, sizes, DelayedFetch(min_bytes, max_wait_ms, start))
         answers, _, _ = self._read_all(requests, max_bytes, monotonic_ms())
         return self._answer(answers)
 
@@ -88,9 +89,10 @@ class FetchHandler:
 
     def _read_all(
         self, requests: list[tuple[str, int, FetchPartition, int]], max_bytes: int, now: int
-    ) -> tuple[list[tuple[str, int, dict[str, Any]]], int, bool]:
-        """Answers for every partition, the bytes they carry, and whether an error or divergence ends the wait."""
+    ) -> tuple[list[tuple[str, int, dict[str, Any]]], list[int], bool]:
+        """Answers for every partition, the bytes each carries, and whether an error or divergence ends the wait."""
         answers = []
+        sizes = []
         total = 0
         complete_now = False
         for topic, partition, request, partition_max in requests:
@@ -98,9 +100,10 @@ class FetchHandler:
                 topic, partition, request, min(partition_max, max_bytes - total), total == 0, now
             )
             answers.append((topic, partition, answer))
+            sizes.append(size)
             total += size
             complete_now = complete_now or final
-        return answers, total, complete_now
+        return answers, sizes, complete_now
 
     def _read_one(
         self, topic: str, partition: int, request: FetchPartition, limit: int, first: bool, now: int
@@ -166,20 +169,27 @@ class FetchHandler:
 
     # -- the purgatory -----------------------------------------------------------------------------------------
 
-    async def _park(self, requests: list[tuple[str, int, FetchPartition, int]], delayed: DelayedFetch) -> None:
+    async def _park(
+        self, requests: list[tuple[str, int, FetchPartition, int]], sizes: list[int], delayed: DelayedFetch
+    ) -> None:
         """Wait until an append to a watched partition makes the fetch answerable, or its deadline passes.
 
-        Called right after _read_all found too little, with no await since: that was the first check,
-        so it waits before checking again (checking at once cost every parked fetch a second decision
-        per partition). One timer per park, not a timeout scope per wake.
+        Called right after _read_all found too little (`sizes`: what each partition had), with no await
+        since: that was the first check. A wake re-checks only the partitions that told it of a change
+        (every change a fetch waits for notifies: HostedPartition.watchers); the others stand as that
+        read left them, so a wake costs one partition's check, not one per partition fetched (a
+        follower fetches every partition it follows from this leader). One timer per park.
         """
         event = asyncio.Event()
-        watched: list[HostedPartition] = []
-        for topic, partition, _, _ in requests:
+        woken: set[int] = set()
+        statuses = [FetchPartitionStatus(bytes_readable=size) for size in sizes]
+        watched: list[tuple[HostedPartition, _Waker]] = []
+        for index, (topic, partition, _, _) in enumerate(requests):
             hosted = self.rm.partitions.get((topic, partition))
             if hosted is not None:
-                hosted.watchers.add(event)
-                watched.append(hosted)
+                waker = _Waker(index, woken, event)
+                hosted.watchers.add(waker)
+                watched.append((hosted, waker))
         expired = False
 
         def expire() -> None:
@@ -193,16 +203,18 @@ class FetchHandler:
             while True:
                 await event.wait()
                 event.clear()
+                for index in woken:
+                    statuses[index] = self._status(requests[index], delayed.min_bytes)
+                woken.clear()
                 # The timer's firing is the clock's word that the deadline passed, whatever ms it reads.
                 now = max(monotonic_ms(), delayed.deadline_ms) if expired else monotonic_ms()
-                statuses = (self._status(r, delayed.min_bytes) for r in requests)
                 if delayed.should_complete(statuses, now) is not None:
                     return
         finally:
             timer.cancel()
             self.waiting -= 1
-            for hosted in watched:
-                hosted.watchers.discard(event)
+            for hosted, waker in watched:
+                hosted.watchers.discard(waker)
 
     def _status(self, entry: tuple[str, int, FetchPartition, int], min_bytes: int) -> FetchPartitionStatus:
         topic, partition, request, partition_max = entry
@@ -241,6 +253,21 @@ class FetchHandler:
     @staticmethod
     def _answer(answers: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
         return {"topics": group_by_topic(answers)}
+
+
+class _Waker:
+    """One partition's watcher for one parked fetch: which partition told of a change, then the wake."""
+
+    __slots__ = ("event", "index", "woken")
+
+    def __init__(self, index: int, woken: set[int], event: asyncio.Event) -> None:
+        self.index = index
+        self.woken = woken
+        self.event = event
+
+    def set(self) -> None:
+        self.woken.add(self.index)
+        self.event.set()
 
 
 def _aborted_in(hosted: HostedPartition, fetch_offset: int, records: bytes) -> list[dict[str, int]]:

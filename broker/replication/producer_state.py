@@ -297,6 +297,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The earliest offset of a transaction not yet decided for readers (open, or ended above the HW)."""
+        if not self._ongoing and not self.unreplicated:
+            return None  # no transaction at all: the common case, asked on every fetch decision
         firsts = [*self._ongoing.values(), *(t.first_offset for t in self.unreplicated)]
         return min(firsts) if firsts else None
 

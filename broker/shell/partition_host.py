@@ -5,7 +5,6 @@ Design notes: docs/replication.md, section "broker/shell/partition_host.py".
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +36,13 @@ from kraftpy.protocol.records.header import stamp_log_append_time
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
 from kraftpy.storage import PartitionLog
 from kraftpy.storage.txn_index import AbortedTxn
+
+
+class Watcher(Protocol):
+    """What a parked read registers with a partition (an asyncio.Event, a fetch's waker): set() on a change."""
+
+    def set(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +104,9 @@ class HostedPartition:
         # the controller moved the leadership away (replica_manager.py, "Corrupt replicas").
         self.corrupt = False
         self.stopped = False
-        self.watchers: set[asyncio.Event] = set()
+        # Told (set()) on every change a parked read waits for: appends, the HW, truncation, leadership,
+        # going offline or away. An asyncio.Event, or a parked fetch's per-partition waker.
+        self.watchers: set[Watcher] = set()
         self._active_base = plog.active_segment_base_offset
         if producers is None:
             producers = producer_state(plog, config)

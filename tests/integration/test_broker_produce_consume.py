@@ -142,6 +142,56 @@ async def test_a_parked_fetch_with_nothing_to_read_is_answered_at_max_wait_ms(tm
         assert answer["error_code"] == ErrorCode.NONE and answer["records"] == b""
 
 
+async def test_a_parked_fetch_rechecks_only_the_partitions_that_changed(tmp_path: Path) -> None:
+    """A follower's fetch holds every partition it follows from the leader, most of them idle: a wake
+    re-checks the partitions that told of a change, not all of them. Bytes still add up across
+    partitions: one batch is below min_bytes, a second on another partition completes the fetch."""
+    async with BrokerCluster(tmp_path, replica_fetch_wait_max_ms=120_000) as cluster:
+        cluster.create_topic("many", assignments=[(1, 2, 3)] * 4)
+        epoch = cluster.partition("many").leader_epoch
+        handler = cluster.rm(1).fetch_handler
+        checked: list[int] = []
+        status = handler._status
+
+        def counting_status(entry, min_bytes):
+            checked.append(entry[1])
+            return status(entry, min_bytes)
+
+        handler._status = counting_status
+        batch = build_batch([(None, b"x" * 100)])
+        parts = [
+            {"partition": p, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1 << 20}
+            for p in range(4)
+        ]
+        fetch = {
+            "replica_id": -1,
+            "max_wait_ms": 120_000,
+            "min_bytes": len(batch) + 1,
+            "max_bytes": 1 << 20,
+            "topics": [{"name": "many", "partitions": parts}],
+        }
+        parked = asyncio.create_task(cluster.call(1, "/kafka/fetch", fetch, timeout_ms=150_000))
+
+        async def produce(partition: int) -> None:
+            body = {"acks": -1, "timeout_ms": 5000, "topics": [{"name": "many", "partitions": [
+                {"partition": partition, "records": batch}]}]}  # fmt: skip
+            # To the handler itself: on the test's connection the answer would queue behind the parked fetch.
+            answer = await cluster.rm(1).handlers()["produce"](body)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
+
+        # The two followers' fetches (of the same four partitions) and the consumer's.
+        await wait_until(lambda: handler.waiting == 3, what="three fetches parked")
+        await produce(0)
+        await asyncio.sleep(0.2)
+        assert not parked.done()  # one batch is below min_bytes
+        assert checked and set(checked) == {0}, checked  # partitions 1-3 did not change: not looked at
+        await produce(2)
+        answer = await asyncio.wait_for(parked, 30)
+        by_partition = {p["partition"]: p for t in answer["topics"] for p in t["partitions"]}
+        assert [p for p in range(4) if by_partition[p]["records"]] == [0, 2]
+        assert set(checked) == {0, 2}, checked
+
+
 async def test_an_acks_all_produce_costs_each_follower_exactly_one_more_fetch(tmp_path: Path) -> None:
     """The acks=all chain on an idle partition: the append wakes each follower's parked fetch, the follower's
     next fetch (carrying its new log end) moves the HW, and that answers the produce. Long polls of 120 s mean
