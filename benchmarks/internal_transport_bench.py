@@ -11,6 +11,10 @@ listener.py) answering a fixed Metadata response of about the same size. This pr
 time, the transports interleaved in rounds so that a change in machine load hits all of them: the RPC
 stream (`RpcClient(peer_streams=True)`, what nodes use between them now), RPC over HTTP, and a
 Kafka connection (the client's own, client/shell/kafka_connection.py, with ApiVersions negotiated).
+Beside them, `raw_frames`: the same CBOR call and answer as the RPC stream, with the same route handler
+behind run_handler, on a plain asyncio Protocol with 4-byte size prefixes instead of aiohttp's
+websocket (no auth, no limits: a lower bound for what a framed stream would cost, the lead in
+docs/internal-transport.md).
 Both processes run uvloop, as the nodes do (since 2026-11-27 afternoon; asyncio's loop before). Each
 transport's round trip p50/p99 comes with the CPU per call of the server process and of this one
 (/proc and process_time, summed over that transport's rounds).
@@ -57,6 +61,32 @@ ANSWER = {
 }
 
 
+class _Frames(asyncio.Protocol):
+    """Size-prefixed frames on a plain asyncio Protocol: the raw_frames reference transport (both ends)."""
+
+    def __init__(self, on_frame: Any) -> None:
+        self.on_frame = on_frame
+        self.buffer = bytearray()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        while len(buffer) >= 4:
+            size = int.from_bytes(buffer[:4], "big")
+            if len(buffer) < 4 + size:
+                return
+            frame = bytes(buffer[4 : 4 + size])
+            del buffer[: 4 + size]
+            self.on_frame(self, frame)
+
+    def send(self, frame: bytes) -> None:
+        self.transport.write(len(frame).to_bytes(4, "big") + frame)
+
+
 def _use_uvloop() -> bool:
     """uvloop where it is installed, as the nodes run (tools/commands/server.py); asyncio's loop otherwise."""
     try:
@@ -78,7 +108,7 @@ async def _serve(ready: Any, stop: Any) -> None:
 
     from kraftpy.protocol.kafka.limits import KafkaListenerLimits
     from kraftpy.protocol.kafka.shell.listener import KafkaListener, RequestContext
-    from kraftpy.protocol.shell.rpc import make_app
+    from kraftpy.protocol.shell.rpc import decode_map, encode, make_app, run_handler
 
     async def fetch(body: dict[str, Any]) -> dict[str, Any]:
         return ANSWER
@@ -103,9 +133,25 @@ async def _serve(ready: Any, stop: Any) -> None:
     rpc_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, Apis(), KafkaListenerLimits())
     await listener.start()
-    ready.put((rpc_port, listener.port))
+    loop = asyncio.get_running_loop()
+
+    def on_call(frames: _Frames, frame: bytes) -> None:
+        call = decode_map(frame, "stream frame")
+
+        async def answer() -> None:
+            out, _status = await run_handler(fetch, call["body"], "a framed call")
+            frames.send(encode({"id": call["id"], "body": out}))
+
+        task = loop.create_task(answer())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    tasks: set[asyncio.Task[None]] = set()
+    framed = await loop.create_server(lambda: _Frames(on_call), "127.0.0.1", 0)
+    ready.put((rpc_port, listener.port, framed.sockets[0].getsockname()[1]))
     while stop.empty():
         await asyncio.sleep(0.05)
+    framed.close()
     await listener.stop()
     await runner.cleanup()
 
@@ -172,11 +218,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int, server_pid: int) -> dict[str, Any]:
+async def measure(
+    rpc_port: int, kafka_port: int, framed_port: int, calls: int, rounds: int, server_pid: int
+) -> dict[str, Any]:
     from kafka.protocol.metadata.metadata import MetadataRequest
 
     from kraftpy.client.shell.kafka_connection import KafkaConnection
-    from kraftpy.protocol.shell.rpc import RpcClient
+    from kraftpy.protocol.shell.rpc import RpcClient, decode_map, encode
 
     rpc = RpcClient(request_timeout_ms=10_000)
     streamed = RpcClient(request_timeout_ms=10_000, peer_streams=True)
@@ -194,7 +242,30 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int, serve
     async def kafka_call() -> None:
         await kafka.request(METADATA, METADATA_VERSION, request, 10_000)
 
-    transports = {"rpc_stream": stream, "rpc_http": http, "kafka": kafka_call}
+    # raw_frames: a call id per frame, a future per call and a timer bounding it, as the RPC stream has.
+    loop = asyncio.get_running_loop()
+    waiting: dict[int, asyncio.Future[Any]] = {}
+
+    def on_answer(frames: _Frames, frame: bytes) -> None:
+        answer = decode_map(frame, "stream answer")
+        future = waiting.pop(answer["id"], None)
+        if future is not None and not future.done():
+            future.set_result(answer["body"])
+
+    _, framed = await loop.create_connection(lambda: _Frames(on_answer), "127.0.0.1", framed_port)
+    next_id = iter(range(1, 1 << 62))
+
+    async def raw_frames() -> None:
+        call_id = next(next_id)
+        future = waiting[call_id] = loop.create_future()
+        framed.send(encode({"id": call_id, "path": ROUTE, "body": {"dst": 1}}))
+        timer = loop.call_later(10, future.cancel)
+        try:
+            await future
+        finally:
+            timer.cancel()
+
+    transports = {"rpc_stream": stream, "raw_frames": raw_frames, "rpc_http": http, "kafka": kafka_call}
     times: dict[str, list[float]] = {name: [] for name in transports}
     # CPU per call on each side, summed over the rounds: what a transport costs the two processes
     server_cpu = {name: 0.0 for name in transports}
@@ -217,6 +288,7 @@ async def measure(rpc_port: int, kafka_port: int, calls: int, rounds: int, serve
         await rpc.close()
         await streamed.close()
         await kafka.close()
+        framed.transport.close()
     out: dict[str, Any] = {"calls_each": per_round * rounds, "rounds": rounds}
     for name, ms in times.items():
         ms.sort()
@@ -240,10 +312,10 @@ def main() -> None:
     server = ctx.Process(target=_server, args=(ready, stop), daemon=True)
     server.start()
     try:
-        rpc_port, kafka_port = ready.get(timeout=30)
+        rpc_port, kafka_port, framed_port = ready.get(timeout=30)
         before = os.getloadavg()
         loop_name = "uvloop" if _use_uvloop() else "asyncio"
-        results = asyncio.run(measure(rpc_port, kafka_port, args.calls, args.rounds, server.pid))
+        results = asyncio.run(measure(rpc_port, kafka_port, framed_port, args.calls, args.rounds, server.pid))
         results["event_loop"] = loop_name
         results["codec_per_exchange"] = codec_us(5_000)
         results["loadavg_before_after"] = [round(before[0], 2), round(os.getloadavg()[0], 2)]
@@ -257,7 +329,7 @@ def main() -> None:
         print(json.dumps(results, indent=1))
         return
     print(f"{results['calls_each']} calls each, one at a time, {results['rounds']} interleaved rounds")
-    for name in ("rpc_stream", "rpc_http", "kafka"):
+    for name in ("rpc_stream", "raw_frames", "rpc_http", "kafka"):
         r = results[name]
         print(
             f"  {name:10}  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  "
