@@ -31,11 +31,17 @@ from tests.integration.test_broker_fixtures import BrokerCluster
 TOPIC = "inprocess"
 
 
-async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
+async def measure(requests: int, rounds: int, idle_topics: int = 0) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"produce_us": [], "follower_fetch_us": []}
     with tempfile.TemporaryDirectory(prefix="inprocess-bench-") as tmp:
         async with BrokerCluster(Path(tmp)) as cluster:
             cluster.create_topic(TOPIC, partitions=1, configs={"min_insync_replicas": 2})
+            ids = sorted(cluster.brokers)
+            # Leaders spread evenly (each broker leads two of each idle topic's six), so that every
+            # invocation has the same number of partitions in each follower's fetch.
+            spread = [tuple(ids[(p + r) % len(ids)] for r in range(3)) for p in range(6)]
+            for i in range(idle_topics):
+                cluster.create_topic(f"idle-{i}", assignments=spread, configs={"min_insync_replicas": 2})
             await cluster.settled()
             leader = cluster.leader(TOPIC)
             rm = cluster.brokers[leader].rm
@@ -77,6 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--idle-topics", type=int, default=0, help="also this many idle 6-partition topics")
     args = parser.parse_args()
     try:
         import uvloop
@@ -84,7 +91,7 @@ def main() -> None:
         uvloop.install()  # as the nodes run
     except ImportError:
         pass
-    results = asyncio.run(measure(args.requests, args.rounds))
+    results = asyncio.run(measure(args.requests, args.rounds, args.idle_topics))
     print("| operation | best µs CPU | median µs CPU | rounds |")
     print("|---|---|---|---|")
     for name, label in (("produce_us", "acks=all Produce, one record (leader and both followers)"),

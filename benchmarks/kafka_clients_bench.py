@@ -124,6 +124,13 @@ class Cluster:
         # 20 s for each of the three brokers: 60 s at most, as before
         wait_until_every_broker_leads(self.bootstrap, name, PARTITIONS, isr_size=3, timeout_s=20)
 
+    def delete_topic(self, name: str) -> None:
+        """Delete `name` once its step is measured: every step then runs on the issue's cluster (its
+        topics and no more). Idle partitions are not free: a follower fetches every partition it
+        follows from a leader in each request, so topics left from earlier steps raised the cost of
+        every later request (docs/perf-kafka-clients.md, results G)."""
+        cli("topics", "delete", name, "--dir", str(self.dir))
+
 
 def produce(
     bootstrap: str,
@@ -323,6 +330,8 @@ def main() -> None:
                         cluster, "consume", "--topic", t100, "--num-records", str(args.records_100)
                     )
                 result["runs"].append(row)
+                cluster.delete_topic(t100)
+                cluster.delete_topic(t1k)
             peak = median([r["librdkafka_produce_100B"] for r in result["runs"]], "records_s")
             tp = "paced"
             cluster.create_topic(tp)
@@ -331,6 +340,7 @@ def main() -> None:
                 "target_rate": peak / 2,
                 **produce(cluster.bootstrap, tp, args.paced_records, 100, peak / 2, {}, cluster.cpu_seconds),
             }
+            cluster.delete_topic(tp)
             result["paced_ladder"] = []
             for step, rate in enumerate(sorted(args.paced_at)):
                 topic = f"paced-{step}"
@@ -343,6 +353,7 @@ def main() -> None:
                         **produce(cluster.bootstrap, topic, records, 100, rate, {}, cluster.cpu_seconds),
                     }
                 )
+                cluster.delete_topic(topic)
         finally:
             cluster.stop()
     if args.nats:
