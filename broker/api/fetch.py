@@ -175,14 +175,22 @@ class FetchHandler:
         """Wait until an append to a watched partition makes the fetch answerable, or its deadline passes.
 
         Called right after _read_all found too little (`sizes`: what each partition had), with no await
-        since: that was the first check. A wake re-checks only the partitions that told it of a change
-        (every change a fetch waits for notifies: HostedPartition.watchers); the others stand as that
-        read left them, so a wake costs one partition's check, not one per partition fetched (a
+        since: for idle partitions that was the check. A wake re-checks only the partitions that told
+        it of a change (every change a fetch waits for notifies: HostedPartition.watchers); the others
+        stand as last checked, so a wake costs one partition's check, not one per partition fetched (a
         follower fetches every partition it follows from this leader). One timer per park.
         """
+        # A partition with bytes is checked once here (only a fetch with min_bytes above 1 parks with
+        # any): its status also says whether the fetch offset is on an older segment, which answers
+        # the fetch at once (Kafka's DelayedFetch case F). Idle ones stand as the read left them.
+        statuses = [
+            self._status(entry, delayed.min_bytes) if size else FetchPartitionStatus()
+            for entry, size in zip(requests, sizes, strict=True)
+        ]
+        if any(sizes) and delayed.should_complete(statuses, monotonic_ms()) is not None:
+            return
         event = asyncio.Event()
         woken: set[int] = set()
-        statuses = [FetchPartitionStatus(bytes_readable=size) for size in sizes]
         watched: list[tuple[HostedPartition, _Waker]] = []
         for index, (topic, partition, _, _) in enumerate(requests):
             hosted = self.rm.partitions.get((topic, partition))

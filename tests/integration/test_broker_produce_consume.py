@@ -192,6 +192,23 @@ async def test_a_parked_fetch_rechecks_only_the_partitions_that_changed(tmp_path
         assert set(checked) == {0, 2}, checked
 
 
+async def test_a_fetch_below_min_bytes_from_an_older_segment_is_answered_at_once(tmp_path: Path) -> None:
+    """Kafka's DelayedFetch case F: data readable from a segment older than the active one answers the
+    fetch whatever min_bytes asks, instead of holding it until max_wait_ms or the next append."""
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("rolled", assignments=[(1, 2, 3)], configs={"segment_bytes": 1024})
+        epoch = cluster.partition("rolled").leader_epoch
+        for i in range(12):
+            part = {"partition": 0, "records": build_batch([(None, b"%03d" % i * 40)])}
+            body = {"acks": -1, "timeout_ms": 5000, "topics": [{"name": "rolled", "partitions": [part]}]}
+            assert part_of(await cluster.call(1, "/kafka/produce", body))["error_code"] == 0
+        assert cluster.rm(1).partitions[("rolled", 0)].log.active_segment_base_offset > 0  # it rolled
+        fetch = consumer_fetch_from_start("rolled", epoch, max_wait_ms=120_000)
+        fetch["min_bytes"] = 1 << 20
+        answer = part_of(await asyncio.wait_for(cluster.call(1, "/kafka/fetch", fetch, timeout_ms=150_000), 20))
+        assert answer["error_code"] == ErrorCode.NONE and answer["records"]
+
+
 async def test_an_acks_all_produce_costs_each_follower_exactly_one_more_fetch(tmp_path: Path) -> None:
     """The acks=all chain on an idle partition: the append wakes each follower's parked fetch, the follower's
     next fetch (carrying its new log end) moves the HW, and that answers the produce. Long polls of 120 s mean
