@@ -211,9 +211,10 @@ class FetchHandler:
             while True:
                 await event.wait()
                 event.clear()
-                for index in woken:
-                    statuses[index] = self._status(requests[index], delayed.min_bytes)
+                changed = tuple(woken)  # a check changes no state, but the set must not move under the loop
                 woken.clear()
+                for index in changed:
+                    statuses[index] = self._status(requests[index], delayed.min_bytes)
                 # The timer's firing is the clock's word that the deadline passed, whatever ms it reads.
                 now = max(monotonic_ms(), delayed.deadline_ms) if expired else monotonic_ms()
                 if delayed.should_complete(statuses, now) is not None:
