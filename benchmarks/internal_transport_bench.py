@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proc_cpu import cpu_seconds
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -212,12 +214,6 @@ def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) so far of process `pid`."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def measure(
     rpc_port: int, kafka_port: int, framed_port: int, calls: int, rounds: int, server_pid: int
 ) -> dict[str, Any]:
@@ -277,12 +273,12 @@ async def measure(
         per_round = max(1, calls // rounds)
         for _ in range(rounds):
             for name, call in transports.items():
-                server_before, client_before = cpu_s(server_pid), time.process_time()
+                server_before, client_before = cpu_seconds(server_pid), time.process_time()
                 for _ in range(per_round):
                     t0 = time.perf_counter()
                     await call()
                     times[name].append((time.perf_counter() - t0) * 1000)
-                server_cpu[name] += cpu_s(server_pid) - server_before
+                server_cpu[name] += cpu_seconds(server_pid) - server_before
                 client_cpu[name] += time.process_time() - client_before
     finally:
         await rpc.close()

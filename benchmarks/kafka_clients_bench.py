@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from proc_cpu import cpu_times
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -100,13 +101,11 @@ class Cluster:
 
     def cpu_times(self) -> tuple[float, float]:
         """(user, system) CPU seconds the node processes have used so far, from /proc/<pid>/stat."""
-        user = system = 0
+        user = system = 0.0
         for pid_file in sorted(self.dir.glob("node-*/server.pid")):
-            stat = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-            user, system = user + int(fields[11]), system + int(fields[12])
-        ticks = os.sysconf("SC_CLK_TCK")
-        return user / ticks, system / ticks
+            node_user, node_system = cpu_times(int(pid_file.read_text()))
+            user, system = user + node_user, system + node_system
+        return user, system
 
     def cpu_seconds(self) -> float:
         return sum(self.cpu_times())

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from proc_cpu import cpu_seconds
+
 from kraftpy.protocol.records import CompressionType, build_batch, decode_batch, parse_header
 from kraftpy.protocol.records.validation import validate_records
 from kraftpy.tools.cluster_layout import ClusterLayout
@@ -54,12 +56,7 @@ def micro() -> None:
 
 
 def _node_cpu_s(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
+    return sum(cpu_seconds(pid) for pid in pids)
 
 
 def cluster(

@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proc_cpu import cpu_seconds
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -120,11 +122,7 @@ async def one_at_a_time(cluster: ProcCluster, leader: int, count: int, payload: 
 
 def process_cpu_s(cluster: ProcCluster) -> dict[str, float]:
     """CPU seconds (user + system) so far of each node process, by node id, and of this client."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for node_id, proc in cluster.procs.items():
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        out[str(node_id)] = (int(fields[11]) + int(fields[12])) / ticks
+    out = {str(node_id): cpu_seconds(proc.pid) for node_id, proc in cluster.procs.items()}
     me = os.times()
     out["client"] = me.user + me.system
     return out
