@@ -93,15 +93,21 @@ async def test_list_offsets_earliest_latest_by_timestamp_and_offsets_for_leader_
         assert (answer["error_code"], answer["leader_epoch"], answer["end_offset"]) == (0, epoch, 10)
 
 
-def consumer_fetch_from_start(topic: str, epoch: int, *, max_wait_ms: int) -> dict:
-    """A consumer's Fetch body for partition 0 of `topic` from offset 0, long-polling up to `max_wait_ms`."""
-    partition = {"partition": 0, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1 << 20}
+def consumer_fetch_from_start(
+    topic: str, epoch: int, *, max_wait_ms: int, min_bytes: int = 1, partitions: int = 1
+) -> dict:
+    """A consumer's Fetch body for partitions 0..partitions-1 of `topic` from offset 0, long-polling up to
+    `max_wait_ms` for `min_bytes`."""
+    parts = [
+        {"partition": p, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1 << 20}
+        for p in range(partitions)
+    ]
     return {
         "replica_id": -1,
         "max_wait_ms": max_wait_ms,
-        "min_bytes": 1,
+        "min_bytes": min_bytes,
         "max_bytes": 1 << 20,
-        "topics": [{"name": topic, "partitions": [partition]}],
+        "topics": [{"name": topic, "partitions": parts}],
     }
 
 
@@ -159,17 +165,7 @@ async def test_a_parked_fetch_rechecks_only_the_partitions_that_changed(tmp_path
 
         handler._status = counting_status
         batch = build_batch([(None, b"x" * 100)])
-        parts = [
-            {"partition": p, "fetch_offset": 0, "current_leader_epoch": epoch, "partition_max_bytes": 1 << 20}
-            for p in range(4)
-        ]
-        fetch = {
-            "replica_id": -1,
-            "max_wait_ms": 120_000,
-            "min_bytes": len(batch) + 1,
-            "max_bytes": 1 << 20,
-            "topics": [{"name": "many", "partitions": parts}],
-        }
+        fetch = consumer_fetch_from_start("many", epoch, max_wait_ms=120_000, min_bytes=len(batch) + 1, partitions=4)
         parked = asyncio.create_task(cluster.call(1, "/kafka/fetch", fetch, timeout_ms=150_000))
 
         async def produce(partition: int) -> None:
@@ -203,8 +199,7 @@ async def test_a_fetch_below_min_bytes_from_an_older_segment_is_answered_at_once
             body = {"acks": -1, "timeout_ms": 5000, "topics": [{"name": "rolled", "partitions": [part]}]}
             assert part_of(await cluster.call(1, "/kafka/produce", body))["error_code"] == 0
         assert cluster.rm(1).partitions[("rolled", 0)].log.active_segment_base_offset > 0  # it rolled
-        fetch = consumer_fetch_from_start("rolled", epoch, max_wait_ms=120_000)
-        fetch["min_bytes"] = 1 << 20
+        fetch = consumer_fetch_from_start("rolled", epoch, max_wait_ms=120_000, min_bytes=1 << 20)
         answer = part_of(await asyncio.wait_for(cluster.call(1, "/kafka/fetch", fetch, timeout_ms=150_000), 20))
         assert answer["error_code"] == ErrorCode.NONE and answer["records"]
 
