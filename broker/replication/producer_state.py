@@ -299,8 +299,7 @@ class ProducerStateManager:
         """The earliest offset of a transaction not yet decided for readers (open, or ended above the HW)."""
         if not self._ongoing and not self.unreplicated:
             return None  # no transaction at all: the common case, asked on every fetch decision
-        firsts = [*self._ongoing.values(), *(t.first_offset for t in self.unreplicated)]
-        return min(firsts) if firsts else None
+        return min([*self._ongoing.values(), *(t.first_offset for t in self.unreplicated)])
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's LSO: below it every transaction is decided and replicated; never above the HW."""
