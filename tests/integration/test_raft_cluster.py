@@ -119,8 +119,11 @@ async def test_graceful_stop_of_the_leader_hands_over_with_end_quorum_epoch(make
 async def test_a_damaged_quorum_state_file_is_refused_with_a_clear_message(make_cluster) -> None:
     cluster = await make_cluster()
     leader = await cluster.wait_leader()
-    await commit(cluster, leader, 2, "x")
+    last = await commit(cluster, leader, 2, "x")
     victim = next(n for n in (1, 2, 3) if n != leader)
+    # A commit needs two of the three: on a loaded machine the victim may not have learned the epoch
+    # yet, and then has no quorum-state file to damage. Having applied the entries, it follows the leader.
+    await cluster.wait_applied(victim, last + 1)
     cluster.kill(victim)
     path = cluster.data_dir(victim) / METADATA_LOG_DIR / quorum_state_file.FILE_NAME
     path.write_bytes(path.read_bytes().replace(b'"leaderEpoch": ', b'"leaderEpoch": 9'))
