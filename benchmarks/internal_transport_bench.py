@@ -110,7 +110,8 @@ async def _serve(ready: Any, stop: Any) -> None:
 
     from kraftpy.protocol.kafka.limits import KafkaListenerLimits
     from kraftpy.protocol.kafka.shell.listener import KafkaListener, RequestContext
-    from kraftpy.protocol.shell.rpc import decode_map, encode, make_app, run_handler
+    from kraftpy.protocol.shell.rpc import make_app
+    from kraftpy.protocol.shell.rpc_calls import decode_map, encode, run_handler
 
     async def fetch(body: dict[str, Any]) -> dict[str, Any]:
         return ANSWER
@@ -220,7 +221,8 @@ async def measure(
     from kafka.protocol.metadata.metadata import MetadataRequest
 
     from kraftpy.client.shell.kafka_connection import KafkaConnection
-    from kraftpy.protocol.shell.rpc import RpcClient, decode_map, encode
+    from kraftpy.protocol.shell.rpc import RpcClient
+    from kraftpy.protocol.shell.rpc_calls import decode_map, encode
 
     rpc = RpcClient(request_timeout_ms=10_000)
     streamed = RpcClient(request_timeout_ms=10_000, peer_streams=True)

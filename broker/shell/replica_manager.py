@@ -54,7 +54,7 @@ from kraftpy.protocol.access import REPLICA_FETCH_PATH, VERIFY_TXN_PARTITIONS_PA
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.settings import settings_from
 from kraftpy.protocol.shell.clock import monotonic_ms, wall_ms
-from kraftpy.protocol.shell.rpc import Handler
+from kraftpy.protocol.shell.rpc_calls import Handler
 from kraftpy.protocol.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kraftpy.protocol.types import Address
 from kraftpy.storage import LogConfig, PartitionLog

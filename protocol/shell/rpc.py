@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 import weakref
@@ -15,17 +16,22 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import cbor2
 from aiohttp import web
 
+from kraftpy.protocol.auth import PROOF_HEADER
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc_limits import (
-    INLINE_DECODE_BYTES,
-    IdleTimer,
-    ListenerLimits,
-    StreamGate,
-    check_body_items,
+from kraftpy.protocol.shell.rpc_calls import (
+    Handler,
+    decode_body,
+    decode_map,
+    encode,
+    error_status,
+    internal_error,
+    run_handler,
 )
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.protocol.shell.rpc_stream import ServedStream, StreamConnection
+from kraftpy.protocol.stream_frames import UPGRADE
 from kraftpy.protocol.types import Address, format_address
 
 if TYPE_CHECKING:  # rpc_auth imports this module; RpcClient imports it when it is given a credential
@@ -38,63 +44,13 @@ CONTENT_TYPE = "application/cbor"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 STREAM_PATH = "/rpc/stream"
 
-Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
-
-
-def encode(obj: Any) -> bytes:
-    return cbor2.dumps(obj)
-
-
-def decode_map(data: bytes, what: str = "request") -> dict[str, Any]:
-    """Decode a CBOR map from untrusted bytes, or raise INVALID_REQUEST saying why."""
-    if not data:
-        raise KafkaError(f"empty {what} body; expected a CBOR map", ErrorCode.INVALID_REQUEST)
-    try:
-        obj = cbor2.loads(data)
-    except Exception as exc:  # cbor2 raises several types for garbage; all mean the same here
-        raise KafkaError(f"{what} body is not valid CBOR: {exc}", ErrorCode.INVALID_REQUEST) from None
-    if not isinstance(obj, dict):
-        raise KafkaError(f"{what} body must be a CBOR map, got {type(obj).__name__}", ErrorCode.INVALID_REQUEST)
-    return obj
-
 
 def _response(body: Mapping[str, Any], status: int = 200) -> web.Response:
     return web.Response(body=encode(dict(body)), status=status, content_type=CONTENT_TYPE)
 
 
-def error_status(err: KafkaError) -> int:
-    """The HTTP status of an error answer: 400 for a request that cannot be read, else 200."""
-    return 400 if err.code in (ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE) else 200
-
-
 def error_response(err: KafkaError) -> web.Response:
     return _response(err.to_dict(), error_status(err))
-
-
-def internal_error(exc: Exception) -> KafkaError:
-    return KafkaError(f"internal error: {type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-async def decode_body(data: bytes, max_body_items: int | None, what: str = "request") -> dict[str, Any]:
-    """Screen untrusted bytes (item count, off the loop when large) and decode them to a CBOR map."""
-    if max_body_items is not None:
-        await check_body_items(data, max_body_items, what)
-    return decode_map(data, what)
-
-
-async def run_handler(handler: Handler, body: dict[str, Any], where: str) -> tuple[dict[str, Any], int]:
-    """The one server pipeline of a decoded call, for both transports (auth is in the handler:
-    rpc_auth's guard): its answer, or its error as a typed body, with the HTTP status it gets
-    (a crash: 500)."""
-    try:
-        out = dict(await handler(body) or {})
-    except KafkaError as err:
-        return err.to_dict(), error_status(err)
-    except Exception as exc:
-        log.exception("unexpected error serving %s", where)
-        return internal_error(exc).to_dict(), 500
-    out.setdefault("error_code", 0)
-    return out, 200
 
 
 def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -135,8 +91,6 @@ _STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
 _STREAM_SOCKETS = web.AppKey("rpc_stream_sockets", weakref.WeakSet)
 _STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
 _LIMITS = web.AppKey("rpc_listener_limits", ListenerLimits)
-# Half-open stream connections: a ping this often, closed when its pong does not come back.
-STREAM_HEARTBEAT_S = 30.0
 _AUTH = web.AppKey("rpc_auth", object)
 STREAM_AUTH_HEADERS = web.RequestKey("rpc_stream_auth_headers", dict)  # set by rpc_auth: the upgrade's proof
 
@@ -174,118 +128,49 @@ def add_routes(app: web.Application, routes: Mapping[str, Handler]) -> None:
             app[_STREAM_ROUTES][path] = handler
 
 
-async def _serve_stream(request: web.Request) -> web.WebSocketResponse:
-    """One peer's stream: every binary frame is a call, answered by its own task.
+async def _serve_stream(request: web.Request) -> web.StreamResponse:
+    """One peer's stream: a 101 answer, then the connection's bytes go to a ServedStream (rpc_stream.py).
 
-    A frame is decoded as it is read, so calls start in the order they arrive (a large frame's
-    item count runs off the loop while the next frame waits). Bounded per connection
-    (StreamGate): while the calls in flight or the answer bytes not yet written are over their
-    bounds, no frame is read (TCP backpressure slows the peer) and no task is created. A stream
-    without a frame for connections_max_idle_ms is closed, and a heartbeat ping closes a
-    half-open one."""
+    Auth's middleware has checked the upgrade's signature by now and put its proof in the answer's
+    headers; the calls of the stream run as the caller it verified."""
+    if request.headers.get("Upgrade", "").strip().lower() != UPGRADE:
+        return error_response(
+            KafkaError(
+                f"GET {STREAM_PATH} opens the RPC stream: send Connection: Upgrade and Upgrade: {UPGRADE}",
+                ErrorCode.INVALID_REQUEST,
+            )
+        )
     app = request.app
-    limits = app[_LIMITS]
-    routes = app[_STREAM_ROUTES]
-    ws = web.WebSocketResponse(compress=False, max_msg_size=app[_STREAM_MAX_BYTES], heartbeat=STREAM_HEARTBEAT_S)
-    ws.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
-    await ws.prepare(request)
-    app[_STREAM_SOCKETS].add(ws)
-    loop = asyncio.get_running_loop()
-    gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
-    idle = IdleTimer(loop, limits.connections_max_idle_ms / 1000, lambda: loop.create_task(_close_idle(ws)))
-    tasks: set[asyncio.Task[None]] = set()
+    transport = request.transport
+    if transport is None:
+        return web.Response(status=499)  # the peer left before its upgrade was answered
+    response = web.StreamResponse(status=101, headers={"Connection": "Upgrade", "Upgrade": UPGRADE})
+    response.headers.update(request.get(STREAM_AUTH_HEADERS) or {})
+    request.protocol.keep_alive(False)
+    stream = ServedStream(
+        transport,  # type: ignore[arg-type]
+        request.protocol,
+        request.writer,
+        app[_STREAM_ROUTES],
+        app[_LIMITS],
+        app[_STREAM_MAX_BYTES],
+        contextvars.copy_context(),
+    )
+    # Before the 101 leaves: every byte after it is the stream's, never the HTTP parser's.
+    request.protocol.set_parser(stream)  # type: ignore[arg-type]
+    await response.prepare(request)
+    app[_STREAM_SOCKETS].add(stream)
     try:
-        while True:
-            if not gate.room():
-                await gate.wait_for_room()
-            msg = await ws.receive()
-            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
-                break
-            if msg.type is aiohttp.WSMsgType.ERROR:
-                break
-            idle.touch()
-            data = msg.data
-            if isinstance(data, bytes) and len(data) > INLINE_DECODE_BYTES:
-                try:
-                    await check_body_items(data, limits.max_body_items, "stream frame")  # off the loop
-                except KafkaError as err:
-                    data = err
-            gate.call_started()
-            call_id, call = _read_call(routes, data)
-            task = loop.create_task(_answer_call(ws, gate, call_id, call))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+        await stream.ended
     finally:
-        idle.cancel()
-        app[_STREAM_SOCKETS].discard(ws)
-        try:
-            # Calls read before the peer left still start: a handler changes state before its first
-            # await (a marker write appends before it waits for acks), so what it does must not depend
-            # on the connection staying open (Kafka handles the requests it read before a disconnect).
-            # What they wait for after that is cancelled.
-            await asyncio.sleep(0)
-        finally:
-            for task in tasks:
-                task.cancel()  # the caller is gone: nobody reads these answers
-    return ws
-
-
-async def _close_idle(ws: web.WebSocketResponse) -> None:
-    await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle stream")
-
-
-def _read_call(routes: Mapping[str, Handler], data: Any) -> tuple[int, tuple[Handler, dict[str, Any]] | KafkaError]:
-    """A frame's call id and its handler and body, or the error to answer it with. A frame too
-    broken to name its call is answered under -1 (no caller waits on it). Small frames need no
-    item count: every CBOR item takes a byte, so they hold fewer items than max_body_items."""
-    if isinstance(data, KafkaError):
-        return -1, data
-    if not isinstance(data, bytes):
-        return -1, KafkaError("stream frames must be binary CBOR", ErrorCode.INVALID_REQUEST)
-    try:
-        frame = decode_map(data, "stream frame")
-    except KafkaError as err:
-        return -1, err
-    call_id = frame.get("id")
-    if not isinstance(call_id, int):
-        return -1, KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
-    handler = routes.get(frame.get("path"))  # type: ignore[arg-type]
-    if handler is None:
-        return call_id, KafkaError(f"unknown request {frame.get('path')!r}", ErrorCode.INVALID_REQUEST)
-    body = frame.get("body")
-    if not isinstance(body, dict):
-        return call_id, KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
-    return call_id, (handler, body)
-
-
-async def _answer_call(
-    ws: web.WebSocketResponse,
-    gate: StreamGate,
-    call_id: int,
-    call: tuple[Handler, dict[str, Any]] | KafkaError,
-) -> None:
-    """Run one call and write its answer (or its error) on the stream."""
-    try:
-        if isinstance(call, KafkaError):
-            out = call.to_dict()
-        else:
-            out, _status = await run_handler(*call, "a stream call")
-        if not ws.closed:
-            answer = encode({"id": call_id, "body": out})
-            gate.answer_queued(len(answer))
-            try:
-                with contextlib.suppress(ConnectionError, RuntimeError):  # the caller went away meanwhile
-                    await ws.send_bytes(answer)
-            finally:
-                gate.answer_written(len(answer))
-    finally:
-        gate.call_finished()
+        app[_STREAM_SOCKETS].discard(stream)
+    return response
 
 
 async def _close_streams(app: web.Application) -> None:
     """On shutdown: a stream is a long-lived handler; closing it lets the server stop at once."""
-    for ws in list(app[_STREAM_SOCKETS]):
-        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"server shutting down")
+    for stream in list(app[_STREAM_SOCKETS]):
+        stream.close("server shutting down")
 
 
 class SendTurns:
@@ -330,73 +215,6 @@ def _time_out(answer: asyncio.Future[Any]) -> None:
         answer.set_exception(TimeoutError())
 
 
-class _Stream:
-    """The client end of one peer's stream: calls in flight by id, one reader task."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, where: str) -> None:
-        self.ws = ws
-        self.where = where
-        self.pending: dict[int, asyncio.Future[Any]] = {}
-        self.next_id = 0
-        self.last_answer = time.monotonic()
-        self.closed = False
-        self.reader = asyncio.get_running_loop().create_task(self._read())
-
-    async def send(self, path: str, body: Mapping[str, Any]) -> tuple[int, asyncio.Future[Any]]:
-        """Write one call's frame; its id and the future its answer completes (`forget` the id when done)."""
-        self.next_id += 1
-        call_id = self.next_id
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[call_id] = future
-        try:
-            await self.ws.send_bytes(encode({"id": call_id, "path": path, "body": body}))
-        except BaseException:
-            self.pending.pop(call_id, None)
-            raise
-        return call_id, future
-
-    @property
-    def usable(self) -> bool:
-        """Neither end has closed it: calls may be written on it."""
-        return not self.closed and not self.ws.closed
-
-    def forget(self, call_id: int) -> None:
-        self.pending.pop(call_id, None)
-
-    async def _read(self) -> None:
-        reason = "closed by the peer"
-        try:
-            async for msg in self.ws:
-                if msg.type is not aiohttp.WSMsgType.BINARY:
-                    reason = f"unexpected {msg.type.name} frame"
-                    break
-                try:
-                    frame = decode_map(msg.data, "stream answer")
-                except KafkaError as err:
-                    reason = str(err)
-                    break
-                self.last_answer = time.monotonic()
-                future = self.pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
-                if future is not None and not future.done():
-                    future.set_result(frame.get("body"))
-        except Exception as exc:  # a broken connection ends the stream like a close
-            reason = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.closed = True
-            error = KafkaError(f"stream to {self.where} ended: {reason}", ErrorCode.NETWORK_EXCEPTION)
-            for future in self.pending.values():
-                if not future.done():
-                    future.set_exception(error)
-            self.pending.clear()
-            await self.ws.close()
-
-    async def close(self) -> None:
-        self.closed = True
-        await self.ws.close()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.reader
-
-
 class RpcClient:
     """Calls CBOR routes on peers. Every call has a timeout; every failure is a KafkaError.
 
@@ -424,8 +242,8 @@ class RpcClient:
         self.peer_streams = peer_streams
         self._max_per_peer = max_connections_per_peer
         self._session: aiohttp.ClientSession | None = None
-        self._streams: dict[Address, _Stream] = {}
-        self._connecting: dict[Address, asyncio.Task[_Stream | None]] = {}
+        self._streams: dict[Address, StreamConnection] = {}
+        self._connecting: dict[Address, asyncio.Task[StreamConnection | None]] = {}
         self._http_only: set[Address] = set()  # peers that do not serve the stream
         self._turns: dict[Address, SendTurns] = {}
 
@@ -516,7 +334,7 @@ class RpcClient:
             if stream is not None and stream.last_answer < started:
                 await stream.close()  # nothing came back on it since this call left: a dead connection
             raise KafkaError(f"{path} to {where} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT) from None
-        except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:  # the stream broke while sending
+        except ConnectionError as exc:  # the stream broke while sending
             raise KafkaError(f"{path} to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
         finally:
             if timer is not None:
@@ -524,7 +342,7 @@ class RpcClient:
             if stream is not None:
                 stream.forget(call_id)
 
-    async def _get_stream(self, address: Address) -> _Stream | None:
+    async def _get_stream(self, address: Address) -> StreamConnection | None:
         stream = self._streams.get(address)
         if stream is not None and stream.usable:
             return stream
@@ -535,42 +353,49 @@ class RpcClient:
             task.add_done_callback(lambda t: self._connected(address, t))
         return await asyncio.shield(task)  # a caller that gives up does not cancel the others' connection
 
-    def _connected(self, address: Address, task: asyncio.Task[_Stream | None]) -> None:
+    def _connected(self, address: Address, task: asyncio.Task[StreamConnection | None]) -> None:
         self._connecting.pop(address, None)
         if not task.cancelled() and task.exception() is None and task.result() is not None:
             self._streams[address] = task.result()  # type: ignore[assignment]
 
-    async def _connect_stream(self, address: Address) -> _Stream | None:
+    async def _connect_stream(self, address: Address) -> StreamConnection | None:
         host, port = address
-        headers = self.auth.headers("GET", host, port, STREAM_PATH, b"") if self.auth is not None else {}
+        where = f"{host}:{port}"
+        target = format_address(host, port)
+        headers = self.auth.headers("GET", host, port, STREAM_PATH, b"") if self.auth is not None else {"Host": target}
+        loop = asyncio.get_running_loop()
+        stream: StreamConnection | None = None
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
-                ws = await self._get_session().ws_connect(
-                    f"http://{format_address(host, port)}{STREAM_PATH}",
-                    autoping=True,
-                    max_msg_size=DEFAULT_MAX_BODY_BYTES,
-                    headers=headers,
+                _, stream = await loop.create_connection(
+                    lambda: StreamConnection(where, DEFAULT_MAX_BODY_BYTES), host, port
                 )
-            if self.auth is not None:
-                try:
-                    self.auth.check_stream_proof(headers, ws._response.headers, f"{host}:{port}")
-                except KafkaError:
-                    await ws.close()
-                    raise
-        except aiohttp.WSServerHandshakeError as exc:
-            if exc.status == 401:  # the peer refused our credential: say so, never fall back to HTTP
-                raise KafkaError(
-                    f"{host}:{port} refused the stream's credential; see its log", ErrorCode.SASL_AUTHENTICATION_FAILED
-                ) from None
-            self._http_only.add(address)  # serves its routes but no stream
-            return None
+                stream.open(STREAM_PATH, headers)
+                status, answer_headers = await stream.opened
         except TimeoutError:
+            if stream is not None:
+                await stream.close()
             raise KafkaError(
-                f"connecting to {host}:{port} timed out after {self.connect_timeout_ms} ms", ErrorCode.NETWORK_EXCEPTION
+                f"connecting to {where} timed out after {self.connect_timeout_ms} ms", ErrorCode.NETWORK_EXCEPTION
             ) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise KafkaError(f"connecting to {host}:{port} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
-        return _Stream(ws, f"{host}:{port}")
+        except OSError as exc:
+            raise KafkaError(f"connecting to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+        if status != 101:
+            await stream.close()
+            if status == 401:  # the peer refused our credential: say so, never fall back to HTTP
+                raise KafkaError(
+                    f"{where} refused the stream's credential; see its log", ErrorCode.SASL_AUTHENTICATION_FAILED
+                )
+            self._http_only.add(address)  # serves its routes but no stream (a node of an older version)
+            log.warning("%s answered the stream's upgrade with %d; calling it over HTTP from now on", where, status)
+            return None
+        if self.auth is not None:
+            try:
+                self.auth.check_stream_proof(headers, answer_headers.get(PROOF_HEADER.lower()), where)
+            except KafkaError:
+                await stream.close()
+                raise
+        return stream
 
     async def close(self) -> None:
         for task in list(self._connecting.values()):

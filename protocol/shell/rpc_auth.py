@@ -134,7 +134,8 @@ class ClientAuth:
         target = format_address(host, port)
         return {"Host": target, HEADER: sign(self.credential, method, target, path, body, self.clock())}
 
-    def check_stream_proof(self, sent: Mapping[str, str], answer_headers: Mapping[str, str], where: str) -> None:
-        """SASL_AUTHENTICATION_FAILED unless the server proved it holds our key."""
-        if not check_proof(self.credential, sent[HEADER], answer_headers.get(PROOF_HEADER)):
+    def check_stream_proof(self, sent: Mapping[str, str], proof: str | None, where: str) -> None:
+        """SASL_AUTHENTICATION_FAILED unless the server's `proof` (its upgrade answer's PROOF_HEADER)
+        shows it holds our key."""
+        if not check_proof(self.credential, sent[HEADER], proof):
             raise auth_failed(f"{where} did not prove it belongs to this cluster (no valid {PROOF_HEADER})")

@@ -32,6 +32,8 @@ class ListenerLimits:
     connections_max_idle_ms: int = 600_000
     stream_max_in_flight_calls: int = 64
     stream_max_queued_answer_bytes: int = 16 * 1024 * 1024
+    # A stream quiet this long is pinged, and closed when nothing comes back within half of it (half-open).
+    stream_heartbeat_ms: int = 30_000
     max_body_items: int = 200_000
     # Listeners of the process that share its descriptors (this one and its Kafka listeners).
     listeners_sharing_fds: int = 1
@@ -198,8 +200,8 @@ class IdleTimer:
 class StreamGate:
     """One stream connection's backlog: calls in flight and answer bytes not yet written.
 
-    The stream reads its next frame only when `room()` is true; `wait_for_room()` parks the
-    reader until an answer finishes. Pure bookkeeping plus one asyncio.Event.
+    The stream starts its next call only when `room()` is true, and stops reading until an
+    answer finishes. Pure bookkeeping.
     """
 
     def __init__(self, max_in_flight_calls: int, max_queued_answer_bytes: int) -> None:
@@ -208,29 +210,18 @@ class StreamGate:
         self.in_flight = 0
         self.queued_bytes = 0
         self.paused = 0  # how many times the stream stopped reading (a peer not keeping up)
-        self._changed = asyncio.Event()
 
     def room(self) -> bool:
         return self.in_flight < self.max_in_flight_calls and self.queued_bytes <= self.max_queued_answer_bytes
-
-    async def wait_for_room(self) -> None:
-        if self.room():
-            return
-        self.paused += 1
-        while not self.room():
-            self._changed.clear()
-            await self._changed.wait()
 
     def call_started(self) -> None:
         self.in_flight += 1
 
     def call_finished(self) -> None:
         self.in_flight -= 1
-        self._changed.set()
 
     def answer_queued(self, size_bytes: int) -> None:
         self.queued_bytes += size_bytes
 
     def answer_written(self, size_bytes: int) -> None:
         self.queued_bytes -= size_bytes
-        self._changed.set()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc import Handler
+from kraftpy.protocol.shell.rpc_calls import Handler
 from kraftpy.raft import codec
 from kraftpy.raft.messages import FetchRequest, FetchSnapshotRequest, Message
 

@@ -2,7 +2,7 @@
 
 It knows what any process on the machine can learn (addresses, cluster id), no credential, and
 sends at a bounded rate garbage and wrong-shaped bodies, forged Raft and controller calls, poison
-and garbage batches on the Kafka listeners, bad fetches, huge bodies, bad websocket frames and
+and garbage batches on the Kafka listeners, bad fetches, huge bodies, bad stream frames and
 half-sent requests (the list: docs/jepsen.md). None of it may cost an acknowledged write, stop
 the quorum or kill a node; `HostileStats` counts what came back per attack.
 """
@@ -29,6 +29,7 @@ from kraftpy.protocol.records.compression import CompressionType
 from kraftpy.protocol.records.header import HEADER_SIZE, write_crc
 from kraftpy.raft.messages import BeginQuorumEpochRequest, VoteRequest, to_dict
 from kraftpy.tools.faults.history import RunEnd
+from kraftpy.tools.faults.raw_stream import RawStream
 
 INT32_MAX = 2**31 - 1
 REQUEST_TIMEOUT_S = 5.0
@@ -224,14 +225,18 @@ class HostileClient:
         await self._post(session, "big-body", node, self.rng.choice(ROUTES), body)
 
     async def _stream(self, session: aiohttp.ClientSession, node: int) -> None:
-        async with session.ws_connect(self._url(node, "/rpc/stream")) as ws:
+        host, port = self.nodes[node]
+        stream = await RawStream.open(host, port)
+        try:
             path, body = _forged_raft(self.cluster_id, self.rng, node)
-            frames = [os.urandom(64), cbor2.dumps({"id": 1, "path": path, "body": body}), cbor2.dumps("not a map")]
-            for frame in frames:
-                await ws.send_bytes(frame)
+            stream.send_bytes(os.urandom(64))  # garbage where a frame's size should be
+            stream.send_payload(cbor2.dumps({"id": 1, "path": path, "body": body}))
+            stream.send_payload(cbor2.dumps("not a map"))
             with contextlib.suppress(TimeoutError):
-                answer = await ws.receive(timeout=1.0)
-                self.stats.answers[f"stream-garbage -> {answer.type.name}"] += 1
+                answer = await stream.receive(1.0)
+                self.stats.answers[f"stream-garbage -> {'closed' if answer is None else 'answer'}"] += 1
+        finally:
+            await stream.close()
 
     async def _slow_connection(self, session: aiohttp.ClientSession, node: int) -> None:
         if len(self._slow) >= MAX_SLOW_CONNECTIONS:

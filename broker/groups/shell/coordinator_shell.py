@@ -32,7 +32,7 @@ from kraftpy.protocol.records.header import (
     BatchHeader,
 )
 from kraftpy.protocol.shell.clock import wall_ms
-from kraftpy.protocol.shell.rpc import Handler
+from kraftpy.protocol.shell.rpc_calls import Handler
 
 if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler

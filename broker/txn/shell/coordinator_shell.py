@@ -25,7 +25,7 @@ from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
-from kraftpy.protocol.shell.rpc import Handler
+from kraftpy.protocol.shell.rpc_calls import Handler
 from kraftpy.protocol.topics import TRANSACTION_STATE_TOPIC
 from kraftpy.protocol.validate import INT16_MAX, INT32_MAX, INT64_MAX, field, invalid
 

@@ -183,6 +183,8 @@ async def test_the_server_admits_by_role(server, stream: bool) -> None:
         assert answer["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED and "docs/security.md" in answer["message"]
         assert (await admin.call(address, "/controller/delete_topics", {}))["seen"]
         assert auth.refused == 3
+        if stream:  # every call above went over a stream, none fell back to HTTP
+            assert all(client._streams and not client._http_only for client in (anonymous, admin, node))
     finally:
         for client in (anonymous, admin, node):
             await client.close()

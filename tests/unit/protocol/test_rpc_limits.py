@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import struct
 
 import aiohttp
 import cbor2
@@ -17,6 +16,9 @@ from aiohttp import web
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.shell.rpc import CONTENT_TYPE, STREAM_PATH, make_app
 from kraftpy.protocol.shell.rpc_limits import LimitedTCPSite, ListenerLimits, count_items
+from kraftpy.protocol.stream_frames import frame as stream_frame
+from kraftpy.protocol.stream_frames import upgrade_request
+from kraftpy.tools.faults.raw_stream import RawStream
 
 WAIT_S = 10
 
@@ -71,27 +73,17 @@ async def test_a_body_with_too_many_items_is_refused_undecoded() -> None:
 
 
 def raw_stream(port: int) -> socket.socket:
-    """A websocket client that never reads: the upgrade by hand, then frames only (another process
-    would behave the same; an aiohttp client in this process would read the answers for us)."""
+    """A stream client that never reads: the upgrade by hand, then frames only (another process
+    would behave the same; an asyncio client in this process would read the answers for us)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window it offers is small
     sock.connect(("127.0.0.1", port))
-    sock.sendall(
-        f"GET {STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
+    sock.sendall(upgrade_request(STREAM_PATH, {"Host": "127.0.0.1"}))
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
     assert b" 101 " in head.split(b"\r\n")[0]
     return sock
-
-
-def ws_frame(payload: bytes) -> bytes:
-    """One masked binary frame (mask key 0: the payload goes as it is)."""
-    size = len(payload)
-    length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack(">H", size)
-    return b"\x82" + length + b"\x00\x00\x00\x00" + payload
 
 
 async def test_a_stream_client_that_never_reads_is_not_read_either() -> None:
@@ -106,7 +98,7 @@ async def test_a_stream_client_that_never_reads_is_not_read_either() -> None:
     runner, _, port = await serve(limits, {"/big": big})
     frames = 20_000
     sock = await asyncio.to_thread(raw_stream, port)
-    frame = ws_frame(cbor2.dumps({"id": 1, "path": "/big", "body": {"pad": b"p" * 1024}}))  # 20 MB in all
+    frame = stream_frame(cbor2.dumps({"id": 1, "path": "/big", "body": {"pad": b"p" * 1024}}))  # 20 MB in all
     sock.settimeout(3)  # sendall blocks once the server stops reading
 
     def flood() -> int:
@@ -169,11 +161,9 @@ async def test_an_idle_connection_is_closed() -> None:
         silent.settimeout(WAIT_S)
         assert await asyncio.get_running_loop().run_in_executor(None, silent.recv, 1) == b""
         silent.close()
-        async with aiohttp.ClientSession() as session:
-            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
-            msg = await ws.receive(timeout=WAIT_S)  # no frames sent: the stream is idle
-            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-            await ws.close()
+        stream = await RawStream.open("127.0.0.1", port)
+        assert await stream.receive(WAIT_S) is None  # no frames sent: the stream is idle, and closed
+        await stream.close()
     finally:
         await runner.cleanup()
 
@@ -183,16 +173,13 @@ async def test_a_stream_that_keeps_calling_outlives_the_idle_time() -> None:
     when it fires early (IdleTimer), not a timeout per frame."""
     runner, _, port = await serve(ListenerLimits(connections_max_idle_ms=300), {"/echo": echo})
     try:
-        async with aiohttp.ClientSession() as session:
-            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
-            for n in range(8):  # 8 x 100 ms: well past 300 ms in all, never 300 ms without a frame
-                await ws.send_bytes(cbor2.dumps({"id": n, "path": "/echo", "body": {"value": n}}))
-                answer = cbor2.loads((await ws.receive(timeout=WAIT_S)).data)
-                assert answer == {"id": n, "body": {"echo": n, "error_code": 0}}
-                await asyncio.sleep(0.1)
-            msg = await ws.receive(timeout=WAIT_S)  # then silence: closed as idle
-            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-            await ws.close()
+        stream = await RawStream.open("127.0.0.1", port)
+        for n in range(8):  # 8 x 100 ms: well past 300 ms in all, never 300 ms without a frame
+            stream.send_call(n, "/echo", {"value": n})
+            assert await stream.receive(WAIT_S) == {"id": n, "body": {"echo": n, "error_code": 0}}
+            await asyncio.sleep(0.1)
+        assert await stream.receive(WAIT_S) is None  # then silence: closed as idle
+        await stream.close()
     finally:
         await runner.cleanup()
 
@@ -208,14 +195,13 @@ async def test_a_streams_calls_start_in_the_order_they_arrived() -> None:
 
     runner, _, port = await serve(ListenerLimits(), {"/record": record})
     try:
-        async with aiohttp.ClientSession() as session:
-            ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
-            big = {"n": 0, "items": [0] * 150_000}  # counted in a worker thread: takes a while
-            for n, body in enumerate([big, {"n": 1}, {"n": 2}]):
-                await ws.send_bytes(cbor2.dumps({"id": n, "path": "/record", "body": body}))
-            answers = [cbor2.loads((await ws.receive(timeout=WAIT_S)).data) for _ in range(3)]
-            assert sorted(a["id"] for a in answers) == [0, 1, 2]
-            assert order == [0, 1, 2]
-            await ws.close()
+        stream = await RawStream.open("127.0.0.1", port)
+        big = {"n": 0, "items": [0] * 150_000}  # counted in a worker thread: takes a while
+        for n, body in enumerate([big, {"n": 1}, {"n": 2}]):
+            stream.send_call(n, "/record", body)
+        answers = [await stream.receive(WAIT_S) for _ in range(3)]
+        assert sorted(a["id"] for a in answers) == [0, 1, 2]
+        assert order == [0, 1, 2]
+        await stream.close()
     finally:
         await runner.cleanup()

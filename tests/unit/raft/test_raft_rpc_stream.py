@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
 import cbor2
 import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc import STREAM_PATH, RpcClient, make_app
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.tools.faults.raw_stream import RawStream
 from tests.unit.protocol.test_rpc import crash, echo, fail  # the same handlers the HTTP tests call
 
 WAIT_S = 10  # every wait in these tests is bounded by this
@@ -95,25 +96,20 @@ async def test_a_timed_out_call_is_request_timed_out_and_the_stream_serves_on(se
         (cbor2.dumps({"id": 5, "path": "/nope", "body": {}}), 5, "unknown request '/nope'"),
         (cbor2.dumps({"id": 6, "path": "/echo", "body": [1]}), 6, "body must be a CBOR map"),
         (cbor2.dumps({"id": 7, "path": "/echo", "body": {"value": "x"}}), 7, "must be an integer, got str"),
-        ("a text frame", -1, "must be binary CBOR"),
     ],
 )
 async def test_bad_frames_are_invalid_request_and_the_stream_serves_on(server, frame, expect_id, expect) -> None:
     address, _, _ = server
-    async with (
-        aiohttp.ClientSession() as session,
-        session.ws_connect(f"http://{address[0]}:{address[1]}{STREAM_PATH}") as ws,
-    ):
-        if isinstance(frame, str):
-            await ws.send_str(frame)
-        else:
-            await ws.send_bytes(frame)
-        answer = cbor2.loads((await ws.receive(timeout=WAIT_S)).data)
+    stream = await RawStream.open(*address)
+    try:
+        stream.send_payload(frame)
+        answer = await stream.receive(WAIT_S)
         assert answer["id"] == expect_id
         assert answer["body"]["error"] == "INVALID_REQUEST" and expect in answer["body"]["message"]
-        await ws.send_bytes(cbor2.dumps({"id": 8, "path": "/echo", "body": {"value": 4}}))
-        answer = cbor2.loads((await ws.receive(timeout=WAIT_S)).data)
-        assert answer == {"id": 8, "body": {"echo": 4, "error_code": 0}}
+        stream.send_call(8, "/echo", {"value": 4})
+        assert await stream.receive(WAIT_S) == {"id": 8, "body": {"echo": 4, "error_code": 0}}
+    finally:
+        await stream.close()
 
 
 async def test_an_oversized_frame_ends_the_stream_and_the_next_call_reconnects(server) -> None:
@@ -121,7 +117,92 @@ async def test_an_oversized_frame_ends_the_stream_and_the_next_call_reconnects(s
     with pytest.raises(KafkaError) as info:
         await client.call(address, "/echo", {"value": 1, "pad": b"x" * 5000})
     assert info.value.code is ErrorCode.NETWORK_EXCEPTION
+    # The server says why before it closes: the caller reads the bound, not just a closed connection.
+    assert "refused a frame: stream frame of" in info.value.message and "over the limit of 1024" in info.value.message
     assert (await client.call(address, "/echo", {"value": 5}))["echo"] == 5
+
+
+async def test_a_stream_that_answers_no_ping_is_closed_and_one_that_does_stays() -> None:
+    """A half-open connection (the peer's host gone, no FIN) is found by the server's ping: quiet for
+    stream_heartbeat_ms, pinged, and closed when nothing comes back within half of it. A live but
+    quiet client answers the ping and keeps its stream, far past the heartbeat."""
+    limits = ListenerLimits(stream_heartbeat_ms=200)
+    runner, port = await serve(make_app(ROUTES, limits=limits))
+    client = RpcClient(request_timeout_ms=5000, peer_streams=True)
+    address = ("127.0.0.1", port)
+    try:
+        deaf = await RawStream.open(*address)
+        alive = await RawStream.open(*address)
+        listening = asyncio.create_task(alive.receive(1.5))  # answers every ping meanwhile
+        assert await deaf.receive(WAIT_S, answer_pings=False) is None  # pinged, no pong: closed
+        assert deaf.pings == 1
+        with pytest.raises(TimeoutError):
+            await listening  # 7 heartbeats: every ping answered, the stream stays open
+        assert alive.pings >= 3
+        alive.send_call(1, "/echo", {"value": 1})
+        assert await alive.receive(WAIT_S) == {"id": 1, "body": {"echo": 1, "error_code": 0}}
+        await alive.close()
+        await deaf.close()
+        # The node's own client answers pings too: the same stream serves a call after a quiet second.
+        assert (await client.call(address, "/echo", {"value": 2}))["echo"] == 2
+        stream = client._streams[address]
+        await asyncio.sleep(1.0)
+        assert (await client.call(address, "/echo", {"value": 3}))["echo"] == 3
+        assert client._streams[address] is stream and stream.usable
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("upgrade", "expect"),
+    [
+        (b"GET /rpc/stream HTTP/1.1\r\nHost: x\r\n\r\n", "send Connection: Upgrade and Upgrade: kraftpy-frames/1"),
+        (
+            b"GET /rpc/stream HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            "opens the RPC stream",
+        ),
+    ],
+)
+async def test_a_request_that_does_not_ask_for_the_stream_is_refused_with_a_reason(server, upgrade, expect) -> None:
+    """A plain GET, or a websocket upgrade (a node from before the framed stream), gets 400 with
+    INVALID_REQUEST; the older node's client then calls this one over HTTP, as any peer without a
+    stream."""
+    address, _, _ = server
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(upgrade)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT_S)
+        assert head.startswith(b"HTTP/1.1 400 ")
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+        body = cbor2.loads(await asyncio.wait_for(reader.readexactly(length), WAIT_S))
+        assert body["error"] == "INVALID_REQUEST" and expect in body["message"]
+    finally:
+        writer.close()
+
+
+async def test_a_client_falls_back_to_http_on_a_peer_that_refuses_the_upgrade() -> None:
+    """What a node of this version does against one that serves only a websocket stream."""
+    app = web.Application()
+
+    async def websocket_only(request: web.Request) -> web.Response:
+        return web.Response(status=400, text="No WebSocket UPGRADE hdr")
+
+    async def plain(request: web.Request) -> web.Response:
+        body = cbor2.loads(await request.read())
+        return web.Response(body=cbor2.dumps({"echo": body["value"]}), content_type="application/cbor")
+
+    app.router.add_get("/rpc/stream", websocket_only)
+    app.router.add_post("/echo", plain)
+    runner, port = await serve(app)
+    client = RpcClient(request_timeout_ms=5000, peer_streams=True)
+    try:
+        assert (await client.call(("127.0.0.1", port), "/echo", {"value": 4}))["echo"] == 4
+        assert client._http_only == {("127.0.0.1", port)}
+    finally:
+        await client.close()
+        await runner.cleanup()
 
 
 async def test_server_shutdown_closes_streams_and_fails_calls_in_flight(server) -> None:
@@ -204,11 +285,10 @@ async def test_a_call_read_before_the_peer_closes_is_still_handled() -> None:
 
     runner, port = await serve(make_app({"/record": record}))
     try:
-        async with aiohttp.ClientSession() as session:
-            for n in range(5):
-                ws = await session.ws_connect(f"http://127.0.0.1:{port}{STREAM_PATH}")
-                await ws.send_bytes(cbor2.dumps({"id": 1, "path": "/record", "body": {"n": n}}))
-                await ws.close()  # the close handshake: the server has read the frame when this returns
+        for n in range(5):
+            stream = await RawStream.open("127.0.0.1", port)
+            stream.send_call(1, "/record", {"n": n})
+            await stream.close()  # the frame and the FIN leave together: the server reads both at once
         async with asyncio.timeout(WAIT_S):
             while len(handled) < 5:
                 await asyncio.sleep(0.01)

@@ -1,0 +1,394 @@
+"""The RPC stream's two ends: a peer's one connection, size-prefixed CBOR frames after an HTTP upgrade.
+
+Design notes: docs/protocol.md, section "protocol/shell/rpc_stream.py".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.rpc_calls import Handler, decode_map, encode, run_handler
+from kraftpy.protocol.shell.rpc_limits import (
+    INLINE_DECODE_BYTES,
+    IdleTimer,
+    ListenerLimits,
+    StreamGate,
+    check_body_items,
+)
+from kraftpy.protocol.stream_frames import EMPTY_FRAME, FrameSplitter, frame, split_response_head, upgrade_request
+
+log = logging.getLogger(__name__)
+
+
+Call = tuple[Handler, dict[str, Any]]
+
+
+def _read_call(routes: Mapping[str, Handler], data: bytes | KafkaError) -> tuple[int, Call | KafkaError]:
+    """A frame's call id and its handler and body, or the error to answer it with. A frame too
+    broken to name its call is answered under -1 (no caller waits on it). Small frames need no
+    item count: every CBOR item takes a byte, so they hold fewer items than max_body_items."""
+    if isinstance(data, KafkaError):
+        return -1, data
+    try:
+        call = decode_map(data, "stream frame")
+    except KafkaError as err:
+        return -1, err
+    call_id = call.get("id")
+    if not isinstance(call_id, int):
+        return -1, KafkaError("stream frame needs an integer id", ErrorCode.INVALID_REQUEST)
+    handler = routes.get(call.get("path"))  # type: ignore[arg-type]
+    if handler is None:
+        return call_id, KafkaError(f"unknown request {call.get('path')!r}", ErrorCode.INVALID_REQUEST)
+    body = call.get("body")
+    if not isinstance(body, dict):
+        return call_id, KafkaError("request body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+    return call_id, (handler, body)
+
+
+class ServedStream:
+    """The server end of one peer's stream, fed the connection's bytes after the upgrade.
+
+    It is the aiohttp connection's payload parser (`feed_data`, `feed_eof`), so frames are cut and
+    their calls started as the bytes are read, in the order they arrive. A frame over
+    INLINE_DECODE_BYTES has its CBOR items counted off the loop first, and the frames behind it
+    wait (reading stops meanwhile). Bounded (StreamGate): while the calls in flight or the answer
+    bytes not yet written are over their bounds, no call starts and nothing is read (TCP
+    backpressure slows the peer). A stream without a call for connections_max_idle_ms is closed,
+    and so is one quiet for stream_heartbeat_ms that answers no ping within half of it.
+    """
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        protocol: Any,
+        writer: Any,
+        routes: Mapping[str, Handler],
+        limits: ListenerLimits,
+        max_frame_bytes: int,
+        context: contextvars.Context,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._transport = transport
+        self._protocol = protocol  # aiohttp's: told when the transport's write buffer is over its mark
+        self._writer = writer  # aiohttp's: drain() waits until it is below
+        self._routes = routes
+        self._max_body_items = limits.max_body_items
+        self._context = context  # the upgrade's (rpc_auth's caller); each call task runs in a copy
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self.gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
+        self._idle = IdleTimer(self._loop, limits.connections_max_idle_ms / 1000, lambda: self.close("idle stream"))
+        self._backlog: deque[bytes] = deque()  # frames read, not yet started
+        self._counting = False  # a large frame's items are being counted off the loop
+        self._reading_paused = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_frame_s = self._loop.time()
+        self._ping_sent_s: float | None = None
+        self._heartbeat_s = limits.stream_heartbeat_ms / 1000
+        self._heartbeat = self._loop.call_later(self._heartbeat_s / 2, self._check_heartbeat)
+        self.closed = False
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+
+    # aiohttp's payload parser interface -----------------------------------------------------------
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        try:
+            payloads = self._splitter.feed(data)
+        except KafkaError as err:
+            self._refuse(err)
+            return False, b""
+        if payloads:
+            self._last_frame_s = self._loop.time()
+            self._backlog.extend(payloads)
+            self._start_calls()
+        return False, b""
+
+    def feed_eof(self) -> None:
+        """The connection is gone: calls already read still start (a handler changes state before its
+        first await: a marker write appends before it waits for acks, as Kafka handles the requests
+        it read before a disconnect); what they wait for after that is cancelled."""
+        if self.closed and self.ended.done():
+            return
+        self.closed = True
+        self._idle.cancel()
+        self._heartbeat.cancel()
+        self._start_calls()
+        if not self._counting:
+            self._loop.call_soon(self._cancel_calls)
+
+    # calls ----------------------------------------------------------------------------------------
+
+    def _start_calls(self) -> None:
+        """Start the backlog's calls in order while there is room (all of them once the peer is gone);
+        read on only when nothing read waits to start."""
+        backlog = self._backlog
+        while backlog and not self._counting:
+            if not self.closed and not self.gate.room():
+                break
+            payload = backlog.popleft()
+            if not payload:
+                continue  # a pong (or a client's ping, which needs no answer): the stream is alive
+            self._idle.touch()
+            if len(payload) > INLINE_DECODE_BYTES:
+                self._counting = True
+                self._spawn(self._count_then_start(payload))
+                break
+            self._start(payload)
+        if self.closed:
+            return
+        if backlog or self._counting:
+            self._pause_reading()
+        else:
+            self._resume_reading()
+
+    async def _count_then_start(self, payload: bytes) -> None:
+        data: bytes | KafkaError = payload
+        try:
+            await check_body_items(payload, self._max_body_items, "stream frame")  # off the loop
+        except KafkaError as err:
+            data = err
+        finally:
+            self._counting = False
+        self._start(data)
+        self._start_calls()
+        if self.closed and not self._counting:
+            self._loop.call_soon(self._cancel_calls)
+
+    def _start(self, data: bytes | KafkaError) -> None:
+        self.gate.call_started()
+        call_id, call = _read_call(self._routes, data)
+        self._spawn(self._answer(call_id, call))
+
+    def _spawn(self, coro: Any) -> None:
+        task = self._loop.create_task(coro, context=self._context.copy())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, call_id: int, call: Call | KafkaError) -> None:
+        """Run one call and write its answer (or its error) on the stream."""
+        try:
+            if isinstance(call, KafkaError):
+                out = call.to_dict()
+            else:
+                out, _status = await run_handler(*call, "a stream call")
+            await self._write(encode({"id": call_id, "body": out}))
+        finally:
+            self.gate.call_finished()
+            self._room_changed()
+
+    async def _write(self, payload: bytes) -> None:
+        if self.closed or self._transport.is_closing():
+            return  # the caller went away meanwhile
+        data = frame(payload)
+        self.gate.answer_queued(len(data))
+        try:
+            self._transport.write(data)
+            if self._protocol.writing_paused:
+                await self._writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            self.gate.answer_written(len(data))
+
+    def _room_changed(self) -> None:
+        if self._backlog or self._reading_paused:
+            self._start_calls()
+
+    def _cancel_calls(self) -> None:
+        for task in self._tasks:
+            task.cancel()  # the caller is gone: nobody reads these answers
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+    # the connection -------------------------------------------------------------------------------
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.gate.paused += 1
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and not self._transport.is_closing():
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def _refuse(self, err: KafkaError) -> None:
+        """A frame the stream cannot cut (over the size bound): say why under id -1, then close."""
+        log.warning("closing an RPC stream: %s", err.message)
+        if not self._transport.is_closing():
+            self._transport.write(frame(encode({"id": -1, "body": err.to_dict()})))
+        self.close(err.message)
+
+    def _check_heartbeat(self) -> None:
+        now_s = self._loop.time()
+        if self._ping_sent_s is not None:
+            if self._last_frame_s < self._ping_sent_s:
+                self.close(f"no answer to a ping in {self._heartbeat_s / 2:g} s")
+                return
+            self._ping_sent_s = None
+        if now_s - self._last_frame_s >= self._heartbeat_s and not self._transport.is_closing():
+            self._transport.write(EMPTY_FRAME)
+            self._ping_sent_s = now_s
+        self._heartbeat = self._loop.call_later(self._heartbeat_s / 2, self._check_heartbeat)
+
+    def close(self, why: str) -> None:
+        log.debug("closing an RPC stream: %s", why)
+        self._transport.close()  # connection_lost then feeds the end of the stream
+
+
+class StreamClosed(ConnectionError):
+    """A call written on a stream that had already ended."""
+
+
+class StreamConnection(asyncio.Protocol):
+    """The client end of one peer's stream: calls in flight by id, answers read as they arrive.
+
+    `opened` completes with the upgrade answer's status and headers; after a 101, every frame is
+    an answer {id, body}, or the server's ping (no bytes), answered at once."""
+
+    def __init__(self, where: str, max_frame_bytes: int) -> None:
+        self.where = where
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.next_id = 0
+        self.last_answer = time.monotonic()
+        self.closed = False
+        loop = asyncio.get_running_loop()
+        self.opened: asyncio.Future[tuple[int, dict[str, str]]] = loop.create_future()
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._head: bytearray | None = bytearray()
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self._reason = "closed by the peer"
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    def open(self, path: str, headers: Mapping[str, str]) -> None:
+        """Send the upgrade request (the caller awaits `opened`)."""
+        assert self._transport is not None
+        self._transport.write(upgrade_request(path, headers))
+
+    async def send(self, path: str, body: Mapping[str, Any]) -> tuple[int, asyncio.Future[Any]]:
+        """Write one call's frame; its id and the future its answer completes (`forget` the id when done)."""
+        if not self.usable:
+            raise StreamClosed(f"stream to {self.where} ended: {self._reason}")
+        self.next_id += 1
+        call_id = self.next_id
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self.pending[call_id] = future
+        self._transport.write(frame(encode({"id": call_id, "path": path, "body": body})))  # type: ignore[union-attr]
+        if self._write_paused:
+            try:
+                await self._wait_drained()
+            except BaseException:
+                self.pending.pop(call_id, None)
+                raise
+        return call_id, future
+
+    @property
+    def usable(self) -> bool:
+        """Neither end has closed it: calls may be written on it."""
+        return not self.closed and self._transport is not None and not self._transport.is_closing()
+
+    def forget(self, call_id: int) -> None:
+        self.pending.pop(call_id, None)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    # asyncio.Protocol ------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self._head is not None:
+            data = self._read_head(data)
+            if not data:
+                return
+        try:
+            payloads = self._splitter.feed(data)
+        except KafkaError as err:
+            self._fail(str(err))
+            return
+        for payload in payloads:
+            if not payload:
+                self._transport.write(EMPTY_FRAME)  # type: ignore[union-attr]  # the server's ping
+                continue
+            try:
+                answer = decode_map(payload, "stream answer")
+            except KafkaError as err:
+                self._fail(str(err))
+                return
+            self.last_answer = time.monotonic()
+            call_id = answer.get("id")
+            future = self.pending.pop(call_id, None)  # type: ignore[arg-type]
+            if future is not None:
+                if not future.done():
+                    future.set_result(answer.get("body"))
+            elif call_id == -1 and isinstance(answer.get("body"), dict):
+                self._reason = f"the peer refused a frame: {answer['body'].get('message')}"
+
+    def _read_head(self, data: bytes) -> bytes:
+        """Collect the upgrade answer's head; the bytes after it (frames, after a 101)."""
+        assert self._head is not None
+        self._head += data
+        try:
+            parsed = split_response_head(bytes(self._head))
+        except KafkaError as err:
+            self._fail(err.message)
+            if not self.opened.done():
+                self.opened.set_exception(err)
+            return b""
+        if parsed is None:
+            return b""
+        status, headers, rest = parsed
+        self._head = None
+        if status != 101:
+            self.closed = True  # an answer but not a stream: the caller reads its status and closes
+        if not self.opened.done():
+            self.opened.set_result((status, headers))
+        return rest if status == 101 else b""
+
+    def _fail(self, reason: str) -> None:
+        self._reason = reason
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self._reason = f"{type(exc).__name__}: {exc}"
+        self.closed = True
+        error = KafkaError(f"stream to {self.where} ended: {self._reason}", ErrorCode.NETWORK_EXCEPTION)
+        if not self.opened.done():
+            self.opened.set_exception(error)
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.pending.clear()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(StreamClosed(error.message))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    async def _wait_drained(self) -> None:
+        if self._drained is None:
+            self._drained = self._loop.create_future()
+        await asyncio.shield(self._drained)  # many senders may wait on one drain
