@@ -226,7 +226,7 @@ class HostileClient:
 
     async def _stream(self, session: aiohttp.ClientSession, node: int) -> None:
         host, port = self.nodes[node]
-        stream = await RawStream.open(host, port)
+        stream = await RawStream.open(host, port, timeout_s=REQUEST_TIMEOUT_S)
         try:
             path, body = _forged_raft(self.cluster_id, self.rng, node)
             stream.send_bytes(os.urandom(64))  # garbage where a frame's size should be

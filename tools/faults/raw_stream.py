@@ -7,12 +7,12 @@ the node's own client (protocol/shell/rpc_stream.py) would only ever send well-f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 import cbor2
 
+from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.shell.rpc import STREAM_PATH
 from kraftpy.protocol.stream_frames import (
     EMPTY_FRAME,
@@ -25,7 +25,7 @@ from kraftpy.protocol.stream_frames import (
 from kraftpy.protocol.types import format_address
 
 
-class UpgradeRefused(Exception):
+class UpgradeRefused(ConnectionError):
     """The server answered the upgrade with something other than 101."""
 
     def __init__(self, status: int) -> None:
@@ -42,17 +42,23 @@ class RawStream:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, upgrade: bytes | None = None
+        cls, host: str, port: int, headers: Mapping[str, str] | None = None, *, timeout_s: float = 10.0
     ) -> RawStream:
-        """Connect and upgrade (`upgrade` replaces the whole request, for malformed ones)."""
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(upgrade or upgrade_request(STREAM_PATH, {"Host": format_address(host, port), **(headers or {})}))
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            writer.close()
-            raise
-        parsed = split_response_head(head[:MAX_RESPONSE_HEAD_BYTES])
+        """Connect and upgrade within `timeout_s` (TimeoutError: a paused node accepts and never answers).
+
+        ConnectionError for an answer that is not a 101 (UpgradeRefused) or not HTTP."""
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(upgrade_request(STREAM_PATH, {"Host": format_address(host, port), **(headers or {})}))
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+                parsed = split_response_head(head[:MAX_RESPONSE_HEAD_BYTES])
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, KafkaError) as exc:
+                writer.close()
+                raise ConnectionError(f"no stream upgrade answer: {exc}") from None
+            except BaseException:
+                writer.close()
+                raise
         assert parsed is not None
         status, answer_headers, _ = parsed
         if status != 101:
@@ -86,6 +92,10 @@ class RawStream:
                     self.writer.write(EMPTY_FRAME)
 
     async def close(self) -> None:
+        """Close, and abort after a second if the bytes written cannot leave (an isolated node)."""
         self.writer.close()
-        with contextlib.suppress(ConnectionError):
-            await self.writer.wait_closed()
+        try:
+            async with asyncio.timeout(1.0):
+                await self.writer.wait_closed()
+        except (TimeoutError, ConnectionError):
+            self.writer.transport.abort()
