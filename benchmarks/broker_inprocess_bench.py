@@ -9,8 +9,10 @@ process_time over each round, so it counts the leader's handling and both
 followers' replication, and nothing of another process. Also: one follower
 fetch served at the log end (max_wait_ms 0), the leader's cost per fetch
 answer without waiting. Prints µs per operation, best and median of rounds.
+With --gap-ms the loop sleeps that long after each produce (not timed), as requests
+arrive at a paced rate: what the same request costs after the process was idle.
 
-    python benchmarks/broker_inprocess_bench.py [--requests 2000] [--rounds 5]
+    python benchmarks/broker_inprocess_bench.py [--requests 2000] [--rounds 5] [--gap-ms 2]
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from tests.integration.test_broker_fixtures import BrokerCluster
 TOPIC = "inprocess"
 
 
-async def measure(requests: int, rounds: int, idle_topics: int = 0) -> dict[str, list[float]]:
+async def measure(requests: int, rounds: int, idle_topics: int = 0, gap_ms: float = 0.0) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"produce_us": [], "follower_fetch_us": []}
     with tempfile.TemporaryDirectory(prefix="inprocess-bench-") as tmp:
         async with BrokerCluster(Path(tmp)) as cluster:
@@ -58,6 +60,8 @@ async def measure(requests: int, rounds: int, idle_topics: int = 0) -> dict[str,
                     code = answer["topics"][0]["partitions"][0]["error_code"]
                     if code != 0:
                         raise RuntimeError(f"produce failed: {answer}")
+                    if gap_ms:
+                        await asyncio.sleep(gap_ms / 1000)  # idle between requests, as at a paced rate
                 return (time.process_time() - start) / n * 1e6
 
             await produce_round(200)  # connections and fetch sessions settle first
@@ -84,6 +88,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--idle-topics", type=int, default=0, help="also this many idle 6-partition topics")
+    parser.add_argument("--gap-ms", type=float, default=0.0, help="sleep this long after each produce (not timed)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -91,7 +96,7 @@ def main() -> None:
         uvloop.install()  # as the nodes run
     except ImportError:
         pass
-    results = asyncio.run(measure(args.requests, args.rounds, args.idle_topics))
+    results = asyncio.run(measure(args.requests, args.rounds, args.idle_topics, args.gap_ms))
     print("| operation | best µs CPU | median µs CPU | rounds |")
     print("|---|---|---|---|")
     for name, label in (("produce_us", "acks=all Produce, one record (leader and both followers)"),
