@@ -19,6 +19,7 @@ from typing import Any
 COLOURS = {
     "kraftpy, librdkafka": "#1f77b4",
     "kraftpy, librdkafka, after 1st batch": "#6baed6",
+    "kraftpy, kcat, after 1st batch": "#08519c",
     "kraftpy, own client": "#9ecae1",
     "kraftpy, own client, defaults": "#c6dbef",
     "kraftpy, own client, 256 KiB": "#9ecae1",
@@ -52,6 +53,7 @@ def measures(result: dict[str, Any]) -> list[tuple[str, str, float, dict[str, li
         ("consume 100 B", "records/s", 500_000, {
             "kraftpy, librdkafka": _runs(result, "librdkafka_consume_100B", "records_s"),
             "kraftpy, librdkafka, after 1st batch": _runs(result, "librdkafka_consume_100B", "records_s_after_first"),
+            "kraftpy, kcat, after 1st batch": _runs(result, "kcat_consume_100B", "records_s_after_first"),
             "kraftpy, own client": _runs(result, "kraftpy_consume_100B", "records_per_s"),
             "NATS JetStream, Go": _nats(result, "consume_100B", "msgs_s"),
         }),
@@ -112,6 +114,16 @@ def report_html(result: dict[str, Any]) -> str:
                 )
         charts.append(f"<h2>{html.escape(title)} ({html.escape(unit)})</h2>{bar_chart(unit, target, series)}")
     out.append("</table>")
+    consumes = [r.get("librdkafka_consume_100B", {}) for r in result["runs"]]
+    split = [c for c in consumes if "client_cores" in c]
+    if split:
+        brokers = statistics.median(c["broker_cores"] for c in split)
+        client = statistics.median(c["client_cores"] for c in split)
+        out.append(
+            f"<p>While confluent-kafka consumed, the three brokers used {brokers:.2f} cores and the client "
+            f"{client:.2f} (medians): its Python layer, one object per record, limits that row; kcat "
+            "(librdkafka in C) reads the same records.</p>"
+        )
     paced = result.get("paced_100B")
     if paced:
         out.append(
