@@ -213,6 +213,7 @@ class NodeConfig:
             stream_max_in_flight_calls=self.rpc_stream_max_in_flight_calls,
             stream_max_queued_answer_bytes=self.rpc_stream_max_queued_answer_bytes,
             max_body_items=self.rpc_max_body_items,
+            queued_max_request_bytes=self.queued_max_request_bytes,
             listeners_sharing_fds=1 + len(self.kafka_listeners()),
         )
 

@@ -68,6 +68,13 @@ class FrameSplitter:
     def buffered_bytes(self) -> int:
         return len(self._buffer)
 
+    @property
+    def pending_frame_bytes(self) -> int | None:
+        """The size of the frame whose header has arrived and whose payload has not, if any."""
+        if len(self._buffer) < FRAME_HEADER_BYTES:
+            return None
+        return int.from_bytes(self._buffer[:FRAME_HEADER_BYTES], "big")
+
 
 def upgrade_request(path: str, headers: Mapping[str, str]) -> bytes:
     """The HTTP/1.1 request a client opens its stream with (`headers` include Host)."""

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from kraftpy.protocol.auth import PROOF_HEADER
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.byte_budget import ByteBudget
 from kraftpy.protocol.shell.rpc_calls import (
     Handler,
     decode_body,
@@ -29,7 +30,7 @@ from kraftpy.protocol.shell.rpc_calls import (
     internal_error,
     run_handler,
 )
-from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.protocol.shell.rpc_limits import INLINE_DECODE_BYTES, ListenerLimits
 from kraftpy.protocol.shell.rpc_stream import ServedStream, StreamConnection
 from kraftpy.protocol.stream_frames import UPGRADE
 from kraftpy.protocol.types import Address, format_address
@@ -55,13 +56,24 @@ def error_response(err: KafkaError) -> web.Response:
 
 def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def route(request: web.Request) -> web.Response:
-        data = await request.read()  # too large: aiohttp raises, error_middleware answers
+        # A large body holds its size in the listener's budget before it is read (chunked: the most
+        # it may be), so connections sending large bodies slowly cannot take the node's memory.
+        size = request.content_length if request.content_length is not None else request.app[_STREAM_MAX_BYTES]
+        held = size if request.can_read_body and size > INLINE_DECODE_BYTES else 0
+        budget = request.app[_BUDGET]
+        if held:
+            await budget.acquire(held)
         try:
-            body = await decode_body(data, request.app[_LIMITS].max_body_items)
-        except KafkaError as err:
-            return error_response(err)
-        out, status = await run_handler(handler, body, request.path)
-        return _response(out, status)
+            data = await request.read()  # too large: aiohttp raises, error_middleware answers
+            try:
+                body = await decode_body(data, request.app[_LIMITS].max_body_items)
+            except KafkaError as err:
+                return error_response(err)
+            out, status = await run_handler(handler, body, request.path)
+            return _response(out, status)
+        finally:
+            if held:
+                budget.release(held)
 
     route.__name__ = getattr(handler, "__name__", "route")
     return route
@@ -91,6 +103,7 @@ _STREAM_ROUTES = web.AppKey("rpc_stream_routes", dict)
 _STREAM_SOCKETS = web.AppKey("rpc_stream_sockets", weakref.WeakSet)
 _STREAM_MAX_BYTES = web.AppKey("rpc_stream_max_bytes", int)
 _LIMITS = web.AppKey("rpc_listener_limits", ListenerLimits)
+_BUDGET = web.AppKey("rpc_request_bytes", ByteBudget)
 _AUTH = web.AppKey("rpc_auth", object)
 STREAM_AUTH_HEADERS = web.RequestKey("rpc_stream_auth_headers", dict)  # set by rpc_auth: the upgrade's proof
 
@@ -108,6 +121,7 @@ def make_app(
     middlewares: list[Any] = [error_middleware] if auth is None else [error_middleware, auth.middleware]
     app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
     app[_LIMITS] = limits or ListenerLimits()
+    app[_BUDGET] = ByteBudget(app[_LIMITS].queued_max_request_bytes)
     if auth is not None:
         app[_AUTH] = auth
     app[_STREAM_ROUTES] = {}
@@ -155,6 +169,7 @@ async def _serve_stream(request: web.Request) -> web.StreamResponse:
         app[_LIMITS],
         app[_STREAM_MAX_BYTES],
         contextvars.copy_context(),
+        app[_BUDGET],
     )
     # Before the 101 leaves: every byte after it is the stream's, never the HTTP parser's.
     request.protocol.set_parser(stream)  # type: ignore[arg-type]

@@ -35,6 +35,9 @@ class ListenerLimits:
     # A stream quiet this long is pinged, and closed when nothing comes back within half of it (half-open).
     stream_heartbeat_ms: int = 30_000
     max_body_items: int = 200_000
+    # Bytes of large requests held at once over all connections (stream frames and HTTP bodies over
+    # INLINE_DECODE_BYTES, from their size on): the Kafka listeners' queued.max.request.bytes.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
     # Listeners of the process that share its descriptors (this one and its Kafka listeners).
     listeners_sharing_fds: int = 1
 

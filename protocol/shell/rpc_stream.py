@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell.byte_budget import ByteBudget
 from kraftpy.protocol.shell.rpc_calls import Handler, decode_map, encode, run_handler
 from kraftpy.protocol.shell.rpc_limits import (
     INLINE_DECODE_BYTES,
@@ -62,6 +63,11 @@ class ServedStream:
     bytes not yet written are over their bounds, no call starts and nothing is read (TCP
     backpressure slows the peer). A stream without a call for connections_max_idle_ms is closed,
     and so is one quiet for stream_heartbeat_ms that answers no ping within half of it.
+
+    A frame over INLINE_DECODE_BYTES holds its size in the listener's ByteBudget from the moment
+    its header is read until its call ends; when the budget is spent, the connection reads nothing
+    more until bytes are freed, so many connections each sending part of a large frame hold at
+    most queued_max_request_bytes between them.
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class ServedStream:
         limits: ListenerLimits,
         max_frame_bytes: int,
         context: contextvars.Context,
+        budget: ByteBudget,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._transport = transport
@@ -82,6 +89,9 @@ class ServedStream:
         self._max_body_items = limits.max_body_items
         self._context = context  # the upgrade's (rpc_auth's caller); each call task runs in a copy
         self._splitter = FrameSplitter(max_frame_bytes)
+        self._budget = budget  # the listener's, for frames over INLINE_DECODE_BYTES (queued_max_request_bytes)
+        self._pending_held = 0  # bytes held for the frame being read, from its header on
+        self._awaiting_budget = False  # that frame waits for bytes to be freed: nothing is read meanwhile
         self.gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
         self._idle = IdleTimer(self._loop, limits.connections_max_idle_ms / 1000, lambda: self.close("idle stream"))
         self._backlog: deque[bytes] = deque()  # frames read, not yet started
@@ -105,9 +115,38 @@ class ServedStream:
             return False, b""
         if payloads:
             self._last_frame_s = self._loop.time()
+            for i, payload in enumerate(payloads):
+                if len(payload) > INLINE_DECODE_BYTES:
+                    if i == 0 and self._pending_held:
+                        self._pending_held = 0  # the frame held from its header on: its call holds it now
+                    else:
+                        self._budget.add(len(payload))  # arrived whole in one read: already in memory
             self._backlog.extend(payloads)
+        self._hold_pending()
+        if payloads:
             self._start_calls()
         return False, b""
+
+    def _hold_pending(self) -> None:
+        """Hold the budget for a large frame whose header has come, or stop reading until it can."""
+        pending = self._splitter.pending_frame_bytes
+        if pending is None or pending <= INLINE_DECODE_BYTES or self._pending_held or self._awaiting_budget:
+            return
+        if self._budget.try_acquire(pending):
+            self._pending_held = pending
+            return
+        self._awaiting_budget = True
+        self._pause_reading()
+        self._spawn(self._wait_for_budget(pending))
+
+    async def _wait_for_budget(self, size: int) -> None:
+        await self._budget.acquire(size)
+        self._awaiting_budget = False
+        if self.closed:
+            self._budget.release(size)
+            return
+        self._pending_held = size
+        self._start_calls()  # reads on unless calls wait for room
 
     def feed_eof(self) -> None:
         """The connection is gone: calls already read still start (a handler changes state before its
@@ -118,6 +157,9 @@ class ServedStream:
         self.closed = True
         self._idle.cancel()
         self._heartbeat.cancel()
+        if self._pending_held:
+            self._budget.release(self._pending_held)  # the frame will never be whole
+            self._pending_held = 0
         self._start_calls()
         if not self._counting:
             self._loop.call_soon(self._cancel_calls)
@@ -139,7 +181,7 @@ class ServedStream:
                 self._counting = True
                 self._spawn(self._count_then_start(payload))
                 break
-            self._start(payload)
+            self._start(payload, 0)
         if self.closed:
             return
         if backlog or self._counting:
@@ -153,25 +195,28 @@ class ServedStream:
             await check_body_items(payload, self._max_body_items, "stream frame")  # off the loop
         except KafkaError as err:
             data = err
+        except BaseException:
+            self._budget.release(len(payload))  # never handed to a call
+            raise
         finally:
             self._counting = False
-        self._start(data)
+        self._start(data, len(payload))
         self._start_calls()
         if self.closed and not self._counting:
             self._loop.call_soon(self._cancel_calls)
 
-    def _start(self, data: bytes | KafkaError) -> None:
+    def _start(self, data: bytes | KafkaError, held_bytes: int) -> None:
         self.gate.call_started()
         call_id, call = _read_call(self._routes, data)
-        self._spawn(self._answer(call_id, call))
+        self._spawn(self._answer(call_id, call, held_bytes))
 
     def _spawn(self, coro: Any) -> None:
         task = self._loop.create_task(coro, context=self._context.copy())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, call_id: int, call: Call | KafkaError) -> None:
-        """Run one call and write its answer (or its error) on the stream."""
+    async def _answer(self, call_id: int, call: Call | KafkaError, held_bytes: int) -> None:
+        """Run one call and write its answer (or its error) on the stream; then free its frame's bytes."""
         try:
             if isinstance(call, KafkaError):
                 out = call.to_dict()
@@ -179,6 +224,8 @@ class ServedStream:
                 out, _status = await run_handler(*call, "a stream call")
             await self._write(encode({"id": call_id, "body": out}))
         finally:
+            if held_bytes:
+                self._budget.release(held_bytes)
             self.gate.call_finished()
             self._room_changed()
 
@@ -215,7 +262,7 @@ class ServedStream:
             self._transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self._reading_paused and not self._transport.is_closing():
+        if self._reading_paused and not self._awaiting_budget and not self._transport.is_closing():
             self._reading_paused = False
             self._transport.resume_reading()
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
+from kraftpy.protocol.shell.byte_budget import ByteBudget
 from kraftpy.protocol.shell.rpc_limits import fd_capped_connections
 
 log = logging.getLogger(__name__)
@@ -58,57 +59,6 @@ class KafkaApis(Protocol):
         ...
 
 
-class _ByteBudget:
-    """The bytes of request frames held, over all connections (Kafka's queued.max.request.bytes).
-
-    First come, first served: a large frame waiting is not overtaken by small ones.
-    """
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self.held_bytes = 0
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-
-    def _fits(self, size: int) -> bool:
-        return self.held_bytes == 0 or self.held_bytes + size <= self.limit_bytes
-
-    async def acquire(self, size: int) -> None:
-        if not self._waiters and self._fits(size):
-            self.held_bytes += size
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (size, future)
-        self._waiters.append(entry)
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.release(size)  # granted just as we were cancelled: give it back
-            else:
-                # Cancelled while waiting; `_grant` may have dropped the entry already. Whoever
-                # waited behind it may fit now.
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(entry)
-                self._grant()
-            raise
-
-    def release(self, size: int) -> None:
-        self.held_bytes -= size
-        self._grant()
-
-    def _grant(self) -> None:
-        while self._waiters:
-            size, future = self._waiters[0]
-            if future.done():  # its task was cancelled this tick; its except clause has not run yet
-                self._waiters.popleft()
-                continue
-            if not self._fits(size):
-                return
-            self._waiters.popleft()
-            self.held_bytes += size
-            future.set_result(None)
-
-
 class KafkaListener:
     """One listener (`PLAINTEXT://host:port`) serving `apis` until stopped."""
 
@@ -120,7 +70,7 @@ class KafkaListener:
         self.limits = limits
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
-        self._budget = _ByteBudget(limits.queued_max_request_bytes)
+        self._budget = ByteBudget(limits.queued_max_request_bytes)
         self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
         self.connections_idle_closed = 0  # closed after connections_max_idle_ms with nothing in flight

@@ -25,7 +25,8 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
-from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext, _ByteBudget
+from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
+from kraftpy.protocol.shell.byte_budget import ByteBudget
 from kraftpy.protocol.shell.rpc_limits import cap_connections
 
 WAIT_S = 10.0
@@ -252,7 +253,7 @@ async def test_a_client_leaving_while_its_frame_waits_for_bytes_frees_its_place(
 
 
 async def test_a_budget_waiter_cancelled_in_the_tick_its_bytes_are_granted_leaks_nothing() -> None:
-    budget = _ByteBudget(100)
+    budget = ByteBudget(100)
     await budget.acquire(100)
     waiter = asyncio.create_task(budget.acquire(50))
     await asyncio.sleep(0)
@@ -268,7 +269,7 @@ async def test_a_budget_waiter_cancelled_in_the_tick_its_bytes_are_granted_leaks
 
 
 async def test_a_cancelled_head_waiter_lets_the_next_waiter_in() -> None:
-    budget = _ByteBudget(100)
+    budget = ByteBudget(100)
     await budget.acquire(80)
     head = asyncio.create_task(budget.acquire(50))
     behind = asyncio.create_task(budget.acquire(10))

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.shell.rpc import CONTENT_TYPE, STREAM_PATH, make_app
+from kraftpy.protocol.shell.rpc import _BUDGET, _STREAM_SOCKETS, CONTENT_TYPE, STREAM_PATH, make_app
 from kraftpy.protocol.shell.rpc_limits import LimitedTCPSite, ListenerLimits, count_items
 from kraftpy.protocol.stream_frames import frame as stream_frame
 from kraftpy.protocol.stream_frames import upgrade_request
@@ -204,4 +204,83 @@ async def test_a_streams_calls_start_in_the_order_they_arrived() -> None:
         assert order == [0, 1, 2]
         await stream.close()
     finally:
+        await runner.cleanup()
+
+
+MIB = 1024 * 1024
+
+
+async def _until(what: str, condition) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while not condition():
+            await asyncio.sleep(0.01)
+    assert condition(), what
+
+
+async def test_large_stream_frames_sent_slowly_hold_at_most_the_listeners_byte_budget() -> None:
+    """Before the budget, every connection could hold a partial frame of up to the body bound (64 MiB
+    by default): a thousand connections sending half a frame each were 32 GB. Now a large frame holds
+    its size from its header on, and a connection whose frame does not fit reads nothing more."""
+    limits = ListenerLimits(queued_max_request_bytes=2 * MIB)
+    runner, _, port = await serve(limits, {"/echo": echo})
+    app = runner.app
+    budget = app[_BUDGET]
+    pad = b"p" * (3 * MIB // 2)
+    payload = cbor2.dumps({"id": 1, "path": "/echo", "body": {"value": 1, "pad": pad}})
+    framed = stream_frame(payload)
+    first, second = await RawStream.open("127.0.0.1", port), await RawStream.open("127.0.0.1", port)
+    try:
+        first.send_bytes(framed[: MIB // 2])  # the header and part of the payload
+        await _until("the first frame's bytes to be held", lambda: budget.held_bytes == len(payload))
+        second.send_bytes(framed)  # all of it: the server must not read it while the budget is spent
+        await _until("the second frame to wait for the budget", lambda: budget._waiters)
+        await asyncio.sleep(0.2)
+        waiting = [s for s in app[_STREAM_SOCKETS] if s._awaiting_budget]
+        assert len(waiting) == 1 and waiting[0]._splitter.buffered_bytes < MIB  # not the 1.5 MiB frame
+        assert budget.held_bytes == len(payload)
+        first.send_bytes(framed[MIB // 2 :])  # the first call runs, ends, frees its bytes; the second goes in
+        assert await first.receive(WAIT_S) == {"id": 1, "body": {"echo": 1, "error_code": 0}}
+        assert await second.receive(WAIT_S) == {"id": 1, "body": {"echo": 1, "error_code": 0}}
+        await _until("every byte to be freed", lambda: budget.held_bytes == 0)
+    finally:
+        await first.close()
+        await second.close()
+        await runner.cleanup()
+
+
+async def test_a_stream_that_leaves_mid_frame_frees_the_frames_bytes() -> None:
+    runner, _, port = await serve(ListenerLimits(queued_max_request_bytes=2 * MIB), {"/echo": echo})
+    budget = runner.app[_BUDGET]
+    try:
+        stream = await RawStream.open("127.0.0.1", port)
+        stream.send_bytes((MIB).to_bytes(4, "big") + b"x" * 1000)
+        await _until("the frame's bytes to be held", lambda: budget.held_bytes == MIB)
+        await stream.close()
+        await _until("the bytes to be freed", lambda: budget.held_bytes == 0)
+    finally:
+        await runner.cleanup()
+
+
+async def test_large_http_bodies_wait_for_the_listeners_byte_budget() -> None:
+    limits = ListenerLimits(queued_max_request_bytes=2 * MIB)
+    runner, _, port = await serve(limits, {"/echo": echo})
+    budget = runner.app[_BUDGET]
+    body = cbor2.dumps({"value": 7, "pad": b"p" * (3 * MIB // 2)})
+    head = f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
+    connections = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    try:
+        (_, w1), (_, w2) = connections
+        w1.write(head.encode() + body[: MIB // 2])
+        await _until("the first body's bytes to be held", lambda: budget.held_bytes == len(body))
+        w2.write(head.encode() + body)
+        await _until("the second body to wait", lambda: budget._waiters)
+        assert budget.held_bytes == len(body)
+        w1.write(body[MIB // 2 :])
+        for reader, _ in connections:
+            answer_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT_S)
+            assert answer_head.startswith(b"HTTP/1.1 200")
+        await _until("every byte to be freed", lambda: budget.held_bytes == 0)
+    finally:
+        for _, writer in connections:
+            writer.close()
         await runner.cleanup()
