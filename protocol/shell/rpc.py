@@ -1,4 +1,6 @@
-"""CBOR request/response over HTTP (aiohttp): the one transport every node API uses.
+"""The internal RPC: CBOR routes served over HTTP (aiohttp) and the per-peer stream, and `RpcClient`.
+
+The stream's two ends are in rpc_stream.py, a call's codec and server pipeline in rpc_calls.py.
 
 Design notes: docs/protocol.md, section "protocol/shell/rpc.py".
 """
