@@ -9,7 +9,7 @@ open descriptors (/proc), and afterwards counts elections (epoch changes) on the
 * control: no attack, the same probe for 10 s (what the machine's load alone does).
 * big-body: `--big-bodies` POSTs of a `--big-mib` MiB CBOR body of empty maps (items, the
   expensive thing to decode) to the leader's /raft/vote.
-* stream-flood: one websocket to the leader's /rpc/stream that sends `--frames` calls (1 KiB each)
+* stream-flood: one stream to the leader's /rpc/stream that sends `--frames` calls (1 KiB each)
   as fast as the node takes them and never looks at an answer (its bytes are read and dropped, as
   a client library would buffer them; `--no-drain` leaves them in the socket); held open 5 s.
 * idle-connections: the target (a follower) gets RLIMIT_NOFILE `--fd-limit`; `--connections`
@@ -32,7 +32,6 @@ import os
 import resource
 import signal
 import socket
-import struct
 import sys
 import tempfile
 import threading
@@ -44,6 +43,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from kraftpy.protocol.errors import KafkaError  # noqa: E402
+from kraftpy.protocol.shell.rpc import STREAM_PATH  # noqa: E402
+from kraftpy.protocol.stream_frames import frame as stream_frame  # noqa: E402
+from kraftpy.protocol.stream_frames import upgrade_request  # noqa: E402
 from tests.integration.raft_procs import ProcCluster  # noqa: E402
 
 SAMPLE_S = 0.05
@@ -156,12 +158,6 @@ async def attack_big_body(cluster: ProcCluster, args: argparse.Namespace) -> dic
     return {"target": "leader", "answers": sorted(set(answers)), **probe.result(), **elections(before, after)}
 
 
-def ws_frame(payload: bytes) -> bytes:
-    size = len(payload)
-    length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack(">H", size)
-    return b"\x82" + length + b"\x00\x00\x00\x00" + payload  # masked with key 0: payload as is
-
-
 def flood_stream(port: int, frames: int, send_timeout_s: float, drain: bool) -> tuple[socket.socket, int]:
     """Send `frames` calls as fast as the node takes them, never looking at an answer. With `drain`
     the socket is still read (and the bytes dropped), as a client library buffering answers its
@@ -169,13 +165,12 @@ def flood_stream(port: int, frames: int, send_timeout_s: float, drain: bool) -> 
     sock = socket.create_connection(("127.0.0.1", port))
     if not drain:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.sendall(
-        b"GET /rpc/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
+    sock.sendall(upgrade_request(STREAM_PATH, {"Host": f"127.0.0.1:{port}"}))
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
+    if b" 101 " not in head.split(b"\r\n")[0]:
+        raise RuntimeError(f"the stream upgrade was refused: {head[:80]!r}")
     if drain:
 
         def drop_answers() -> None:
@@ -185,7 +180,7 @@ def flood_stream(port: int, frames: int, send_timeout_s: float, drain: bool) -> 
 
         threading.Thread(target=drop_answers, daemon=True).start()
     pad = b"\x63pad\x59\x04\x00" + b"p" * 1024  # "pad": 1 KiB of bytes, a field the route ignores
-    frame = ws_frame(b"\xa3\x62id\x01\x64path\x6d/admin/status\x64body\xa1" + pad)
+    frame = stream_frame(b"\xa3\x62id\x01\x64path\x6d/admin/status\x64body\xa1" + pad)
     sock.settimeout(send_timeout_s)
     sent = 0
     with contextlib.suppress(OSError):
