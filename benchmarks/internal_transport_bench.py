@@ -44,6 +44,8 @@ from proc_cpu import cpu_seconds
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from kraftpy.protocol.stream_frames import FrameSplitter, frame  # noqa: E402
+
 ROUTE = "/bench/fetch"
 METADATA = 3
 METADATA_VERSION = 12
@@ -68,25 +70,18 @@ class _Frames(asyncio.Protocol):
 
     def __init__(self, on_frame: Any) -> None:
         self.on_frame = on_frame
-        self.buffer = bytearray()
+        self.splitter = FrameSplitter(1 << 26)  # the stream's own frame cutter
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        while len(buffer) >= 4:
-            size = int.from_bytes(buffer[:4], "big")
-            if len(buffer) < 4 + size:
-                return
-            frame = bytes(buffer[4 : 4 + size])
-            del buffer[: 4 + size]
-            self.on_frame(self, frame)
+        for payload in self.splitter.feed(data):
+            self.on_frame(self, payload)
 
-    def send(self, frame: bytes) -> None:
-        self.transport.write(len(frame).to_bytes(4, "big") + frame)
+    def send(self, payload: bytes) -> None:
+        self.transport.write(frame(payload))
 
 
 def _use_uvloop() -> bool:
