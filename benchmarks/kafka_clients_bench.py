@@ -239,16 +239,21 @@ def consume(bootstrap: str, topic: str, count: int, cpu_seconds: Callable[[], fl
     finally:
         consumer.close()
     end = time.perf_counter()
+    rates = consume_rates(got, counted_from, start, first, end)
+    if cpu_seconds is not None:
+        rates["broker_cores"] = (cpu_seconds() - cpu_start) / rates["seconds"]
+        rates["client_cores"] = (time.process_time() - own_start) / rates["seconds"]
+    return rates
+
+
+def consume_rates(got: int, counted_from: int, start: float, first: float | None, end: float) -> dict:
+    """A consume's two rates: over the whole call, and from the first record (`counted_from` records
+    had come by `first`) to the last."""
     elapsed = end - start
     steady = (got - counted_from) / (end - first) if first is not None and end > first else 0.0
-    cores = {}
-    if cpu_seconds is not None:
-        cores = {"broker_cores": (cpu_seconds() - cpu_start) / elapsed,
-                 "client_cores": (time.process_time() - own_start) / elapsed}  # fmt: skip
     return {
         "records": got, "seconds": elapsed, "records_s": got / elapsed,
         "first_batch_s": (first - start) if first is not None else None, "records_s_after_first": steady,
-        **cores,
     }  # fmt: skip
 
 
@@ -281,12 +286,7 @@ def consume_kcat(bootstrap: str, topic: str, count: int) -> dict:
     finally:
         kcat.kill()
         kcat.wait()
-    elapsed = end - start
-    steady = (got - counted_from) / (end - first) if first is not None and end > first else 0.0
-    return {
-        "records": got, "seconds": elapsed, "records_s": got / elapsed,
-        "first_batch_s": (first - start) if first is not None else None, "records_s_after_first": steady,
-    }  # fmt: skip
+    return consume_rates(got, counted_from, start, first, end)
 
 
 def kraftpy_perf(cluster: Cluster, kind: str, *args: str) -> dict:
