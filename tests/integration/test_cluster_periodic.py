@@ -70,22 +70,35 @@ async def log_start(cluster: LocalCluster, topic: str) -> int:
         return (await consumer.beginning_offsets([tp]))[tp]
 
 
-def segment_bases(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:
-    """Per node, the base offsets of the segment files its replica still has (deleted ones are renamed)."""
+def segment_sizes(cluster: LocalCluster, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """Per node, (base offset, bytes) of the segment files its replica still has (deleted ones are renamed)."""
     layout = cluster.layout()
     return {
-        n.node_id: sorted(int(p.stem) for p in (layout.data_dir(n) / PARTITIONS_DIR / f"{topic}-0").glob("*.log"))
+        n.node_id: sorted(
+            (int(p.stem), p.stat().st_size) for p in (layout.data_dir(n) / PARTITIONS_DIR / f"{topic}-0").glob("*.log")
+        )
         for n in layout.nodes
     }
+
+
+def segment_bases(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:
+    return {node: [base for base, _ in segments] for node, segments in segment_sizes(cluster, topic).items()}
 
 
 def test_retention_by_size_runs_on_the_log_managers_timer(cluster: LocalCluster) -> None:
     create(cluster, "by-size", segment_bytes=2048, retention_bytes=4096)
     asyncio.run(produce(cluster, "by-size", [(None, b"x" * 100)] * 200, linger_ms=0, batch_size=200))
-    # every replica deletes its oldest segments on its own; the log start moves for consumers
+
+    # Every replica deletes its oldest segments on its own timer, and a check that ran while the
+    # records were arriving deleted only part of what it will: wait until no replica has a segment
+    # left that retention would still delete, so the log start no longer moves.
+    def settled(segments: list[tuple[int, int]]) -> bool:
+        sizes = [size for _, size in segments]
+        return bool(segments) and segments[0][0] > 0 and sum(sizes) - sizes[0] < 4096
+
     wait_for(
-        "every replica of by-size deleted segments below the size limit",
-        lambda: all(bases and bases[0] > 0 for bases in segment_bases(cluster, "by-size").values()),
+        "every replica of by-size deleted the segments above the size limit",
+        lambda: all(settled(segments) for segments in segment_sizes(cluster, "by-size").values()),
         timeout_s=60,
     )
     start = asyncio.run(log_start(cluster, "by-size"))
