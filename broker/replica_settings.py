@@ -55,8 +55,11 @@ class ReplicaManagerSettings:
     fetch_purgatory_max_waiting: int = 10_000
     # Period of the replica manager's tick (ISR expiry, AlterPartition retries, produce timeouts).
     replica_tick_interval_ms: int = 100
-    # Timeout of controller calls (AlterPartition, AllocateProducerIds).
+    # Timeout of controller calls (AlterPartition, AllocateProducerIds), and of each attempt of a forwarded one.
     controller_request_timeout_ms: int = 2_000
+    # How long a client's admin request forwarded to the controller keeps trying while the controller
+    # moves, when the request carries no timeout_ms of its own (Kafka: the broker's request.timeout.ms).
+    controller_forward_timeout_ms: int = 30_000
     # The log scrubber (no Kafka twin): every batch of every hosted log is reread and checked (CRC32C,
     # framing, offsets, epochs) at most this fast, one pass after another with this pause between
     # passes; 0 bytes per second turns it off. A corrupt batch takes the replica offline for repair.

@@ -6,9 +6,10 @@ ElectLeaders) to the active controller's existing routes, and answers the rest
 itself: DescribeCluster from its image, DescribeLogDirs from its own logs,
 DeleteRecords on the partitions it leads (waiting for live followers). DescribeConfigs reads the
 controller's values (so a describe after an alter sees it) and labels their
-sources from the image. A request's `timeout_ms` bounds the wait for the
-controller: past it every item is REQUEST_TIMED_OUT (the change may still
-happen, as in Kafka). The translation is in broker/kafka/admin_*.py.
+sources from the image. A controller failover is waited out (the broker's
+ControllerChannel.forward) for the request's `timeout_ms`: past it every item
+is REQUEST_TIMED_OUT (the change may still happen, as in Kafka). The
+translation is in broker/kafka/admin_*.py.
 """
 
 from __future__ import annotations
@@ -39,18 +40,11 @@ DESCRIBE_CLUSTER = 60
 
 
 async def _controller(apis: BrokerApis, route: str, body: Mapping[str, Any] | None, timeout_ms: int = 0) -> Any:
-    """The controller's answer to `route`; None when there is nothing to ask; REQUEST_TIMED_OUT past `timeout_ms`."""
+    """The controller's answer to `route`; None when there is nothing to ask; REQUEST_TIMED_OUT past
+    `timeout_ms` (0: the request has none, the broker's forward timeout bounds it)."""
     if body is None:
         return None
-    call = apis.call_controller(f"/controller/{route}", body)
-    if timeout_ms <= 0:  # no deadline of the client's: the channel's own request timeout bounds the call
-        return await call
-    try:
-        return await asyncio.wait_for(call, timeout_ms / 1000)
-    except TimeoutError:
-        raise KafkaError(
-            f"the controller did not answer within the request's timeout_ms={timeout_ms}", ErrorCode.REQUEST_TIMED_OUT
-        ) from None
+    return await apis.call_controller(f"/controller/{route}", body, timeout_ms)
 
 
 # --- topics -------------------------------------------------------------------------------------------

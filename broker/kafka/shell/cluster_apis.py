@@ -41,8 +41,10 @@ async def handle_metadata(apis: BrokerApis, ctx: RequestContext, request: Metada
 async def auto_create(apis: BrokerApis, names: list[str]) -> list[str]:
     """Ask the controller to create `names` with the cluster's defaults; the names it took or already had."""
     body = {"topics": [{"name": n, "num_partitions": -1, "replication_factor": -1} for n in names]}
+    # A Metadata request waits for this at most one controller request timeout: the client asks again.
+    wait_ms = apis.replica_manager.settings.controller_request_timeout_ms
     try:
-        answer = await apis.call_controller("/controller/create_topics", body)
+        answer = await apis.call_controller("/controller/create_topics", body, wait_ms)
     except KafkaError as exc:
         log.info("auto-creating %s failed: %s", ", ".join(names), exc)
         return []

@@ -77,9 +77,12 @@ class BrokerApis:
         """The broker's request handler `name` (`produce`, `join_group`, ...; ReplicaManager.handlers)."""
         return self.replica_manager.handlers()[name]
 
-    async def call_controller(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Forward to the active controller (Kafka brokers forward admin requests in KRaft)."""
-        return await self.replica_manager.controller_channel.call(path, body)
+    async def call_controller(self, path: str, body: Mapping[str, Any], timeout_ms: int = 0) -> dict[str, Any]:
+        """Forward to the active controller (Kafka brokers forward admin requests in KRaft), waiting out a
+        controller failover for the request's `timeout_ms` (0: the broker's controller_forward_timeout_ms)."""
+        rm = self.replica_manager
+        deadline_ms = timeout_ms if timeout_ms > 0 else rm.settings.controller_forward_timeout_ms
+        return await rm.controller_channel.forward(path, body, deadline_ms)
 
     # --- KafkaApis ------------------------------------------------------------------------------
     async def handle(self, ctx: RequestContext, request: Any) -> Any | None:

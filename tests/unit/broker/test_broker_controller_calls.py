@@ -1,13 +1,18 @@
-"""The broker's calls to the controller: AlterPartition wire format, NOT_CONTROLLER hints, producer-id blocks."""
+"""The broker's calls to the controller: AlterPartition wire format, NOT_CONTROLLER hints, producer-id blocks,
+and a client's forwarded admin request waiting out a controller failover (over real RPC servers)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from kraftpy.broker.replication import AlterPartitionRequest, BrokerState
 from kraftpy.broker.shell.alter_partition_manager import _Item, decode_alter_partition_answer, encode_alter_partition
@@ -15,7 +20,8 @@ from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.metadata.controller import wire
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.types import parse_address
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
+from kraftpy.protocol.types import Address, parse_address
 
 
 class FakeRpc:
@@ -132,3 +138,118 @@ async def test_no_block_means_coordinator_load_in_progress() -> None:
         await manager.generate(200)
     assert raised.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     await manager.stop()
+
+
+# --- forwarding a client's admin request (CreateTopics, ...) across a controller failover ------------------
+
+
+def dead_address() -> Address:
+    """An address nothing listens on: connecting is refused, as to a controller just SIGKILLed."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[:2]
+
+
+@pytest.fixture
+async def controller() -> AsyncIterator[tuple[Address, list[str]]]:
+    """A real RPC server with the controller's create route; each call's path is recorded."""
+    calls: list[str] = []
+    released = asyncio.Event()  # the hanging handler ends with the fixture: the server's cleanup waits for it
+
+    async def create(body: dict[str, Any]) -> dict[str, Any]:
+        calls.append("create")
+        return {"topics": [{"name": body["name"], "error_code": 0}]}
+
+    async def refuse(body: dict[str, Any]) -> dict[str, Any]:
+        calls.append("refuse")
+        raise KafkaError("replication factor 5 > 3 brokers", ErrorCode.INVALID_REPLICATION_FACTOR)
+
+    async def hang(body: dict[str, Any]) -> dict[str, Any]:
+        calls.append("hang")
+        await released.wait()
+        return {}
+
+    runner = web.AppRunner(
+        make_app({"/controller/create_topics": create, "/controller/refuse": refuse, "/controller/hang": hang}),
+        access_log=None,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield ("127.0.0.1", site._server.sockets[0].getsockname()[1]), calls
+    finally:
+        released.set()
+        await runner.cleanup()
+
+
+def provider_after(seconds: float, before: Address | None, after: Address) -> Callable[[], Address | None]:
+    """The broker's view of the active controller: `before` until `seconds` have passed (the metadata
+    quorum has not elected the next one yet), then `after`."""
+    switch_at = time.monotonic() + seconds
+    return lambda: before if time.monotonic() < switch_at else after
+
+
+@pytest.mark.parametrize("before", ["dead", "unknown"])
+async def test_a_forwarded_request_waits_out_the_controller_failover(
+    controller: tuple[Address, list[str]], before: str
+) -> None:
+    """A dead controller's refused connection (NETWORK_EXCEPTION) and no known controller (NOT_CONTROLLER)
+    are both retried until the next controller answers; a plain `call` gives the error to the client."""
+    address, calls = controller
+    rpc = RpcClient(request_timeout_ms=2000)
+    try:
+        old = dead_address() if before == "dead" else None
+        channel = ControllerChannel(rpc, provider_after(0.5, old, address), request_timeout_ms=2000)
+        with pytest.raises(KafkaError) as raised:
+            await channel.call("/controller/create_topics", {"name": "t"})
+        expected = ErrorCode.NETWORK_EXCEPTION if before == "dead" else ErrorCode.NOT_CONTROLLER
+        assert raised.value.code == expected
+        with pytest.raises(KafkaError) as raised:  # a deadline of 0: one attempt, as `call`
+            await channel.forward("/controller/create_topics", {"name": "t"}, 0)
+        assert raised.value.code == expected
+        answer = await channel.forward("/controller/create_topics", {"name": "t"}, 30_000)
+        assert answer["topics"] == [{"name": "t", "error_code": 0}] and calls == ["create"]
+    finally:
+        await rpc.close()
+
+
+async def test_a_forwarded_request_past_its_deadline_is_request_timed_out() -> None:
+    rpc = RpcClient(request_timeout_ms=2000)
+    try:
+        channel = ControllerChannel(rpc, lambda: dead_address(), request_timeout_ms=2000)
+        with pytest.raises(KafkaError) as raised:
+            await asyncio.wait_for(channel.forward("/controller/create_topics", {"name": "t"}, 400), 30)
+        assert raised.value.code == ErrorCode.REQUEST_TIMED_OUT
+        assert "not reachable within 400 ms" in raised.value.message and "connect" in raised.value.message
+    finally:
+        await rpc.close()
+
+
+async def test_a_controllers_refusal_is_answered_at_once(controller: tuple[Address, list[str]]) -> None:
+    """Only a missing controller is waited out: an error the controller itself gives is the client's answer."""
+    address, calls = controller
+    rpc = RpcClient(request_timeout_ms=2000)
+    try:
+        channel = ControllerChannel(rpc, lambda: address, request_timeout_ms=2000)
+        with pytest.raises(KafkaError) as raised:
+            await channel.forward("/controller/refuse", {}, 30_000)
+        assert raised.value.code == ErrorCode.INVALID_REPLICATION_FACTOR and calls == ["refuse"]
+    finally:
+        await rpc.close()
+
+
+async def test_a_controller_that_never_answers_is_bounded_by_the_requests_deadline(
+    controller: tuple[Address, list[str]],
+) -> None:
+    """A partitioned controller: the attempt itself is cut at the request's timeout_ms, not at the channel's
+    (much longer) request timeout; the outer wait_for only turns a hang into a failure."""
+    address, calls = controller
+    rpc = RpcClient(request_timeout_ms=600_000)
+    try:
+        channel = ControllerChannel(rpc, lambda: address, request_timeout_ms=600_000)
+        with pytest.raises(KafkaError) as raised:
+            await asyncio.wait_for(channel.forward("/controller/hang", {}, 200), 30)
+        assert raised.value.code == ErrorCode.REQUEST_TIMED_OUT and calls == ["hang"]
+    finally:
+        await rpc.close()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiohttp import web
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeLogDirsRequest
 from kafka.protocol.admin.configs import (
     AlterConfigsRequest,
@@ -31,6 +33,9 @@ from kafka.protocol.admin.topics import (
 from kraftpy.broker.kafka import admin_cluster, admin_configs, admin_topics
 from kraftpy.broker.kafka.admin_configs import BROKER, TOPIC, ConfigSource
 from kraftpy.broker.kafka.shell import admin_apis
+from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
+from kraftpy.broker.shell.controller_channel import ControllerChannel
 from kraftpy.metadata.controller import config_control, replication_control, wire
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.image.metadata_delta import apply_records
@@ -47,6 +52,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from kraftpy.protocol.kafka.shell.listener import RequestContext
+from kraftpy.protocol.shell.rpc import RpcClient, make_app
 
 TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
 
@@ -606,24 +612,42 @@ def test_every_error_response_encodes_at_every_version(api_key: int) -> None:
         response_through_codec(api_key, version, response)
 
 
-class _SlowController:
-    """What a handler uses of BrokerApis when the controller never answers (a partitioned controller)."""
+def _broker_apis_forwarding_to(controller: tuple[str, int], rpc: RpcClient) -> BrokerApis:
+    """The dispatcher of a broker whose controller channel leads to `controller` over a real RPC client,
+    with a channel request timeout far longer than any test: only the request's own deadline can end a wait."""
+    channel = ControllerChannel(rpc, lambda: controller, request_timeout_ms=600_000)
+    replica_manager = SimpleNamespace(settings=ReplicaManagerSettings(), controller_channel=channel)
+    broker = SimpleNamespace(
+        node=SimpleNamespace(config=SimpleNamespace(node_id=1), cluster_id="c"),
+        metadata=SimpleNamespace(image=image()),
+        replica_manager=replica_manager,
+    )
+    return BrokerApis(broker)
 
-    broker_id = 1
 
-    def image(self) -> MetadataImage:
-        return image()
+async def test_the_requests_timeout_bounds_the_wait_for_a_controller_that_never_answers() -> None:
+    """A partitioned controller: CreateTopics with timeout_ms 50 is REQUEST_TIMED_OUT, through the real
+    dispatcher, channel and RPC (the outer wait_for only turns a hang into a failure)."""
+    released = asyncio.Event()
 
-    async def call_controller(self, path: str, body: Any) -> dict[str, Any]:
-        await asyncio.sleep(3600)
-        raise AssertionError("unreachable")
+    async def hang(body: dict[str, Any]) -> dict[str, Any]:
+        await released.wait()
+        return {}
 
-
-def test_the_requests_timeout_bounds_the_wait_for_the_controller() -> None:
-    request = through_codec(admin_apis.CREATE_TOPICS, 7, create_request())
-    request.timeout_ms = 50
-    ctx = RequestContext(RequestHeader(admin_apis.CREATE_TOPICS, 7, 1, "t"), "PLAINTEXT", "127.0.0.1", 1)
-    with pytest.raises(KafkaError) as info:
-        # Bounded here too: without the handler's own bound this fails instead of hanging.
-        asyncio.run(asyncio.wait_for(admin_apis.handle_create_topics(_SlowController(), ctx, request), 10))  # type: ignore[arg-type]
-    assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
+    runner = web.AppRunner(make_app({"/controller/create_topics": hang}), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    rpc = RpcClient(request_timeout_ms=600_000)
+    try:
+        apis = _broker_apis_forwarding_to(("127.0.0.1", site._server.sockets[0].getsockname()[1]), rpc)
+        request = through_codec(admin_apis.CREATE_TOPICS, 7, create_request())
+        request.timeout_ms = 50
+        ctx = RequestContext(RequestHeader(admin_apis.CREATE_TOPICS, 7, 1, "t"), "PLAINTEXT", "127.0.0.1", 1)
+        with pytest.raises(KafkaError) as info:
+            await asyncio.wait_for(admin_apis.handle_create_topics(apis, ctx, request), 30)
+        assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        released.set()
+        await rpc.close()
+        await runner.cleanup()

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
+from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.requests import (
     BrokerRegistrationRequest,
@@ -51,7 +52,8 @@ class ScriptedBroker:
         self.replica_manager = self
         self.metadata = self
         # Forwarded admin requests, scripted under their controller path ("/controller/create_topics").
-        self.controller_channel = SimpleNamespace(call=self.answer)
+        self.controller_channel = SimpleNamespace(forward=lambda path, body, timeout_ms: self.answer(path, body))
+        self.settings = ReplicaManagerSettings()
         self.listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, BrokerApis(self), KafkaListenerLimits())
 
     @property
