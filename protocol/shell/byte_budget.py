@@ -10,6 +10,17 @@ import asyncio
 import contextlib
 from collections import deque
 
+# Frames up to this size never wait for the budget: what they hold is bounded by connections x
+# requests in flight instead, so a client's small requests (Metadata, a heartbeat, a fetch, a
+# commit) are never stalled behind connections that reserved the whole budget for large frames
+# they then send slowly.
+SMALL_FRAME_BYTES = 16 * 1024
+
+
+def budgeted_bytes(frame_bytes: int) -> int:
+    """What a frame of `frame_bytes` holds of its listener's budget: all of it, or 0 when small."""
+    return frame_bytes if frame_bytes > SMALL_FRAME_BYTES else 0
+
 
 class ByteBudget:
     """The bytes of request frames held, over all connections of a listener (Kafka's

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from kraftpy.protocol.auth import PROOF_HEADER
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.byte_budget import ByteBudget
+from kraftpy.protocol.shell.byte_budget import ByteBudget, budgeted_bytes
 from kraftpy.protocol.shell.rpc_calls import (
     Handler,
     decode_body,
@@ -32,7 +32,7 @@ from kraftpy.protocol.shell.rpc_calls import (
     internal_error,
     run_handler,
 )
-from kraftpy.protocol.shell.rpc_limits import INLINE_DECODE_BYTES, ListenerLimits
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
 from kraftpy.protocol.shell.rpc_stream import ServedStream, StreamConnection
 from kraftpy.protocol.stream_frames import UPGRADE
 from kraftpy.protocol.types import Address, format_address
@@ -61,7 +61,7 @@ def wrap_handler(handler: Handler) -> Callable[[web.Request], Awaitable[web.Resp
         # A large body holds its size in the listener's budget before it is read (chunked: the most
         # it may be), so connections sending large bodies slowly cannot take the node's memory.
         size = request.content_length if request.content_length is not None else request.app[_STREAM_MAX_BYTES]
-        held = size if request.can_read_body and size > INLINE_DECODE_BYTES else 0
+        held = budgeted_bytes(size) if request.can_read_body else 0
         budget = request.app[_BUDGET]
         if held:
             await budget.acquire(held)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.byte_budget import ByteBudget
+from kraftpy.protocol.shell.byte_budget import ByteBudget, budgeted_bytes
 from kraftpy.protocol.shell.rpc_calls import Handler, decode_map, encode, run_handler
 from kraftpy.protocol.shell.rpc_limits import (
     INLINE_DECODE_BYTES,
@@ -64,7 +64,7 @@ class ServedStream:
     backpressure slows the peer). A stream without a call for connections_max_idle_ms is closed,
     and so is one quiet for stream_heartbeat_ms that answers no ping within half of it.
 
-    A frame over INLINE_DECODE_BYTES holds its size in the listener's ByteBudget from the moment
+    A frame over SMALL_FRAME_BYTES holds its size in the listener's ByteBudget from the moment
     its header is read until its call ends; when the budget is spent, the connection reads nothing
     more until bytes are freed, so many connections each sending part of a large frame hold at
     most queued_max_request_bytes between them.
@@ -89,7 +89,7 @@ class ServedStream:
         self._max_body_items = limits.max_body_items
         self._context = context  # the upgrade's (rpc_auth's caller); each call task runs in a copy
         self._splitter = FrameSplitter(max_frame_bytes)
-        self._budget = budget  # the listener's, for frames over INLINE_DECODE_BYTES (queued_max_request_bytes)
+        self._budget = budget  # the listener's, for frames over SMALL_FRAME_BYTES (queued_max_request_bytes)
         self._pending_held = 0  # bytes held for the frame being read, from its header on
         self._awaiting_budget = False  # that frame waits for bytes to be freed: nothing is read meanwhile
         self.gate = StreamGate(limits.stream_max_in_flight_calls, limits.stream_max_queued_answer_bytes)
@@ -116,7 +116,7 @@ class ServedStream:
         if payloads:
             self._last_frame_s = self._loop.time()
             for i, payload in enumerate(payloads):
-                if len(payload) > INLINE_DECODE_BYTES:
+                if budgeted_bytes(len(payload)):
                     if i == 0 and self._pending_held:
                         self._pending_held = 0  # the frame held from its header on: its call holds it now
                     else:
@@ -130,7 +130,7 @@ class ServedStream:
     def _hold_pending(self) -> None:
         """Hold the budget for a large frame whose header has come, or stop reading until it can."""
         pending = self._splitter.pending_frame_bytes
-        if pending is None or pending <= INLINE_DECODE_BYTES or self._pending_held or self._awaiting_budget:
+        if pending is None or not budgeted_bytes(pending) or self._pending_held or self._awaiting_budget:
             return
         if self._budget.try_acquire(pending):
             self._pending_held = pending

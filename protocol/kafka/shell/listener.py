@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
-from kraftpy.protocol.shell.byte_budget import ByteBudget
+from kraftpy.protocol.shell.byte_budget import ByteBudget, budgeted_bytes
 from kraftpy.protocol.shell.rpc_limits import fd_capped_connections
 
 log = logging.getLogger(__name__)
@@ -190,17 +190,19 @@ class _Connection:
             except KafkaError as exc:
                 self._refuse(exc)
                 return
-            await self.listener._budget.acquire(size)
+            held = budgeted_bytes(size)
+            if held:
+                await self.listener._budget.acquire(held)
             try:
                 async with asyncio.timeout(idle_s):
                     frame = await self.reader.readexactly(size)
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-                self.listener._budget.release(size)
+                self.listener._budget.release(held)
                 return
             try:
                 header, request = decode_request(frame)
             except KafkaError as exc:
-                self.listener._budget.release(size)
+                self.listener._budget.release(held)
                 answer = self.listener.apis.answer_undecodable(exc)
                 if answer is None:
                     self._refuse(exc)
@@ -212,7 +214,7 @@ class _Connection:
             ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
             # Created in arrival order, the handlers start in arrival order: a producer's batches reach
             # the log in the order it sent them.
-            self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), size)
+            self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), held)
 
     async def _read_head(self, idle_s: float) -> bytes | None:
         """The next size prefix; None when the connection was idle for idle_s with nothing in flight."""

@@ -26,7 +26,7 @@ from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
-from kraftpy.protocol.shell.byte_budget import ByteBudget
+from kraftpy.protocol.shell.byte_budget import SMALL_FRAME_BYTES, ByteBudget
 from kraftpy.protocol.shell.rpc_limits import cap_connections
 
 WAIT_S = 10.0
@@ -189,12 +189,21 @@ async def test_max_in_flight_requests_bounds_the_requests_read_from_a_connection
 # --- queued_max_request_bytes ----------------------------------------------------------------------------
 
 
+# Frames over SMALL_FRAME_BYTES hold the budget; smaller ones never wait for it.
+BIG_PAD = SMALL_FRAME_BYTES + 2_000
+MID_PAD = SMALL_FRAME_BYTES + 500
+
+
+def _payload_bytes(frame: bytes) -> int:
+    return len(frame) - 4
+
+
 async def test_a_frame_waits_for_the_byte_budget_and_goes_in_when_bytes_are_freed(served) -> None:
-    frame_bytes = len(_frame(0, pad=600)) - 4
+    frame_bytes = _payload_bytes(_frame(0, pad=BIG_PAD))
     apis = GatedApis(gated=True)
-    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=2 * frame_bytes + 100)
+    listener = await served(apis, socket_request_max_bytes=frame_bytes, queued_max_request_bytes=2 * frame_bytes + 100)
     client = await Client.connect(listener.port)
-    await client.send(*(_frame(cid, pad=600) for cid in range(3)))
+    await client.send(*(_frame(cid, pad=BIG_PAD) for cid in range(3)))
     await _until("2 handlers to start", lambda: len(apis.started) == 2)
     await asyncio.sleep(SETTLE_S)
     assert apis.started == [0, 1]
@@ -209,38 +218,43 @@ async def test_a_frame_waits_for_the_byte_budget_and_goes_in_when_bytes_are_free
 
 
 async def test_the_byte_budget_is_first_come_first_served_across_connections(served) -> None:
-    big, small = _frame(1, pad=900), _frame(3, pad=10)
-    big_bytes = len(big) - 4
+    big, mid = _frame(1, pad=BIG_PAD), _frame(3, pad=MID_PAD)
+    big_bytes = _payload_bytes(big)
     apis = GatedApis(gated=True)
-    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=big_bytes + 300)
-    holder, waiting_big, late_small = [await Client.connect(listener.port) for _ in range(3)]
+    listener = await served(
+        apis, socket_request_max_bytes=big_bytes, queued_max_request_bytes=big_bytes + _payload_bytes(mid)
+    )
+    holder, waiting_big, late_mid = [await Client.connect(listener.port) for _ in range(3)]
     await holder.send(big)
     await _until("the first big frame to be held", lambda: apis.started == [1])
-    await waiting_big.send(_frame(2, pad=900))
+    await waiting_big.send(_frame(2, pad=BIG_PAD))
     await _until("the second big frame to wait", lambda: listener._budget._waiters)
-    await late_small.send(small)  # it would fit, but the big one came first
+    await late_mid.send(mid)  # it would fit, but the big one came first
     await asyncio.sleep(SETTLE_S)
     assert apis.started == [1]
     apis.release(1, 2, 3)
     assert await holder.read_cid() == 1
     assert await waiting_big.read_cid() == 2
-    assert await late_small.read_cid() == 3
+    assert await late_mid.read_cid() == 3
     assert apis.started == [1, 2, 3]
-    for client in (holder, waiting_big, late_small):
+    for client in (holder, waiting_big, late_mid):
         await client.close()
     await _left_nothing(listener)
 
 
 async def test_a_client_leaving_while_its_frame_waits_for_bytes_frees_its_place(served) -> None:
-    frame_bytes = len(_frame(0, pad=900)) - 4
+    big, mid = _frame(1, pad=BIG_PAD), _frame(3, pad=MID_PAD)
+    frame_bytes = _payload_bytes(big)
     apis = GatedApis(gated=True)
-    listener = await served(apis, socket_request_max_bytes=1024, queued_max_request_bytes=frame_bytes + 300)
+    listener = await served(
+        apis, socket_request_max_bytes=frame_bytes, queued_max_request_bytes=frame_bytes + _payload_bytes(mid)
+    )
     holder, leaver, other = [await Client.connect(listener.port) for _ in range(3)]
-    await holder.send(_frame(1, pad=900))
+    await holder.send(big)
     await _until("the first frame to be held", lambda: apis.started == [1])
-    await leaver.send(_frame(2, pad=900)[:100])  # it leaves before sending the whole frame
+    await leaver.send(_frame(2, pad=BIG_PAD)[:100])  # it leaves before sending the whole frame
     await _until("the leaver's frame to wait", lambda: listener._budget._waiters)
-    await other.send(_frame(3, pad=10))  # behind the leaver
+    await other.send(mid)  # behind the leaver
     await leaver.close()
     apis.release(1, 3)
     assert await holder.read_cid() == 1
@@ -249,6 +263,32 @@ async def test_a_client_leaving_while_its_frame_waits_for_bytes_frees_its_place(
     assert apis.started == [1, 3]
     await holder.close()
     await other.close()
+    await _left_nothing(listener)
+
+
+async def test_small_requests_are_served_while_slow_senders_hold_the_whole_budget(served) -> None:
+    """An attacker on the machine sends the size of a large frame and then trickles its bytes: its
+    connections reserve the whole budget for up to connections_max_idle_ms. Small requests (Metadata,
+    heartbeats, fetches, commits) go on being answered; only large frames wait, and get in once the
+    budget is freed."""
+    big = _frame(1, pad=BIG_PAD)
+    frame_bytes = _payload_bytes(big)
+    apis = GatedApis()
+    listener = await served(apis, socket_request_max_bytes=frame_bytes, queued_max_request_bytes=2 * frame_bytes)
+    tricklers = [await Client.connect(listener.port) for _ in range(2)]
+    for cid, trickler in enumerate(tricklers, start=10):
+        await trickler.send(_frame(cid, pad=BIG_PAD)[:50])
+    await _until("the tricklers to hold the whole budget", lambda: listener._budget.held_bytes == 2 * frame_bytes)
+    large, small = await Client.connect(listener.port), await Client.connect(listener.port)
+    await large.send(big)
+    await _until("the large frame to wait", lambda: listener._budget._waiters)
+    await small.send(*(_frame(cid, pad=1_000) for cid in range(20, 25)))
+    assert [await small.read_cid() for _ in range(5)] == list(range(20, 25))
+    assert 1 not in apis.started
+    await tricklers[0].close()
+    assert await large.read_cid() == 1
+    for client in (tricklers[1], large, small):
+        await client.close()
     await _left_nothing(listener)
 
 
@@ -314,8 +354,9 @@ async def test_an_idle_connection_is_closed_after_connections_max_idle_ms(served
 async def test_a_size_prefix_then_silence_is_closed_after_the_idle_time(served) -> None:
     listener = await served(GatedApis(), connections_max_idle_ms=300)
     client = await Client.connect(listener.port)
-    await client.send(struct.pack(">i", 500) + b"\x00" * 10)
-    await _until("the frame's bytes to be held", lambda: listener._budget.held_bytes == 500)
+    size = SMALL_FRAME_BYTES + 500  # a frame that holds the budget: the close frees it
+    await client.send(struct.pack(">i", size) + b"\x00" * 10)
+    await _until("the frame's bytes to be held", lambda: listener._budget.held_bytes == size)
     assert await client.closed_by_server()
     await _left_nothing(listener)
 
@@ -359,7 +400,7 @@ async def test_connections_beyond_max_connections_are_refused(served) -> None:
 async def test_a_client_leaving_mid_frame_leaves_nothing_behind(served) -> None:
     listener = await served(GatedApis())
     client = await Client.connect(listener.port)
-    await client.send(_frame(1)[:9])  # the size prefix and part of the header
+    await client.send(_frame(1, pad=BIG_PAD)[:9])  # the size prefix and part of the header
     await _until("the frame's bytes to be held", lambda: listener._budget.held_bytes > 0)
     await client.close()
     await _left_nothing(listener)
