@@ -114,6 +114,8 @@ async def _serve(ready: Any, stop: Any) -> None:
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=9092 + i) for i in (1, 2)]
 
     class Apis:
+        one_at_a_time_api_keys: frozenset[int] = frozenset()
+
         async def handle(self, ctx: RequestContext, request: Any) -> Any:
             if ctx.header.api_key == 18:
                 from kraftpy.broker.kafka.api_versions import api_versions_answer

@@ -30,6 +30,8 @@ _BROKERS = [MetadataResponse.MetadataResponseBroker(node_id=i, host="127.0.0.1",
 
 
 class InstantApis:
+    one_at_a_time_api_keys: frozenset[int] = frozenset()
+
     async def handle(self, ctx: RequestContext, request: Any) -> Any:
         if ctx.header.api_key == 18:
             return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)

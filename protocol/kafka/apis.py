@@ -66,6 +66,7 @@ _RANGES = (
 SUPPORTED_APIS: dict[int, ApiRange] = {r.api_key: r for r in _RANGES}
 
 PRODUCE = 0
+FETCH = 1
 API_VERSIONS = 18
 # Produce versions below Kafka 4's floor: decoded and answered, always with UNSUPPORTED_VERSION.
 PRODUCE_REFUSED_BELOW = 3

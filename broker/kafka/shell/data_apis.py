@@ -24,13 +24,12 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 from kraftpy.broker.kafka import fetch, offsets, produce, producers
 from kraftpy.broker.kafka.shell.api_handler import ApiHandler
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.apis import FETCH, PRODUCE
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, RequestContext
 
 if TYPE_CHECKING:
     from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 
-PRODUCE = 0
-FETCH = 1
 LIST_OFFSETS = 2
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23

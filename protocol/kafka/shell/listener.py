@@ -47,6 +47,10 @@ class RequestContext:
 class KafkaApis(Protocol):
     """The listener's one collaborator: answers decoded requests and the ones that did not decode."""
 
+    # API keys whose answers may be large (Fetch: up to 32 MiB of records). A connection runs one of
+    # these at a time: the next starts once the previous one's answer is written to the socket.
+    one_at_a_time_api_keys: frozenset[int]
+
     async def handle(self, ctx: RequestContext, request: Any) -> Any | None:
         """The response to `request`: None when none is sent (Produce with acks=0), CLOSE_CONNECTION."""
         ...
@@ -136,6 +140,15 @@ class _Connection:
         # the head to write every answer already there in one send.
         self.answers: deque[tuple[RequestHeader, asyncio.Future[Any], int] | None] = deque()
         self.answers_added = asyncio.Event()
+        # Kafka reads one request of a connection at a time, so a client holds at most one answer in
+        # the broker's memory. Here requests run side by side, and a client that pipelined Fetch
+        # requests and never read would make the broker hold up to max_in_flight_requests answers of
+        # 32 MiB each. Clients never pipeline fetches on one connection, so those run one at a time:
+        # set while no large answer of this connection is being made or waits to be written.
+        self.one_at_a_time = listener.apis.one_at_a_time_api_keys
+        self.large_answer_done = asyncio.Event()
+        self.large_answer_done.set()
+        self._large_answer_in_out = False
 
     async def serve(self) -> None:
         reading = asyncio.create_task(self._read_loop())
@@ -211,6 +224,9 @@ class _Connection:
                 self._enqueue(answer[0], _ready(answer[1]), 0)
                 continue
             del frame
+            if header.api_key in self.one_at_a_time:
+                await self.large_answer_done.wait()
+                self.large_answer_done.clear()
             ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
             # Created in arrival order, the handlers start in arrival order: a producer's batches reach
             # the log in the order it sent them.
@@ -278,6 +294,9 @@ class _Connection:
                         return
                     if response is not None:  # None: Produce with acks=0, Kafka sends nothing
                         out.append(encode_response(header, response))
+                        self._large_answer_in_out |= header.api_key in self.one_at_a_time
+                    elif header.api_key in self.one_at_a_time:
+                        self.large_answer_done.set()
                 finally:
                     self.unanswered -= 1
                     self.slots.release()
@@ -292,6 +311,9 @@ class _Connection:
         self.writer.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
         await self.writer.drain()
+        if self._large_answer_in_out:
+            self._large_answer_in_out = False
+            self.large_answer_done.set()  # in the socket's buffer now (drain): the next may start
 
 
 def _ready(value: Any) -> asyncio.Future[Any]:

@@ -30,6 +30,8 @@ MetadataResponse = message_classes(METADATA)[1]
 class ScriptedBroker:
     """Answers ApiVersions with `ranges` and Metadata once `release` is set, counting what is in flight."""
 
+    one_at_a_time_api_keys: frozenset[int] = frozenset()
+
     def __init__(self, ranges: dict[int, tuple[int, int]]) -> None:
         self.ranges = ranges
         self.release = asyncio.Event()

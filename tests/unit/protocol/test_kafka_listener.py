@@ -17,12 +17,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
+from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
@@ -43,7 +44,13 @@ async def _until(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S)
 
 
 class GatedApis:
-    """A fake broker: each request's handler waits for its gate (open at once unless `gated`)."""
+    """A fake broker: each request's handler waits for its gate (open at once unless `gated`).
+
+    A Fetch is answered with `fetch_answer_bytes` of records, one at a time per connection as the
+    broker's are."""
+
+    one_at_a_time_api_keys = frozenset({FETCH})
+    fetch_answer_bytes = 1024
 
     def __init__(self, gated: bool = False) -> None:
         self.gated = gated
@@ -66,6 +73,8 @@ class GatedApis:
             raise special
         if special != "answer":
             return special
+        if ctx.header.api_key == FETCH:
+            return _fetch_answer(self.fetch_answer_bytes)
         return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=cid)
 
     def answer_undecodable(self, error: KafkaError) -> None:
@@ -77,6 +86,31 @@ def _frame(cid: int, pad: int = 0, version: int = 3) -> bytes:
     """An ApiVersions request frame; `pad` characters of client software name make it larger."""
     body = ApiVersionsRequest(client_software_name="n" + "x" * pad, client_software_version="1")
     return encode_request(RequestHeader(API_VERSIONS, version, cid, "test"), body)
+
+
+def _fetch_frame(cid: int) -> bytes:
+    """A consumer's Fetch v12 request frame for partition 0 of topic "t"."""
+    part = FetchRequest.FetchTopic.FetchPartition(
+        partition=0, fetch_offset=0, partition_max_bytes=32 << 20, current_leader_epoch=-1
+    )
+    request = FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=32 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[part])],
+        forgotten_topics_data=[], rack_id="",
+    )  # fmt: skip
+    return encode_request(RequestHeader(FETCH, 12, cid, "test"), request)
+
+
+def _fetch_answer(records_bytes: int) -> FetchResponse:
+    topic = FetchResponse.FetchableTopicResponse
+    part = topic.PartitionData(
+        partition_index=0, error_code=0, high_watermark=1, last_stable_offset=1, log_start_offset=0,
+        aborted_transactions=None, preferred_read_replica=-1, records=b"r" * records_bytes,
+    )  # fmt: skip
+    return FetchResponse(
+        throttle_time_ms=0, error_code=0, session_id=0, responses=[topic(topic="t", partitions=[part])],
+        node_endpoints=[],
+    )  # fmt: skip
 
 
 class Client:
@@ -182,6 +216,26 @@ async def test_max_in_flight_requests_bounds_the_requests_read_from_a_connection
     assert apis.started == [0, 1, 2, 3]
     apis.release(*range(1, 10))
     assert [await client.read_cid() for _ in range(9)] == list(range(1, 10))
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_client_that_pipelines_fetches_and_never_reads_makes_the_broker_hold_one_answer(served) -> None:
+    """Fetch answers carry up to 32 MiB: a connection runs one Fetch at a time, the next once the
+    previous answer is in the socket. Before, 16 pipelined fetches of a client that read nothing
+    were all answered into the broker's memory (16 x 32 MiB per connection)."""
+    apis = GatedApis()
+    apis.fetch_answer_bytes = 16 << 20  # more than loopback's socket buffers take: the write waits
+    listener = await served(apis, max_in_flight_requests=16)
+    client = await Client.connect(listener.port)
+    await client.send(*(_fetch_frame(cid) for cid in range(4)), _frame(9))
+    await _until("the first fetch to start", lambda: apis.started)
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [0]  # its answer waits for a client that does not read; the rest wait for it
+    for cid in range(4):
+        assert await client.read_cid() == cid
+    assert await client.read_cid() == 9
+    assert apis.started == [0, 1, 2, 3, 9]
     await client.close()
     await _left_nothing(listener)
 
