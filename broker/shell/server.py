@@ -241,6 +241,7 @@ class BrokerComponent:
                 "frames_refused": sum(x.frames_refused for x in self.kafka_listeners),
                 "connections_refused": sum(x.connections_refused for x in self.kafka_listeners),
                 "connections_idle_closed": sum(x.connections_idle_closed for x in self.kafka_listeners),
+                "frames_decoded_off_loop": sum(x.frames_decoded_off_loop for x in self.kafka_listeners),
                 **self.kafka_apis.status(),
             }
         return out

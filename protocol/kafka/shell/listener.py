@@ -18,6 +18,7 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -75,6 +76,12 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._budget = ByteBudget(limits.queued_max_request_bytes)
+        # Decoding costs per element, about 10-25 µs each in kafka-python's decoders: a 100 MiB frame of
+        # Metadata topics is minutes of CPU. Frames over SMALL_FRAME_BYTES are decoded on this thread,
+        # one at a time for the listener, so no request can stop the event loop (Raft, replication,
+        # every other client) for longer than a small frame's decode.
+        self._decoder: ThreadPoolExecutor | None = None
+        self.frames_decoded_off_loop = 0
         self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
         self.connections_idle_closed = 0  # closed after connections_max_idle_ms with nothing in flight
@@ -101,6 +108,18 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
+        if self._decoder is not None:
+            self._decoder.shutdown(wait=False, cancel_futures=True)
+            self._decoder = None
+
+    async def decode(self, frame: bytes) -> tuple[RequestHeader, Any]:
+        """A frame's header and request: small ones here, larger ones on the listener's decoder thread."""
+        if not budgeted_bytes(len(frame)):
+            return decode_request(frame)
+        if self._decoder is None:
+            self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kafka-decode-{self.name}")
+        self.frames_decoded_off_loop += 1
+        return await asyncio.get_running_loop().run_in_executor(self._decoder, decode_request, frame)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self.max_connections:
@@ -206,31 +225,35 @@ class _Connection:
             held = budgeted_bytes(size)
             if held:
                 await self.listener._budget.acquire(held)
+            handed_on = False  # the frame's bytes now travel with its request, freed once it is answered
             try:
-                async with asyncio.timeout(idle_s):
-                    frame = await self.reader.readexactly(size)
-            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-                self.listener._budget.release(held)
-                return
-            try:
-                header, request = decode_request(frame)
-            except KafkaError as exc:
-                self.listener._budget.release(held)
-                answer = self.listener.apis.answer_undecodable(exc)
-                if answer is None:
-                    self._refuse(exc)
+                try:
+                    async with asyncio.timeout(idle_s):
+                        frame = await self.reader.readexactly(size)
+                except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     return
-                # Answered (KIP-511's ApiVersions fallback): the frame was whole, the connection goes on.
-                self._enqueue(answer[0], _ready(answer[1]), 0)
-                continue
-            del frame
-            if header.api_key in self.one_at_a_time:
-                await self.large_answer_done.wait()
-                self.large_answer_done.clear()
-            ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
-            # Created in arrival order, the handlers start in arrival order: a producer's batches reach
-            # the log in the order it sent them.
-            self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), held)
+                try:
+                    header, request = await self.listener.decode(frame)
+                except KafkaError as exc:
+                    answer = self.listener.apis.answer_undecodable(exc)
+                    if answer is None:
+                        self._refuse(exc)
+                        return
+                    # Answered (KIP-511's ApiVersions fallback): the frame was whole, the connection goes on.
+                    self._enqueue(answer[0], _ready(answer[1]), 0)
+                    continue
+                del frame
+                if header.api_key in self.one_at_a_time:
+                    await self.large_answer_done.wait()
+                    self.large_answer_done.clear()
+                ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
+                # Created in arrival order, the handlers start in arrival order: a producer's batches reach
+                # the log in the order it sent them.
+                self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), held)
+                handed_on = True
+            finally:
+                if held and not handed_on:
+                    self.listener._budget.release(held)
 
     async def _read_head(self, idle_s: float) -> bytes | None:
         """The next size prefix; None when the connection was idle for idle_s with nothing in flight."""

@@ -27,6 +27,7 @@ from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
+from kraftpy.protocol.records.varint import encode_unsigned_varint
 from kraftpy.protocol.shell.byte_budget import SMALL_FRAME_BYTES, ByteBudget
 from kraftpy.protocol.shell.rpc_limits import cap_connections
 
@@ -237,6 +238,34 @@ async def test_a_client_that_pipelines_fetches_and_never_reads_makes_the_broker_
     assert await client.read_cid() == 9
     assert apis.started == [0, 1, 2, 3, 9]
     await client.close()
+    await _left_nothing(listener)
+
+
+def _metadata_bomb(cid: int, topics: int) -> bytes:
+    """A Metadata v12 request frame naming `topics` topics "a": 19 bytes each, about 10-25 µs each to
+    decode (kafka-python's generated decoder), so 100,000 of them is a 1.9 MB frame and seconds of CPU."""
+    entry = bytes(16) + b"\x02a\x00"  # topic_id (null uuid), compact name "a", no tagged fields
+    header = struct.pack(">hhi", 3, 12, cid) + b"\x00\x01x\x00"  # Metadata v12, client id "x", no tags
+    body = header + encode_unsigned_varint(topics + 1) + entry * topics + b"\x00\x00\x00"
+    return struct.pack(">i", len(body)) + body
+
+
+async def test_a_frame_that_takes_seconds_to_decode_does_not_stop_the_listener(served) -> None:
+    """Decoding a large frame runs off the event loop: a request sent while it decodes is answered first.
+    Decoded on the loop, the 100,000-topic Metadata request stopped every connection (and, in a node,
+    Raft and replication) for as long as it took."""
+    apis = GatedApis()
+    apis.special[1] = None  # the bomb gets no answer; only when its handler starts matters
+    listener = await served(apis)
+    attacker, other = await Client.connect(listener.port), await Client.connect(listener.port)
+    await attacker.send(_metadata_bomb(1, 100_000))
+    await asyncio.sleep(SETTLE_S)  # the frame is in and being decoded
+    await other.send(_frame(2))
+    assert await other.read_cid() == 2
+    assert apis.started[0] == 2  # answered while the large frame was still decoding
+    await _until("the large frame to be decoded and handled", lambda: 1 in apis.started, timeout_s=120)
+    await attacker.close()
+    await other.close()
     await _left_nothing(listener)
 
 
