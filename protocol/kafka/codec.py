@@ -194,9 +194,9 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiMessage
     request_cls, _ = _MESSAGES[api_key]
     flexible = request_cls.flexible_version_q(api_version)
     try:
-        client_id, pos = _read_client_id(view, _HEADER_FIXED.size)
+        client_id, pos = read_client_id(view, _HEADER_FIXED.size)
         if flexible:
-            pos = _skip_tagged_fields(view, pos)
+            pos = skip_tagged_fields(view, pos)
         body = _decode_body(request_cls, api_version, flexible, view, pos, strict_end=False)
     except KafkaError as exc:
         raise KafkaError(exc.message, ErrorCode.INVALID_REQUEST, **known) from None
@@ -251,7 +251,7 @@ def decode_response(header: RequestHeader, frame: bytes | memoryview) -> tuple[i
         (correlation_id,) = _INT32.unpack_from(view, 0)
         pos = _INT32.size
         if flexible and header.api_key != API_VERSIONS:
-            pos = _skip_tagged_fields(view, pos)
+            pos = skip_tagged_fields(view, pos)
         return correlation_id, _decode_body(response_cls, header.api_version, flexible, view, pos)
     except KafkaError as exc:
         raise KafkaError(exc.message, ErrorCode.CORRUPT_MESSAGE) from None
@@ -312,7 +312,7 @@ def _decode_body(
     return body
 
 
-def _read_client_id(view: memoryview, pos: int) -> tuple[str | None, int]:
+def read_client_id(view: memoryview, pos: int) -> tuple[str | None, int]:
     if pos + _INT16.size > len(view):
         raise KafkaError("the header ends before its client id", ErrorCode.INVALID_REQUEST)
     (length,) = _INT16.unpack_from(view, pos)
@@ -324,7 +324,7 @@ def _read_client_id(view: memoryview, pos: int) -> tuple[str | None, int]:
     return str(view[pos : pos + length], "utf-8"), pos + length
 
 
-def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
     value = 0
     for i in range(_MAX_UVARINT_BYTES):
         if pos >= len(view):
@@ -337,12 +337,12 @@ def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
     raise KafkaError("a varint is longer than 5 bytes", ErrorCode.INVALID_REQUEST)
 
 
-def _skip_tagged_fields(view: memoryview, pos: int) -> int:
+def skip_tagged_fields(view: memoryview, pos: int) -> int:
     # The header's tagged fields: none are defined for us, so each is skipped by its size.
-    count, pos = _read_uvarint(view, pos)
+    count, pos = read_uvarint(view, pos)
     for _ in range(count):
-        _, pos = _read_uvarint(view, pos)
-        size, pos = _read_uvarint(view, pos)
+        _, pos = read_uvarint(view, pos)
+        size, pos = read_uvarint(view, pos)
         if pos + size > len(view):
             raise KafkaError(f"a tagged field of {size} bytes runs off the end of the frame", ErrorCode.INVALID_REQUEST)
         pos += size

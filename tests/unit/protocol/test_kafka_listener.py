@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.producer.produce import ProduceRequest
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
+from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, PRODUCE, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
@@ -112,6 +113,16 @@ def _fetch_answer(records_bytes: int) -> FetchResponse:
         throttle_time_ms=0, error_code=0, session_id=0, responses=[topic(topic="t", partitions=[part])],
         node_endpoints=[],
     )  # fmt: skip
+
+
+def _produce_frame(cid: int, partitions: int, records: bytes) -> bytes:
+    """A Produce v9 request frame (acks=0) of `partitions` partitions of topic "t", each `records`."""
+    topic = ProduceRequest.TopicProduceData
+    data = [topic.PartitionProduceData(index=p, records=records) for p in range(partitions)]
+    request = ProduceRequest(
+        transactional_id=None, acks=0, timeout_ms=1000, topic_data=[topic(name="t", partition_data=data)]
+    )
+    return encode_request(RequestHeader(PRODUCE, 9, cid, "test"), request)
 
 
 class Client:
@@ -266,6 +277,23 @@ async def test_a_frame_that_takes_seconds_to_decode_does_not_stop_the_listener(s
     await _until("the large frame to be decoded and handled", lambda: 1 in apis.started, timeout_s=120)
     await attacker.close()
     await other.close()
+    await _left_nothing(listener)
+
+
+async def test_a_produce_of_few_partitions_is_decoded_inline_and_one_of_many_is_not(served) -> None:
+    """A Produce's decode costs per partition, not per byte: large batches stay on the loop (a thread
+    hop per request cost a fifth of the produce rate); thousands of partitions go to the thread."""
+    apis = GatedApis()
+    apis.special.update({1: None, 2: None})  # no answers: what matters is where each was decoded
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(_produce_frame(1, partitions=1, records=b"x" * (256 << 10)))
+    await _until("the large batch to be handled", lambda: apis.started == [1])
+    assert listener.frames_decoded_off_loop == 0
+    await client.send(_produce_frame(2, partitions=5_000, records=b""))
+    await _until("the many partitions to be handled", lambda: apis.started == [1, 2])
+    assert listener.frames_decoded_off_loop == 1
+    await client.close()
     await _left_nothing(listener)
 
 
