@@ -200,7 +200,7 @@ async def test_a_forwarded_request_waits_out_the_controller_failover(
     rpc = RpcClient(request_timeout_ms=2000)
     try:
         old = dead_address() if before == "dead" else None
-        channel = ControllerChannel(rpc, provider_after(0.5, old, address), request_timeout_ms=2000)
+        channel = ControllerChannel(rpc, provider_after(2.0, old, address), request_timeout_ms=2000)
         with pytest.raises(KafkaError) as raised:
             await channel.call("/controller/create_topics", {"name": "t"})
         expected = ErrorCode.NETWORK_EXCEPTION if before == "dead" else ErrorCode.NOT_CONTROLLER
