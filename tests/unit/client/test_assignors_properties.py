@@ -291,3 +291,23 @@ def test_the_eager_sticky_assignor_remembers_its_partitions_in_its_user_data() -
     assert len(second["m3"].partitions) == 1
     garbage = {"m1": Subscription(("t",), user_data=b"\xff\x00"), "m2": Subscription(("t",))}
     check_complete_and_exclusive({"t": 4}, garbage, a.assign({"t": 4}, garbage))
+
+
+def test_a_claim_taken_by_a_member_that_fills_up_goes_back_to_its_owner() -> None:
+    """Hypothesis's example (session 17): member-02 owned a5-a8; balancing moved a5 to member-03, which
+    then filled up with free partitions to 3 while member-02 kept 2. The claim goes back: loads 3/2."""
+    sub = {
+        "member-00": ("b",), "member-01": ("b",), "member-02": ("a",), "member-03": ("a",),
+        "member-04": ("a",), "member-05": ("a", "b"),
+    }  # fmt: skip
+    subscriptions = {m: Subscription(topics=t) for m, t in sub.items()}
+    claims = {m: MemberData((), 3) for m in sub}
+    claims["member-02"] = MemberData(tuple(TopicPartition("a", p) for p in (5, 6, 7, 8)), 3)
+    claims["member-05"] = MemberData((TopicPartition("b", 0),), 3)
+    out = sticky_assign({"a": 9, "b": 1}, subscriptions, claims)
+    holder = {tp: m for m, tps in out.items() for tp in tps}
+    for tp in claims["member-02"].partitions:  # each claim kept, or lost to a member no more loaded
+        assert len(out["member-02"]) >= len(out[holder[tp]]), (tp, out)
+    assert len(out["member-02"]) == 3
+    loads = [len(out[m]) for m in ("member-02", "member-03", "member-04", "member-05")]
+    assert max(loads) - min(loads) <= 1
