@@ -27,29 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from kafka.protocol.metadata.metadata import MetadataResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafka_listener_bench import InstantApis  # benchmarks/ is on sys.path when this file runs as a script
+
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
-from kraftpy.protocol.kafka.shell.listener import KafkaListener, RequestContext
+from kraftpy.protocol.kafka.shell.listener import KafkaListener
 from kraftpy.protocol.records.varint import encode_unsigned_varint
 
 PROBE_EVERY_S = 0.01
-
-
-class InstantApis:
-    one_at_a_time_api_keys: frozenset[int] = frozenset()
-
-    async def handle(self, ctx: RequestContext, request: Any) -> Any:
-        if ctx.header.api_key == 18:
-            return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
-        return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[])
-
-    def answer_undecodable(self, error: Any) -> None:
-        return None
 
 
 class InlineDecodeListener(KafkaListener):

@@ -24,11 +24,6 @@ from kraftpy.protocol.types import Address, parse_address
 FORWARD_RETRIABLE = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_CONTROLLER})
 
 
-def forward_again(error: KafkaError, remaining_ms: float) -> bool:
-    """Whether a forwarded request tries again after `error`, with `remaining_ms` left of its deadline."""
-    return error.code in FORWARD_RETRIABLE and remaining_ms > 0
-
-
 class ControllerChannel:
     def __init__(
         self,
@@ -71,12 +66,12 @@ class ControllerChannel:
             try:
                 return await self.call(path, body, max(1, int(min(remaining_ms, self.request_timeout_ms))))
             except KafkaError as exc:
-                remaining_ms = (deadline - loop.time()) * 1000
-                if not forward_again(exc, remaining_ms):
-                    if exc.code in FORWARD_RETRIABLE:
-                        raise KafkaError(
-                            f"the controller was not reachable within {timeout_ms} ms (last: {exc.message})",
-                            ErrorCode.REQUEST_TIMED_OUT,
-                        ) from None
+                if exc.code not in FORWARD_RETRIABLE:
                     raise
+                remaining_ms = (deadline - loop.time()) * 1000
+                if remaining_ms <= 0:
+                    raise KafkaError(
+                        f"the controller was not reachable within {timeout_ms} ms (last: {exc.message})",
+                        ErrorCode.REQUEST_TIMED_OUT,
+                    ) from None
                 await asyncio.sleep(min(backoff.next_ms(), remaining_ms) / 1000)

@@ -196,7 +196,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, ApiMessage
     try:
         client_id, pos = read_client_id(view, _HEADER_FIXED.size)
         if flexible:
-            pos = skip_tagged_fields(view, pos)
+            pos = _skip_tagged_fields(view, pos)
         body = _decode_body(request_cls, api_version, flexible, view, pos, strict_end=False)
     except KafkaError as exc:
         raise KafkaError(exc.message, ErrorCode.INVALID_REQUEST, **known) from None
@@ -251,7 +251,7 @@ def decode_response(header: RequestHeader, frame: bytes | memoryview) -> tuple[i
         (correlation_id,) = _INT32.unpack_from(view, 0)
         pos = _INT32.size
         if flexible and header.api_key != API_VERSIONS:
-            pos = skip_tagged_fields(view, pos)
+            pos = _skip_tagged_fields(view, pos)
         return correlation_id, _decode_body(response_cls, header.api_version, flexible, view, pos)
     except KafkaError as exc:
         raise KafkaError(exc.message, ErrorCode.CORRUPT_MESSAGE) from None
@@ -337,7 +337,7 @@ def read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
     raise KafkaError("a varint is longer than 5 bytes", ErrorCode.INVALID_REQUEST)
 
 
-def skip_tagged_fields(view: memoryview, pos: int) -> int:
+def _skip_tagged_fields(view: memoryview, pos: int) -> int:
     # The header's tagged fields: none are defined for us, so each is skipped by its size.
     count, pos = read_uvarint(view, pos)
     for _ in range(count):

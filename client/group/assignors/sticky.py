@@ -106,25 +106,30 @@ def _general(
     previous = {tp: m for m in members for tp in owned[m]}
     while _move_one(members, out, candidates, previous, order):
         pass
-    while _give_back_one(out, previous):
-        pass
+    _give_back(out, previous)
     return {m: sorted(out[m]) for m in members}
 
 
-def _give_back_one(out: dict[str, set[TopicPartition]], previous: dict[TopicPartition, str]) -> bool:
-    """Return one partition to the member that owned it when its holder ended up more loaded.
+def _give_back(out: dict[str, set[TopicPartition]], previous: dict[TopicPartition, str]) -> None:
+    """Return each claim to its owner while the member holding it is more loaded than the owner.
 
     Balancing moves partitions off the most loaded members first, so a claim can go to a member
     that later fills up with free partitions: the owner ends lighter than the member holding its
     claim. Moving it back swaps their loads (the spread stays the same) and keeps one more claim;
     each move keeps one more, so this ends."""
-    for tp, owner in sorted(previous.items()):
-        holder = next((m for m, tps in out.items() if tp in tps), None)
-        if holder is not None and holder != owner and len(out[holder]) > len(out[owner]):
-            out[holder].remove(tp)
-            out[owner].add(tp)
-            return True
-    return False
+    holder = {tp: m for m, tps in out.items() for tp in tps}
+    claims = sorted(previous.items())
+    moved = True
+    while moved:
+        moved = False
+        for tp, owner in claims:
+            taker = holder[tp]
+            if taker != owner and len(out[taker]) > len(out[owner]):
+                out[taker].remove(tp)
+                out[owner].add(tp)
+                holder[tp] = owner
+                moved = True
+                break  # loads changed: look again from the first claim
 
 
 def _move_one(
