@@ -115,7 +115,6 @@ class RecordAccumulator:
         headers: Sequence[tuple[str, bytes | None]],
         callback: DeliveryCallback | None,
         now_ms: int,
-        *,
         abort_on_new_batch: bool = False,
         memory: int = 0,
     ) -> AppendResult:
