@@ -121,7 +121,7 @@ def report_html(result: dict[str, Any]) -> str:
         client = statistics.median(c["client_cores"] for c in split)
         out.append(
             f"<p>While confluent-kafka consumed, the three brokers used {brokers:.2f} cores and the client "
-            f"{client:.2f} (medians): its Python layer, one object per record, limits that row; kcat "
+            f"{client:.2f} (medians); confluent-kafka builds a Python object per record, and kcat "
             "(librdkafka in C) reads the same records.</p>"
         )
     paced = result.get("paced_100B")
