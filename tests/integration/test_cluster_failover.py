@@ -4,10 +4,10 @@ Each kill is followed by checks through the CLI only: a new quorum leader and
 active controller that still accepts writes, the dead node fenced (in the
 active controller's view), every partition it led has a new leader at a
 higher leader epoch and it left every ISR; after `cluster start` brings it
-back it is unfenced and rejoins the ISRs. Last, a Kafka client's CreateTopics
-sent the moment the active controller dies is answered once the next one is
-elected, as a Kafka broker's forwarding does, not failed with the dead
-controller's refused connection.
+back it is unfenced and rejoins the ISRs. Last, a CreateTopics sent to a
+surviving broker the moment the active controller dies is answered once the
+next one is elected, as a Kafka broker's forwarding does, not failed with the
+dead controller's refused connection.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin.topics import CreateTopicsRequest
 
 from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.kafka_clients.raw import Raw
 
 pytestmark = pytest.mark.slow
 TOPIC = "failover"
@@ -97,17 +98,23 @@ def test_sigkill_a_broker_that_is_not_the_controller(cluster: LocalCluster) -> N
 def test_a_topic_created_as_the_controller_dies_waits_for_the_next(cluster: LocalCluster) -> None:
     controller = cluster.controller_id()
     survivor = next(n for n in cluster.layout().nodes if n.node_id != controller)
-    # Bootstrapped from a survivor only, so the client's requests go there, and warmed up (connection,
-    # metadata) so that its CreateTopics leaves within milliseconds of the kill: long before the
-    # survivors' fetch timeout lets them elect the next controller, while the broker still forwards
-    # to the dead one.
-    admin = AdminClient({"bootstrap.servers": survivor.kafka_address})
-    assert TOPIC in admin.list_topics(timeout=30).topics
-    cluster.kill(controller)
-    futures = admin.create_topics(
-        [NewTopic("during-failover", num_partitions=2, replication_factor=2)], operation_timeout=30, request_timeout=60
+    # One connection to a survivor, open before the kill, so the CreateTopics reaches that broker
+    # within milliseconds of it: long before the survivors' fetch timeout lets them elect the next
+    # controller, while the broker still forwards to the dead one. (A client library picks its own
+    # broker: librdkafka's AdminClient sends CreateTopics to the controller_id of the last Metadata
+    # answer it read, and each broker names itself, so it may pick the broker being killed.)
+    topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest(
+        version=5,
+        topics=[topic(name="during-failover", num_partitions=2, replication_factor=2, assignments=[], configs=[])],
+        timeout_ms=30_000,
+        validate_only=False,
     )
-    futures["during-failover"].result(timeout=90)  # raises the topic's error, if any
+    with Raw(survivor.kafka_address, timeout_s=90) as raw:
+        cluster.kill(controller)
+        answer = raw.call(CreateTopicsRequest.API_KEY, 5, request)
+    # Before the broker retried forwarding, this was NETWORK_EXCEPTION (13): the dead controller's refused connection.
+    assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == [("during-failover", 0, None)]
     assert cluster.health()["controller"]["leader_id"] not in (controller, None)  # the next one answered
     assert len(cluster.describe("during-failover")["partitions"]) == 2
     cluster.start()
