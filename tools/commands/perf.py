@@ -24,10 +24,61 @@ from typing import Any
 import click
 
 from kraftpy.protocol.errors import KafkaError
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.tools.options import F, client_options, servers_for
 
 # Yield to the event loop every this many sends, so the sender task drains batches while we produce.
 YIELD_EVERY = 64
+
+
+# At most about this many latencies are kept for the percentiles, as kafka-producer-perf-test keeps
+# 500,000: a run of a billion records would otherwise hold a float per record (tens of GB).
+MAX_LATENCY_SAMPLES = 500_000
+# The acknowledged records' latencies waiting to be folded into the figures; folded every YIELD_EVERY
+# sends once there are this many, and at every progress line.
+FOLD_AT = 65_536
+
+
+class LatencyStats:
+    """The latencies of acknowledged records in bounded memory (kafka-producer-perf-test's Stats).
+
+    Count, mean and max are exact; the percentiles come from every `stride`-th record acknowledged
+    (all of them up to MAX_LATENCY_SAMPLES). A record's latency is appended to `recent` (one list
+    append per record, the cheapest thing its callback can do) and folded in now and then."""
+
+    def __init__(self, expected_records: int) -> None:
+        self.stride = max(1, expected_records // MAX_LATENCY_SAMPLES)
+        self.recent: list[float] = []
+        self.count = 0
+        self.total_ms = 0.0
+        self.max_ms = 0.0
+        self.sample: list[float] = []
+        self.window = (0, 0.0, 0.0)  # count, total and max since the last progress line
+
+    def fold(self) -> None:
+        recent = self.recent
+        if not recent:
+            return
+        self.recent = []
+        self.sample += recent[(-self.count) % self.stride :: self.stride]
+        self.count += len(recent)
+        total, worst = sum(recent), max(recent)
+        self.total_ms += total
+        self.max_ms = max(self.max_ms, worst)
+        count, window_total, window_max = self.window
+        self.window = (count + len(recent), window_total + total, max(window_max, worst))
+
+    def take_window(self) -> tuple[int, float, float]:
+        """(records, mean ms, max ms) acknowledged since the last call."""
+        self.fold()
+        count, total, worst = self.window
+        self.window = (0, 0.0, 0.0)
+        return count, (total / count if count else 0.0), worst
+
+    def __repr__(self) -> str:
+        # asyncio.run formats the main task's result as it restores its SIGINT handler (Python 3.11's
+        # Runner.run): a float per sampled record in the repr took 0.4 s at the end of a long run.
+        return f"LatencyStats(count={self.count}, sample={len(self.sample)}, stride={self.stride})"
 
 
 @dataclass
@@ -38,9 +89,7 @@ class ProduceResult:
     first_error: str | None = None
     start: float = 0.0
     end: float = 0.0
-    # Not in the repr: asyncio.run formats the main task's result as it restores its SIGINT handler
-    # (Python 3.11's Runner.run), and a float per record took 0.4 s at the end of a 300,000-record run.
-    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    latencies: LatencyStats = field(default_factory=lambda: LatencyStats(0))
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -108,15 +157,13 @@ async def progress_lines(interval_ms: int, to_stderr: bool, line: Callable[[floa
         await asyncio.gather(task, return_exceptions=True)
 
 
-def produce_window_line(latencies_ms: list[float], seen: list[int], record_size: int, window_s: float) -> str:
+def produce_window_line(latencies: LatencyStats, record_size: int, window_s: float) -> str:
     """kafka-producer-perf-test's periodic line for the records acknowledged since the last one."""
-    window = latencies_ms[seen[0] :]
-    seen[0] = len(latencies_ms)
-    rate = len(window) / window_s if window_s > 0 else 0.0
-    avg = sum(window) / len(window) if window else 0.0
+    count, avg, worst = latencies.take_window()
+    rate = count / window_s if window_s > 0 else 0.0
     return (
-        f"{len(window)} records sent, {rate:.1f} records/sec ({rate * record_size / 1e6:.2f} MB/sec), "
-        f"{avg:.1f} ms avg latency, {max(window, default=0.0):.1f} ms max latency."
+        f"{count} records sent, {rate:.1f} records/sec ({rate * record_size / 1e6:.2f} MB/sec), "
+        f"{avg:.1f} ms avg latency, {worst:.1f} ms max latency."
     )
 
 
@@ -132,9 +179,9 @@ async def produce_records(
 ) -> ProduceResult:
     from kraftpy.client import Producer
 
-    result = ProduceResult()
+    result = ProduceResult(latencies=LatencyStats(num_records))
     payload = os.urandom(record_size)
-    latencies = result.latencies_ms
+    stats = result.latencies
     perf_counter = time.perf_counter
 
     def on_done(sent_at: float, _metadata: Any, error: BaseException | None) -> None:  # per record: a partial
@@ -142,10 +189,9 @@ async def produce_records(
             result.errors += 1
             result.first_error = result.first_error or str(error)
             return
-        latencies.append((perf_counter() - sent_at) * 1000)
+        stats.recent.append((perf_counter() - sent_at) * 1000)
 
-    seen = [0]
-    window_line = functools.partial(produce_window_line, latencies, seen, record_size)
+    window_line = functools.partial(produce_window_line, stats, record_size)
     async with Producer(servers, **config) as producer, progress_lines(interval_ms, to_stderr, window_line):
         # Metadata and the producer id first, so the measurement starts with a ready producer.
         await producer.partitions_for(topic)
@@ -165,10 +211,13 @@ async def produce_records(
                 # bursts of 64 that share one batch and one round trip, hiding the per-record latency.
                 await throttler.maybe_wait(i + 1)
             if i % YIELD_EVERY == 0:
+                if len(stats.recent) >= FOLD_AT:
+                    stats.fold()
                 await asyncio.sleep(0)
         await producer.flush()
         result.end = perf_counter()
-    result.records = len(latencies)
+    stats.fold()
+    result.records = stats.count
     result.bytes = result.records * record_size
     return result
 
@@ -298,19 +347,22 @@ def produce_report(results: list[ProduceResult], processes: int) -> dict[str, An
     records = sum(r.records for r in results)
     total_bytes = sum(r.bytes for r in results)
     elapsed = max(r.end for r in results) - min(r.start for r in results)
-    latencies = sorted(x for r in results for x in r.latencies_ms)
+    for r in results:
+        r.latencies.fold()
+    sample = sorted(x for r in results for x in r.latencies.sample)
+    acknowledged = sum(r.latencies.count for r in results)
     errors = sum(r.errors for r in results)
     return {
         "records": records,
         "records_per_s": round(records / elapsed, 1) if elapsed > 0 else 0.0,
         "mb_per_s": round(total_bytes / elapsed / 1e6, 2) if elapsed > 0 else 0.0,
         "latency_ms": {
-            "p50": round(percentile(latencies, 0.50), 2),
-            "p95": round(percentile(latencies, 0.95), 2),
-            "p99": round(percentile(latencies, 0.99), 2),
-            "max": round(latencies[-1], 2) if latencies else 0.0,
+            "p50": round(percentile(sample, 0.50), 2),
+            "p95": round(percentile(sample, 0.95), 2),
+            "p99": round(percentile(sample, 0.99), 2),
+            "max": round(max((r.latencies.max_ms for r in results), default=0.0), 2),
         },
-        "avg_latency_ms": round(sum(latencies) / len(latencies), 2) if latencies else 0.0,
+        "avg_latency_ms": round(sum(r.latencies.total_ms for r in results) / acknowledged, 2) if acknowledged else 0.0,
         "errors": errors,
         "first_error": next((r.first_error for r in results if r.first_error), None),
         "elapsed_s": round(elapsed, 3),
@@ -337,6 +389,16 @@ def _split(total: int, parts: int) -> list[int]:
 
 
 # -- commands ---------------------------------------------------------------------------------------------------
+
+# The payload is built once, before anything is sent: one larger than a broker's default
+# socket.request.max.bytes could never be sent, and would only take the memory.
+MAX_RECORD_SIZE = KafkaListenerLimits().socket_request_max_bytes
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a rate in records/s")
+    return value
 
 
 def _run_options(client: str) -> Callable[[F], F]:
@@ -380,8 +442,20 @@ def perf() -> None:
 @perf.command("produce")
 @click.option("--topic", required=True)
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
-@click.option("--record-size", type=click.IntRange(min=0), required=True, help="Bytes of each record's value.")
-@click.option("--throughput", type=float, default=-1, show_default=True, help="Records/s to pace at; -1: unthrottled.")
+@click.option(
+    "--record-size",
+    type=click.IntRange(min=0, max=MAX_RECORD_SIZE),
+    required=True,
+    help="Bytes of each record's value (at most socket.request.max.bytes, 100 MiB: no broker takes a larger request).",
+)
+@click.option(
+    "--throughput",
+    type=float,
+    default=-1,
+    show_default=True,
+    callback=_finite,
+    help="Records/s to pace at; -1 (or any negative): unthrottled.",
+)
 @click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=0), default=16_384, show_default=True)
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
