@@ -6,8 +6,9 @@ counts as failed). The command exits 0 only when every line was
 acknowledged; otherwise it says how many were not, and why, on stderr and
 exits 1. If the producer cannot take a record at all (the topic is unknown
 after max_block_ms, the record is too large), the remaining lines are not
-tried and count as not acknowledged. The first failure that is retried is
-said at once (`Warning: CODE: message`), not only after the delivery timeout.
+tried and count as not acknowledged; so does a line longer than 1 MiB, which is
+read past in bounded pieces. The first failure that is retried is said at once
+(`Warning: CODE: message`), not only after the delivery timeout.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from kraftpy.tools.options import client_options, quiet_client_logs, servers_for
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
 REQUEST_TIMEOUT_MS = 30_000
+# The producer's default max.request.size (1 MiB): no record of a longer line can be sent.
+MAX_LINE_BYTES = 1_048_576
 
 
 class FirstRetry(logging.Handler):
@@ -51,11 +54,20 @@ def say_first_retry() -> None:
     sender_log.addHandler(FirstRetry())
 
 
-def read_lines(stream: BinaryIO) -> Iterator[bytes]:
-    """Lines of `stream` without their line ending ("\\n" or "\\r\\n"); a last line without one counts too."""
-    for raw in stream:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        yield line[:-1] if line.endswith(b"\r") else line
+def read_lines(stream: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """Lines of `stream` without their line ending ("\\n" or "\\r\\n"); a last line without one counts too.
+
+    A line longer than `max_line_bytes` is read past in bounded pieces and yields None: no record
+    can be larger than a produce request, and a line with no end in sight must not take the memory."""
+    while raw := stream.readline(max_line_bytes + 2):  # room for the "\\r\\n"
+        if raw.endswith(b"\n") or len(raw) < max_line_bytes + 2:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            line = line[:-1] if line.endswith(b"\r") else line
+            yield None if len(line) > max_line_bytes else line
+            continue
+        while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
+            pass  # the rest of a line too long to send, piece by piece
+        yield None
 
 
 def split_line(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
@@ -79,18 +91,35 @@ def summary(total: int, failed: int, first_error: str | None) -> tuple[int, str 
 async def produce_lines(
     servers: list[tuple[str, int]],
     topic: str,
-    lines: Iterable[bytes],
+    lines: Iterable[bytes | None],
     *,
     key_separator: bytes | None,
     partition: int | None,
     config: dict[str, object],
 ) -> tuple[int, int, str | None]:
-    """Send every line; returns (total, failed, first error)."""
+    """Send every line (None: a line too long to send); returns (total, failed, first error).
+
+    Each record's outcome is counted as its future settles, not by keeping the future: memory
+    follows the records in flight, not the length of the input."""
     from kraftpy.client.shell.producer import Producer  # the client is imported only when the command runs
 
-    total = failed = 0
+    total = failed = sent = acknowledged = 0
     first_error: str | None = None
-    futures: list[asyncio.Future] = []
+
+    def fail(error: BaseException) -> None:
+        nonlocal failed, first_error
+        failed += 1
+        first_error = first_error or (str(error) if isinstance(error, KafkaError) else repr(error))
+
+    def settled(future: asyncio.Future) -> None:
+        nonlocal acknowledged
+        if future.cancelled():
+            fail(KafkaError("not acknowledged before the producer closed"))
+        elif (error := future.exception()) is not None:  # retrieved, so asyncio does not log it as lost
+            fail(error)
+        else:
+            acknowledged += 1
+
     producer = Producer(servers, **config)
     try:
         stopped = False
@@ -99,29 +128,30 @@ async def produce_lines(
             if stopped:
                 failed += 1
                 continue
+            if line is None:
+                fail(KafkaError(f"line {number} is longer than {MAX_LINE_BYTES} bytes", ErrorCode.MESSAGE_TOO_LARGE))
+                stopped = True  # as for any record the producer cannot take
+                continue
             try:
                 key, value = split_line(line, key_separator, number)
             except ValueError as exc:
-                failed += 1
-                first_error = first_error or str(KafkaError(str(exc), ErrorCode.INVALID_RECORD))
+                fail(KafkaError(str(exc), ErrorCode.INVALID_RECORD))
                 continue
             try:
-                futures.append(await producer.send(topic, value, key=key, partition=partition))
+                future = await producer.send(topic, value, key=key, partition=partition)
+                future.add_done_callback(settled)
+                sent += 1
             except KafkaError as exc:
-                failed += 1
-                first_error = first_error or str(exc)
+                fail(exc)
                 stopped = True  # the producer cannot take records now; do not wait max_block_ms per line
         await producer.flush()
     finally:
         await producer.close()
-    for future in futures:
-        if not future.done() or future.cancelled():
-            error: BaseException | None = KafkaError("not acknowledged before the producer closed")
-        else:
-            error = future.exception()
-        if error is not None:
-            failed += 1
-            first_error = first_error or (str(error) if isinstance(error, KafkaError) else repr(error))
+    await asyncio.sleep(0)  # every future is settled by now; their done callbacks run in this turn
+    unresolved = sent - acknowledged - (failed - (total - sent))
+    if unresolved > 0:  # close() settles every record; this is the guard if one never was
+        failed += unresolved
+        first_error = first_error or "not acknowledged before the producer closed"
     return total, failed, first_error
 
 

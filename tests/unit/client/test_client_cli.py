@@ -18,6 +18,28 @@ def test_lines_keep_their_bytes_and_lose_only_the_line_ending() -> None:
     assert list(read_lines(data)) == [b"a b", b"", b"\xff\xfe tail", b"last"]
 
 
+class Reads(io.BytesIO):
+    """A stream that remembers the most bytes one read handed out."""
+
+    largest = 0
+
+    def readline(self, size: int | None = -1) -> bytes:
+        out = super().readline(size)
+        self.largest = max(self.largest, len(out))
+        return out
+
+    def __iter__(self):  # a line per iteration, whatever its length: what a bound must not use
+        while line := self.readline():
+            yield line
+
+
+def test_a_line_too_long_to_send_is_read_past_in_bounded_pieces() -> None:
+    """A 10 MiB line (or one with no end, from a pipe) was read whole before the producer refused it."""
+    data = Reads(b"12345\n123456\n1234\r\n" + b"x" * (10 << 20) + b"\nok\n" + b"y" * 7)
+    assert list(read_lines(data, 5)) == [b"12345", None, b"1234", None, b"ok", None]
+    assert data.largest <= 1 << 16
+
+
 def test_key_separator_splits_at_the_first_occurrence() -> None:
     assert split_line(b"k:v:w", b":", 1) == (b"k", b"v:w")
     assert split_line(b"just value", None, 1) == (None, b"just value")
