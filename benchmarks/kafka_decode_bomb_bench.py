@@ -36,7 +36,7 @@ from kafka_listener_bench import InstantApis  # benchmarks/ is on sys.path when 
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import KafkaListener
-from kraftpy.protocol.records.varint import encode_unsigned_varint
+from tests.unit.protocol.test_kafka_listener import metadata_bomb  # the test's frame, one builder
 
 PROBE_EVERY_S = 0.01
 
@@ -46,14 +46,6 @@ class InlineDecodeListener(KafkaListener):
 
     async def decode(self, frame: bytes) -> tuple[RequestHeader, Any]:
         return decode_request(frame)
-
-
-def metadata_bomb(topics: int) -> bytes:
-    """A Metadata v12 request frame naming `topics` topics "a" (19 bytes each)."""
-    entry = bytes(16) + b"\x02a\x00"
-    header = struct.pack(">hhi", 3, 12, 1) + b"\x00\x01x\x00"
-    body = header + encode_unsigned_varint(topics + 1) + entry * topics + b"\x00\x00\x00"
-    return struct.pack(">i", len(body)) + body
 
 
 def _read_frame(sock: socket.socket) -> bytes:

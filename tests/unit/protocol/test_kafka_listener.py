@@ -253,9 +253,10 @@ async def test_a_client_that_pipelines_fetches_and_never_reads_makes_the_broker_
     await _left_nothing(listener)
 
 
-def _metadata_bomb(cid: int, topics: int) -> bytes:
+def metadata_bomb(topics: int, cid: int = 1) -> bytes:
     """A Metadata v12 request frame naming `topics` topics "a": 19 bytes each, about 10-25 µs each to
-    decode (kafka-python's generated decoder), so 100,000 of them is a 1.9 MB frame and seconds of CPU."""
+    decode (kafka-python's generated decoder), so 100,000 of them is a 1.9 MB frame and seconds of CPU.
+    (benchmarks/kafka_decode_bomb_bench.py sends it too.)"""
     entry = bytes(16) + b"\x02a\x00"  # topic_id (null uuid), compact name "a", no tagged fields
     header = struct.pack(">hhi", 3, 12, cid) + b"\x00\x01x\x00"  # Metadata v12, client id "x", no tags
     body = header + encode_unsigned_varint(topics + 1) + entry * topics + b"\x00\x00\x00"
@@ -270,7 +271,7 @@ async def test_a_frame_that_takes_seconds_to_decode_does_not_stop_the_listener(s
     apis.special[1] = None  # the bomb gets no answer; only when its handler starts matters
     listener = await served(apis)
     attacker, other = await Client.connect(listener.port), await Client.connect(listener.port)
-    await attacker.send(_metadata_bomb(1, 100_000))
+    await attacker.send(metadata_bomb(100_000))
     # The frame is in and its decode has begun (half a second or more of CPU). Decoded on the loop,
     # nothing could look at this until the decode was over, and the bomb would start first.
     await _until("the large frame's decode to begin", lambda: listener.frames_decoded_off_loop == 1)
