@@ -1,6 +1,6 @@
 """The CLI's producers hold memory that follows the records in flight, not the length of the run,
 against a real cluster: `kraftpy perf produce` folds its latencies as it sends, and `kraftpy produce`
-counts each line's outcome in its delivery callback instead of keeping a future per line."""
+counts each line's outcome as its future settles instead of keeping a future per line."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ async def produce_lines(
     follows the records in flight, not the length of the input."""
     from kraftpy.client.shell.producer import Producer  # the client is imported only when the command runs
 
-    total = failed = sent = acknowledged = 0
+    total = failed = unsettled = 0
     first_error: str | None = None
 
     def fail(error: BaseException) -> None:
@@ -112,13 +112,12 @@ async def produce_lines(
         first_error = first_error or (str(error) if isinstance(error, KafkaError) else repr(error))
 
     def settled(future: asyncio.Future) -> None:
-        nonlocal acknowledged
+        nonlocal unsettled
+        unsettled -= 1
         if future.cancelled():
             fail(KafkaError("not acknowledged before the producer closed"))
         elif (error := future.exception()) is not None:  # retrieved, so asyncio does not log it as lost
             fail(error)
-        else:
-            acknowledged += 1
 
     producer = Producer(servers, **config)
     try:
@@ -140,7 +139,7 @@ async def produce_lines(
             try:
                 future = await producer.send(topic, value, key=key, partition=partition)
                 future.add_done_callback(settled)
-                sent += 1
+                unsettled += 1
             except KafkaError as exc:
                 fail(exc)
                 stopped = True  # the producer cannot take records now; do not wait max_block_ms per line
@@ -148,9 +147,8 @@ async def produce_lines(
     finally:
         await producer.close()
     await asyncio.sleep(0)  # every future is settled by now; their done callbacks run in this turn
-    unresolved = sent - acknowledged - (failed - (total - sent))
-    if unresolved > 0:  # close() settles every record; this is the guard if one never was
-        failed += unresolved
+    if unsettled:  # close() settles every record; this is the guard if one never was
+        failed += unsettled
         first_error = first_error or "not acknowledged before the producer closed"
     return total, failed, first_error
 

@@ -8,9 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from kraftpy.client.config import PRODUCER_OPTIONS
 from kraftpy.client.types import ConsumerRecord
 from kraftpy.tools.commands.consume import Stop, consume, format_record
-from kraftpy.tools.commands.produce import produce, read_lines, split_line, summary
+from kraftpy.tools.commands.produce import MAX_LINE_BYTES, produce, read_lines, split_line, summary
 
 
 def test_lines_keep_their_bytes_and_lose_only_the_line_ending() -> None:
@@ -38,6 +39,11 @@ def test_a_line_too_long_to_send_is_read_past_in_bounded_pieces() -> None:
     data = Reads(b"12345\n123456\n1234\r\n" + b"x" * (10 << 20) + b"\nok\n" + b"y" * 7)
     assert list(read_lines(data, 5)) == [b"12345", None, b"1234", None, b"ok", None]
     assert data.largest <= 1 << 16
+
+
+def test_the_line_bound_is_the_producers_default_max_request_size() -> None:
+    """produce.py spells the bound out so that the CLI starts without importing the client."""
+    assert PRODUCER_OPTIONS["max_request_size"].default == MAX_LINE_BYTES
 
 
 def test_key_separator_splits_at_the_first_occurrence() -> None:
