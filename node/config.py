@@ -119,6 +119,7 @@ class NodeConfig:
     advertised_listeners: str = ""
     socket_request_max_bytes: int = default_of(KafkaListenerLimits, "socket_request_max_bytes")
     queued_max_request_bytes: int = default_of(KafkaListenerLimits, "queued_max_request_bytes")
+    queued_max_response_bytes: int = default_of(KafkaListenerLimits, "queued_max_response_bytes")
     rack: str | None = None
     log_level: str = "INFO"
     log_file: Path | None = None
@@ -201,6 +202,7 @@ class NodeConfig:
         return KafkaListenerLimits(
             socket_request_max_bytes=self.socket_request_max_bytes,
             queued_max_request_bytes=self.queued_max_request_bytes,
+            queued_max_response_bytes=self.queued_max_response_bytes,
             max_connections=self.max_connections,
             connections_max_idle_ms=self.connections_max_idle_ms,
             listeners_sharing_fds=1 + len(self.kafka_listeners()),
@@ -333,6 +335,8 @@ def _check(c: NodeConfig) -> None:
             raise config_error(f"listener {x.name} port {x.port} is the node's RPC port (`port`): choose another")
     if c.socket_request_max_bytes < 1024 or c.queued_max_request_bytes < c.socket_request_max_bytes:
         raise config_error("socket_request_max_bytes must be >= 1024 and <= queued_max_request_bytes")
+    if c.queued_max_response_bytes < 1024:
+        raise config_error("queued_max_response_bytes must be >= 1024")
     voter_ids = {v.node_id for v in c.controller_quorum_voters}
     if c.is_controller and c.node_id not in voter_ids:
         raise config_error(f"node {c.node_id} has the controller role but is not in controller_quorum_voters")

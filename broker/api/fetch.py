@@ -17,6 +17,7 @@ from kraftpy.broker.shell import fault_injection
 from kraftpy.broker.shell.partition_host import HostedPartition, PartitionOfflineError
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.records.header import iter_batches
+from kraftpy.protocol.shell.answer_budget import AnswerAllowance
 from kraftpy.protocol.shell.clock import monotonic_ms
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
 from kraftpy.storage import OffsetOutOfRangeError
@@ -61,7 +62,9 @@ class FetchHandler:
             )
         return await self(body)
 
-    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def __call__(self, body: dict[str, Any], allowance: AnswerAllowance | None = None) -> dict[str, Any]:
+        """The fetch's answer. `allowance`: the consumer's share of its Kafka listener's memory for
+        answers; the records read are no more than it grants (KIP-74's one batch over, when granted any)."""
         replica_id = field(body, "replica_id", int, min_value=-1, max_value=INT32_MAX)
         replica_epoch = field(body, "replica_epoch", int, default=-1, min_value=-1, max_value=INT64_MAX)
         max_wait_ms = field(body, "max_wait_ms", int, min_value=0, max_value=INT32_MAX)
@@ -75,29 +78,47 @@ class FetchHandler:
             (topic, partition, request, partition_max) for topic, partition, (request, partition_max) in entries
         ]
         start = monotonic_ms()
-        answers, sizes, complete_now = self._read_all(requests, max_bytes, start)
+        limit = _granted(allowance, max_bytes)
+        if limit is None and requests and allowance is not None and await allowance.wait_for_room(max_wait_ms):
+            limit = _granted(allowance, max_bytes)  # answers were written meanwhile
+        if limit is None:
+            # The listener's answers hold all its budget (clients not reading them): offsets and no
+            # records, after up to max_wait_ms, as Kafka's quotas throttle a client.
+            return self._answer(self._read_all(requests, 0, monotonic_ms(), any_records=False)[0])
+        answers, sizes, complete_now = self._read_all(requests, limit, start)
         total = sum(sizes)
-        if complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests:
-            return self._answer(answers)
-        if self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
-            return self._answer(answers)
+        waits = not (complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests)
+        if not waits or self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
+            return self._hold(allowance, total, answers)
+        if allowance is not None:
+            allowance.hold(0)  # parked: what was read is read again on waking
         await self._park(requests, sizes, DelayedFetch(min_bytes, max_wait_ms, start))
-        answers, _, _ = self._read_all(requests, max_bytes, monotonic_ms())
+        limit = _granted(allowance, max_bytes)
+        answers, sizes, _ = self._read_all(requests, limit or 0, monotonic_ms(), any_records=limit is not None)
+        return self._hold(allowance, sum(sizes), answers)
+
+    def _hold(
+        self, allowance: AnswerAllowance | None, total: int, answers: list[tuple[str, int, dict[str, Any]]]
+    ) -> dict[str, Any]:
+        if allowance is not None:
+            allowance.hold(total)  # until the listener has the answer's encoded frame
         return self._answer(answers)
 
     # -- reading -----------------------------------------------------------------------------------------------
 
     def _read_all(
-        self, requests: list[tuple[str, int, FetchPartition, int]], max_bytes: int, now: int
+        self, requests: list[tuple[str, int, FetchPartition, int]], max_bytes: int, now: int, any_records: bool = True
     ) -> tuple[list[tuple[str, int, dict[str, Any]]], list[int], bool]:
-        """Answers for every partition, the bytes each carries, and whether an error or divergence ends the wait."""
+        """Answers for every partition, the bytes each carries, and whether an error or divergence ends the wait.
+
+        The first batch read is whole even over max_bytes (KIP-74), unless `any_records` is False."""
         answers = []
         sizes = []
         total = 0
         complete_now = False
         for topic, partition, request, partition_max in requests:
             answer, size, final = self._read_one(
-                topic, partition, request, min(partition_max, max_bytes - total), total == 0, now
+                topic, partition, request, min(partition_max, max_bytes - total), total == 0 and any_records, now
             )
             answers.append((topic, partition, answer))
             sizes.append(size)
@@ -290,6 +311,15 @@ def _aborted_in(hosted: HostedPartition, fetch_offset: int, records: bytes) -> l
         {"producer_id": a.producer_id, "first_offset": a.first_offset}
         for a in hosted.log.collect_aborted_txns(fetch_offset, upper)
     ]
+
+
+def _granted(allowance: AnswerAllowance | None, max_bytes: int) -> int | None:
+    """The max_bytes a read may use: all of it without an allowance, else what the allowance grants
+    of it; None when it grants nothing, not even KIP-74's one batch (a max_bytes of 0 asks for that)."""
+    if allowance is None:
+        return max_bytes
+    granted = allowance.grant(max(max_bytes, 1))
+    return min(max_bytes, granted) if granted else None
 
 
 def _empty_answer(exc: KafkaError) -> dict[str, Any]:

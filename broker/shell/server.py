@@ -242,6 +242,9 @@ class BrokerComponent:
                 "connections_refused": sum(x.connections_refused for x in self.kafka_listeners),
                 "connections_idle_closed": sum(x.connections_idle_closed for x in self.kafka_listeners),
                 "frames_decoded_off_loop": sum(x.frames_decoded_off_loop for x in self.kafka_listeners),
+                "connections_unread_closed": sum(x.connections_unread_closed for x in self.kafka_listeners),
+                "answer_bytes_held": sum(x.answer_budget.held_bytes for x in self.kafka_listeners),
+                "answer_bytes_held_peak": max((x.answer_budget.peak_bytes for x in self.kafka_listeners), default=0),
                 **self.kafka_apis.status(),
             }
         return out

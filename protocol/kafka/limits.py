@@ -9,11 +9,14 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 
 @dataclass(frozen=True, slots=True)
 class KafkaListenerLimits:
-    """Kafka's names and defaults, except the two Kafka leaves unbounded (noted)."""
+    """Kafka's names and defaults, except the bounds Kafka does without (noted)."""
 
     socket_request_max_bytes: int = 104_857_600
     # Kafka's default -1 is unbounded; 256 MiB keeps a burst of large frames from taking the memory.
     queued_max_request_bytes: int = 256 * 1024 * 1024
+    # Not Kafka's (it sends fetched records from the file and holds none): the bytes of large answers
+    # (Fetch records) all connections hold from the read until written (protocol/shell/answer_budget.py).
+    queued_max_response_bytes: int = 256 * 1024 * 1024
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
     # Kafka reads one request of a connection at a time; clients pipeline up to 5 (idempotent producers).
@@ -25,6 +28,8 @@ class KafkaListenerLimits:
     def __post_init__(self) -> None:
         if self.queued_max_request_bytes < self.socket_request_max_bytes:
             raise ValueError("queued_max_request_bytes must be at least socket_request_max_bytes")
+        if self.queued_max_response_bytes < 1024:
+            raise ValueError("queued_max_response_bytes must be at least 1024")
 
 
 def check_frame_size(size: int, max_bytes: int) -> None:

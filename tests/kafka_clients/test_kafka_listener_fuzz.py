@@ -1,10 +1,10 @@
 """Hostile bytes at a real broker's Kafka listener: it answers or closes that connection, and serves everyone else.
 
 One single-node `cluster start` cluster for the module, restarted with a short
-connections_max_idle_ms (2 s) and max_connections (200) so idle and connection
-bounds show within a test. A well-behaved client keeps one connection open for
-the whole module and is checked after every case; at the end the broker's log
-must hold no traceback.
+connections_max_idle_ms (2 s), max_connections (200) and queued_max_response_bytes
+(2 MiB) so idle, connection and answer-memory bounds show within a test. A
+well-behaved client keeps one connection open for the whole module and is
+checked after every case; at the end the broker's log must hold no traceback.
 """
 
 from __future__ import annotations
@@ -16,18 +16,22 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.protocol.kafka.apis import API_VERSIONS, SUPPORTED_APIS
+from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
+from kraftpy.protocol.records.header import iter_batches
 from tests.integration.test_cluster_support import LocalCluster, wait_for
 
 IDLE_MS = 2000
 MAX_CONNECTIONS = 200
+RESPONSE_BUDGET_BYTES = 2 << 20
 # How long a hostile connection may stay open after its client stopped sending (idle time plus slack).
 CLOSE_WITHIN_S = IDLE_MS / 1000 + 10
 METADATA = 3
@@ -125,7 +129,13 @@ def send_and_drain(address: tuple[str, int], data: bytes, half_close: bool = Tru
 def fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-fuzz"), nodes=1)
     try:
-        cluster.start_with({"connections_max_idle_ms": IDLE_MS, "max_connections": MAX_CONNECTIONS})
+        cluster.start_with(
+            {
+                "connections_max_idle_ms": IDLE_MS,
+                "max_connections": MAX_CONNECTIONS,
+                "queued_max_response_bytes": RESPONSE_BUDGET_BYTES,
+            }
+        )
         yield cluster
     finally:
         cluster.stop()
@@ -383,6 +393,63 @@ def test_a_slowloris_client_is_closed_after_the_idle_time(fuzz_cluster, address,
             assert time.monotonic() < deadline, "the slowloris connection was never closed"
     finally:
         sock.close()
+
+
+def _fetch_request(topic: str, offset: int, max_wait_ms: int, max_bytes: int) -> FetchRequest:
+    part = FetchRequest.FetchTopic.FetchPartition(
+        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, current_leader_epoch=-1
+    )
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
+        forgotten_topics_data=[], rack_id="",
+    )  # fmt: skip
+
+
+def test_fetchers_that_never_read_hold_no_more_than_the_response_budget(fuzz_cluster, address, good) -> None:
+    """Twenty connections each fetch 12 MiB and read nothing. Each answer stays in the broker's memory
+    until its client reads it, so before the budget they held 20 x 12 MiB; now all answers together
+    hold at most queued_max_response_bytes and one batch, a fetcher gets offsets and no records while
+    the budget is spent, and the hogs are closed after the idle time. A client that reads meanwhile
+    gets every record."""
+    producer = Producer({"bootstrap.servers": fuzz_cluster.bootstrap_servers, "linger.ms": 50, "batch.size": 1_000_000})
+    value = b"h" * 100_000
+    for _ in range(120):
+        producer.produce("hoard", value)
+    assert producer.flush(30) == 0
+    hogs = []
+    try:
+        for cid in range(20):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little of an answer
+            sock.settimeout(10)
+            sock.connect(address)
+            sock.sendall(encode_request(RequestHeader(FETCH, 12, cid, "hog"), _fetch_request("hoard", 0, 0, 32 << 20)))
+            hogs.append(sock)
+        read, offset, empty_answers = 0, 0, 0
+        deadline = time.monotonic() + 60
+        while offset < 120:
+            assert time.monotonic() < deadline, f"the reading client got {offset} of 120 records in 60 s"
+            _, answer = good.call(FETCH, 12, _fetch_request("hoard", offset, 500, 4 << 20))
+            part = answer.responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 120
+            empty_answers += not part.records
+            for _pos, header in iter_batches(part.records or b"", check_crc=False):
+                offset = header.next_offset
+            read += len(part.records or b"")
+        assert read >= 120 * len(value)
+        status = wait_for(
+            "the hogs to be closed and their answers dropped",
+            lambda: (s := _kafka_status(fuzz_cluster)) and s["answer_bytes_held"] == 0 and s["connections"] <= 1 and s,
+            timeout_s=CLOSE_WITHIN_S,
+        )
+    finally:
+        for sock in hogs:
+            sock.close()
+    print("hogs:", status, "empty answers to the reader:", empty_answers)
+    # The budget, plus the one whole batch (about 1 MB) a granted answer may carry past it.
+    assert status["answer_bytes_held_peak"] <= RESPONSE_BUDGET_BYTES + (1 << 20) + 4096, status
+    check_good_client(good)
 
 
 def test_the_broker_logged_no_traceback(fuzz_cluster, good) -> None:

@@ -58,7 +58,10 @@ async def handle_fetch(apis: BrokerApis, ctx: RequestContext, request: FetchRequ
         return refused
     image = apis.image()
     ask = fetch.read_request(request, version, image)
-    answer = await apis.handler("fetch")(ask.body) if fetch.needs_route(ask) else None
+    # The listener's allowance bounds the records read to the memory its answers may hold.
+    answer = None
+    if fetch.needs_route(ask):
+        answer = await apis.replica_manager.fetch_handler(ask.body, ctx.answer_allowance)
     return fetch.fetch_response(ask, answer, image, ctx.listener_name)
 
 

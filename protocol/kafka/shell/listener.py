@@ -4,7 +4,8 @@ One connection's requests are decoded as they arrive and handled side by
 side, up to `max_in_flight_requests`; their answers are written in the order
 the requests came. Frames are bounded (`socket_request_max_bytes`), so is the
 memory all connections' unanswered frames hold (`queued_max_request_bytes`),
-the number of connections and their idle time. A frame that does not decode
+the memory their large answers hold until written (`queued_max_response_bytes`),
+the number of connections and their idle time, reading or writing. A frame that does not decode
 closes its connection (as Kafka does) and nothing else, unless the KafkaApis
 answers it (KIP-511's too-new ApiVersions). Answers ready together go out in
 one send. Notes: docs/kafka-listener.md.
@@ -26,6 +27,7 @@ from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_request, encode_response
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits, check_frame_size
 from kraftpy.protocol.kafka.produce_shape import is_light_produce
+from kraftpy.protocol.shell.answer_budget import AnswerAllowance, AnswerBudget
 from kraftpy.protocol.shell.byte_budget import ByteBudget, budgeted_bytes
 from kraftpy.protocol.shell.rpc_limits import fd_capped_connections
 
@@ -44,6 +46,9 @@ class RequestContext:
     listener_name: str
     client_host: str
     client_port: int
+    # For the APIs in one_at_a_time_api_keys: the share of the listener's queued_max_response_bytes
+    # the answer may hold (a Fetch reads no more than it grants). None for the others.
+    answer_allowance: AnswerAllowance | None = None
 
 
 class KafkaApis(Protocol):
@@ -77,6 +82,8 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._budget = ByteBudget(limits.queued_max_request_bytes)
+        self.answer_budget = AnswerBudget(limits.queued_max_response_bytes)
+        self._stopping = False
         # Decoding costs per element, about 6-25 µs each in kafka-python's decoders: a 100 MiB frame of
         # Metadata topics is half a minute of CPU. Frames over SMALL_FRAME_BYTES are decoded on this
         # thread, one at a time for the listener, so no request can stop the event loop (Raft,
@@ -87,6 +94,7 @@ class KafkaListener:
         self.max_connections = fd_capped_connections(limits.max_connections, limits.listeners_sharing_fds)
         self.connections_refused = 0
         self.connections_idle_closed = 0  # closed after connections_max_idle_ms with nothing in flight
+        self.connections_unread_closed = 0  # closed after an answer waited connections_max_idle_ms to be read
         self.frames_refused = 0
 
     @property
@@ -101,6 +109,7 @@ class KafkaListener:
         log.info("Kafka listener %s://%s:%d started", self.name, self.host, self.port)
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -133,15 +142,30 @@ class KafkaListener:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        connection = _Connection(self, reader, writer)
         try:
-            await _Connection(self, reader, writer).serve()
+            await connection.serve()
         except asyncio.CancelledError:
             pass
         finally:
+            # Counted, and its answer's bytes held, until the socket is really closed.
+            await self._close(writer, linger=not connection.unread)
+            connection.allowance.hold(0)
             self._connections.discard(task)
+
+    async def _close(self, writer: asyncio.StreamWriter, linger: bool) -> None:
+        """Close a connection. Answers still buffered go out if the client reads them within
+        connections_max_idle_ms (`linger`); then, at once if not lingering or when the listener stops,
+        the connection is aborted: a client that does not read holds neither it nor its answer."""
+        try:
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if linger and not self._stopping and writer.transport.get_write_buffer_size():
+                async with asyncio.timeout(self.limits.connections_max_idle_ms / 1000):
+                    await writer.wait_closed()
+        except (Exception, asyncio.CancelledError):
+            pass  # a timeout, a reset, or stop(): the connection is aborted
+        finally:
+            writer.transport.abort()  # after a finished close, a no-op
 
 
 class _Connection:
@@ -171,6 +195,10 @@ class _Connection:
         self.large_answer_done = asyncio.Event()
         self.large_answer_done.set()
         self._large_answer_in_out = False
+        # What that one large answer holds of the listener's queued_max_response_bytes, from the read
+        # that fills it until it is in the socket's buffer (or the connection is closed).
+        self.allowance = listener.answer_budget.allowance()
+        self.unread = False  # an answer waited connections_max_idle_ms to be read: the connection ends
 
     async def serve(self) -> None:
         reading = asyncio.create_task(self._read_loop())
@@ -247,9 +275,14 @@ class _Connection:
                     continue
                 del frame
                 if header.api_key in self.one_at_a_time:
+                    # Bounded: the answer before it is written within connections_max_idle_ms or the
+                    # connection ends (_flush).
                     await self.large_answer_done.wait()
                     self.large_answer_done.clear()
-                ctx = RequestContext(header, self.listener.name, self.client_host, self.client_port)
+                large = header.api_key in self.one_at_a_time
+                ctx = RequestContext(
+                    header, self.listener.name, self.client_host, self.client_port, self.allowance if large else None
+                )
                 # Created in arrival order, the handlers start in arrival order: a producer's batches reach
                 # the log in the order it sent them.
                 self._enqueue(header, asyncio.ensure_future(self.listener.apis.handle(ctx, request)), held)
@@ -318,10 +351,15 @@ class _Connection:
                             self.listener._budget.release(size)
                     if response is CLOSE_CONNECTION:
                         return
+                    large = header.api_key in self.one_at_a_time
                     if response is not None:  # None: Produce with acks=0, Kafka sends nothing
-                        out.append(encode_response(header, response))
-                        self._large_answer_in_out |= header.api_key in self.one_at_a_time
-                    elif header.api_key in self.one_at_a_time:
+                        frame = encode_response(header, response)
+                        out.append(frame)
+                        if large:
+                            self._large_answer_in_out = True
+                            self.allowance.hold(len(frame))  # the frame is what stays until written
+                    elif large:
+                        self.allowance.hold(0)
                         self.large_answer_done.set()
                 finally:
                     self.unanswered -= 1
@@ -336,9 +374,28 @@ class _Connection:
     async def _flush(self, out: list[bytes]) -> None:
         self.writer.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
-        await self.writer.drain()
+        try:
+            if not self.writer.transport.get_write_buffer_size():
+                await self.writer.drain()  # all in the kernel already: it waits for nothing
+            else:
+                # A client that reads nothing for connections_max_idle_ms is gone as far as Kafka is
+                # concerned (its idle clock counts writes too); here it would hold its answer for good.
+                async with asyncio.timeout(self.limits.connections_max_idle_ms / 1000):
+                    await self.writer.drain()
+        except TimeoutError:
+            self.unread = True
+            self.listener.connections_unread_closed += 1
+            log.info(
+                "Kafka listener %s: closing the connection from %s:%d: it read no answer for %d ms",
+                self.listener.name,
+                self.client_host,
+                self.client_port,
+                self.limits.connections_max_idle_ms,
+            )
+            raise ConnectionAbortedError("the client reads no answers") from None
         if self._large_answer_in_out:
             self._large_answer_in_out = False
+            self.allowance.hold(0)  # drained: what is left in memory is under the transport's high-water mark
             self.large_answer_done.set()  # in the socket's buffer now (drain): the next may start
 
 

@@ -60,6 +60,7 @@ class GatedApis:
         self.gates: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self.special: dict[int, Any] = {}  # correlation id -> None (no answer), CLOSE_CONNECTION, an exception
         self.undecodable: list[KafkaError] = []
+        self.allowances: dict[int, Any] = {}  # correlation id -> the answer allowance its handler got
 
     def release(self, *correlation_ids: int) -> None:
         for cid in correlation_ids:
@@ -68,6 +69,7 @@ class GatedApis:
     async def handle(self, ctx: RequestContext, request: Any) -> Any | None:
         cid = ctx.header.correlation_id
         self.started.append(cid)
+        self.allowances[cid] = ctx.answer_allowance
         if self.gated:
             await self.gates[cid].wait()
         special = self.special.get(cid, "answer")
@@ -193,6 +195,7 @@ async def _left_nothing(listener: KafkaListener) -> None:
     await _until("the connections to end", lambda: listener.connection_count == 0)
     assert listener._budget.held_bytes == 0
     assert not listener._budget._waiters
+    assert listener.answer_budget.held_bytes == 0
     me = asyncio.current_task()
     await _until("the handler tasks to end", lambda: not [t for t in asyncio.all_tasks() if t is not me])
 
@@ -249,6 +252,58 @@ async def test_a_client_that_pipelines_fetches_and_never_reads_makes_the_broker_
         assert await client.read_cid() == cid
     assert await client.read_cid() == 9
     assert apis.started == [0, 1, 2, 9]
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_large_answer_holds_the_answer_budget_until_it_is_in_the_socket(served) -> None:
+    """A Fetch's handler gets its connection's share of queued_max_response_bytes (other APIs none);
+    the listener holds the answer's frame against it from encoding until the socket has it."""
+    apis = GatedApis()
+    apis.fetch_answer_bytes = 40 << 20  # more than loopback's socket buffers take: the write waits
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(_fetch_frame(1), _frame(2))
+    await _until("the answer to be held", lambda: listener.answer_budget.held_bytes > 40 << 20)
+    await _until("both handlers to start", lambda: len(apis.started) == 2)
+    assert apis.allowances[1] is not None and apis.allowances[2] is None
+    await asyncio.sleep(SETTLE_S)
+    assert listener.answer_budget.held_bytes > 40 << 20  # unread, still held
+    assert await client.read_cid() == 1
+    assert await client.read_cid() == 2
+    await _until("the answer's bytes to be given back", lambda: listener.answer_budget.held_bytes == 0)
+    assert listener.answer_budget.peak_bytes > 40 << 20
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_a_client_that_reads_no_answer_is_closed_after_the_idle_time(served) -> None:
+    """Kafka's idle clock counts writes too. A client that sends but never reads fills its in-flight
+    slots, so the connection never looks idle to the reader; it is closed once an answer has waited
+    connections_max_idle_ms to be written, and the answer's bytes go back to the budget. Before, the
+    broker held the connection and its 40 MiB answer for as long as the client stayed."""
+    apis = GatedApis()
+    apis.fetch_answer_bytes = 40 << 20
+    listener = await served(apis, connections_max_idle_ms=500, max_in_flight_requests=4)
+    client = await Client.connect(listener.port)
+    await client.send(_fetch_frame(1), *(_frame(cid) for cid in range(2, 12)))
+    await _until("the answer to be held", lambda: listener.answer_budget.held_bytes > 40 << 20)
+    await _until("the connection to be closed", lambda: listener.connection_count == 0)
+    assert listener.connections_unread_closed == 1
+    assert listener.answer_budget.held_bytes == 0
+    await client.close()
+    await _left_nothing(listener)
+
+
+async def test_stopping_the_listener_does_not_wait_for_a_client_that_reads_nothing() -> None:
+    apis = GatedApis()
+    apis.fetch_answer_bytes = 40 << 20
+    listener = await _start(apis)  # connections_max_idle_ms: 10 minutes
+    client = await Client.connect(listener.port)
+    await client.send(_fetch_frame(1))
+    await _until("the answer to be held", lambda: listener.answer_budget.held_bytes > 40 << 20)
+    async with asyncio.timeout(WAIT_S):
+        await listener.stop()
     await client.close()
     await _left_nothing(listener)
 
