@@ -192,6 +192,12 @@ def test_exactly_once_across_leader_and_coordinator_kills(
             "bootstrap.servers": kafka_cluster.bootstrap_servers,
             "transactional.id": TXN_ID,
             "transaction.timeout.ms": 60_000,
+            # librdkafka #5456 / #5511 (open in 2.16): send_offsets_to_transaction() can wait past its
+            # timeout when a killed broker left Metadata and came back (its cached coordinator entry
+            # points at a decommissioned broker); only another broker's state change wakes it. Once
+            # that was our broker's idle close, 600 s later: the transaction had timed out and the
+            # producer was fenced. Closing idle connections here makes such changes come in seconds.
+            "connections.max.idle.ms": 5_000,
         }
     )
     assignment = [TopicPartition(IN, p) for p in range(3)]
