@@ -67,7 +67,12 @@ SUPPORTED_APIS: dict[int, ApiRange] = {r.api_key: r for r in _RANGES}
 
 PRODUCE = 0
 FETCH = 1
+METADATA = 3
+OFFSET_FETCH = 9
+LIST_GROUPS = 16
 API_VERSIONS = 18
+DESCRIBE_LOG_DIRS = 35
+LIST_TRANSACTIONS = 66
 # Produce versions below Kafka 4's floor: decoded and answered, always with UNSUPPORTED_VERSION.
 PRODUCE_REFUSED_BELOW = 3
 

@@ -19,7 +19,16 @@ from typing import Any
 from kraftpy.broker.kafka.api_versions import api_versions_answer, unsupported_version_answer
 from kraftpy.broker.kafka.shell.api_handler import ApiHandler
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
+from kraftpy.protocol.kafka.apis import (
+    API_VERSIONS,
+    DESCRIBE_LOG_DIRS,
+    FETCH,
+    LIST_GROUPS,
+    LIST_TRANSACTIONS,
+    METADATA,
+    OFFSET_FETCH,
+    SUPPORTED_APIS,
+)
 from kraftpy.protocol.kafka.codec import RequestHeader
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, RequestContext
 
@@ -58,8 +67,12 @@ class BrokerApis:
         self.broker_id: int = broker.node.config.node_id
         self.cluster_id: str = broker.node.cluster_id
         self.handlers = dict(handlers) if handlers is not None else load_handlers()
-        # Fetch answers carry up to 32 MiB of records: one at a time per connection (the listener's bound).
-        self.one_at_a_time_api_keys = frozenset({FETCH})
+        # One at a time per API per connection (the listener's bound on answers a client leaves unread):
+        # Fetch answers carry up to 32 MiB of records, and these others grow with the cluster (every
+        # topic, every partition a group committed, every group or transaction), not with the request.
+        self.one_at_a_time_api_keys = frozenset(
+            {FETCH, METADATA, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_LOG_DIRS, LIST_TRANSACTIONS}
+        )
         self.served = frozenset({API_VERSIONS, *self.handlers})
         self.requests_by_api: dict[int, int] = {}
         self.errors_by_api: dict[int, int] = {}

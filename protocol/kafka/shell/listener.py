@@ -54,8 +54,9 @@ class RequestContext:
 class KafkaApis(Protocol):
     """The listener's one collaborator: answers decoded requests and the ones that did not decode."""
 
-    # API keys whose answers may be large (Fetch: up to 32 MiB of records). A connection runs one of
-    # these at a time: the next starts once the previous one's answer is written to the socket.
+    # API keys whose answers may be large (Fetch: up to 32 MiB of records; Metadata of every topic).
+    # A connection runs one request of each such API at a time: the next starts once the previous
+    # one's answer is written to the socket.
     one_at_a_time_api_keys: frozenset[int]
 
     async def handle(self, ctx: RequestContext, request: Any) -> Any | None:
@@ -150,7 +151,8 @@ class KafkaListener:
         finally:
             # Counted, and its answer's bytes held, until the socket is really closed.
             await self._close(writer, linger=not connection.unread)
-            connection.allowance.hold(0)
+            for slot in connection.large.values():
+                slot.allowance.hold(0)
             self._connections.discard(task)
 
     async def _close(self, writer: asyncio.StreamWriter, linger: bool) -> None:
@@ -187,17 +189,15 @@ class _Connection:
         self.answers: deque[tuple[RequestHeader, asyncio.Future[Any], int] | None] = deque()
         self.answers_added = asyncio.Event()
         # Kafka reads one request of a connection at a time, so a client holds at most one answer in
-        # the broker's memory. Here requests run side by side, and a client that pipelined Fetch
-        # requests and never read would make the broker hold up to max_in_flight_requests answers of
-        # 32 MiB each. Clients never pipeline fetches on one connection, so those run one at a time:
-        # set while no large answer of this connection is being made or waits to be written.
-        self.one_at_a_time = listener.apis.one_at_a_time_api_keys
-        self.large_answer_done = asyncio.Event()
-        self.large_answer_done.set()
-        self._large_answer_in_out = False
-        # What that one large answer holds of the listener's queued_max_response_bytes, from the read
-        # that fills it until it is in the socket's buffer (or the connection is closed).
-        self.allowance = listener.answer_budget.allowance()
+        # the broker's memory. Here requests run side by side, and a client that pipelined Fetch (or
+        # all-topics Metadata) requests and never read would make the broker hold up to
+        # max_in_flight_requests such answers. Clients do not pipeline those on one connection, so
+        # each such API runs one at a time per connection, in a slot of its own (a Metadata request
+        # never waits for a Fetch long poll) with what its answer holds of queued_max_response_bytes.
+        self.large = {
+            key: _LargeAnswerSlot(listener.answer_budget.allowance()) for key in listener.apis.one_at_a_time_api_keys
+        }
+        self._large_in_out: list[_LargeAnswerSlot] = []
         self.unread = False  # an answer waited connections_max_idle_ms to be read: the connection ends
 
     async def serve(self) -> None:
@@ -274,14 +274,18 @@ class _Connection:
                     self._enqueue(answer[0], _ready(answer[1]), 0)
                     continue
                 del frame
-                if header.api_key in self.one_at_a_time:
+                slot = self.large.get(header.api_key)
+                if slot is not None:
                     # Bounded: the answer before it is written within connections_max_idle_ms or the
                     # connection ends (_flush).
-                    await self.large_answer_done.wait()
-                    self.large_answer_done.clear()
-                large = header.api_key in self.one_at_a_time
+                    await slot.done.wait()
+                    slot.done.clear()
                 ctx = RequestContext(
-                    header, self.listener.name, self.client_host, self.client_port, self.allowance if large else None
+                    header,
+                    self.listener.name,
+                    self.client_host,
+                    self.client_port,
+                    slot.allowance if slot is not None else None,
                 )
                 # Created in arrival order, the handlers start in arrival order: a producer's batches reach
                 # the log in the order it sent them.
@@ -351,16 +355,15 @@ class _Connection:
                             self.listener._budget.release(size)
                     if response is CLOSE_CONNECTION:
                         return
-                    large = header.api_key in self.one_at_a_time
+                    slot = self.large.get(header.api_key)
                     if response is not None:  # None: Produce with acks=0, Kafka sends nothing
                         frame = encode_response(header, response)
                         out.append(frame)
-                        if large:
-                            self._large_answer_in_out = True
-                            self.allowance.hold(len(frame))  # the frame is what stays until written
-                    elif large:
-                        self.allowance.hold(0)
-                        self.large_answer_done.set()
+                        if slot is not None:
+                            self._large_in_out.append(slot)
+                            slot.allowance.hold(len(frame))  # the frame is what stays until written
+                    elif slot is not None:
+                        slot.written()
                 finally:
                     self.unanswered -= 1
                     self.slots.release()
@@ -393,10 +396,26 @@ class _Connection:
                 self.limits.connections_max_idle_ms,
             )
             raise ConnectionAbortedError("the client reads no answers") from None
-        if self._large_answer_in_out:
-            self._large_answer_in_out = False
-            self.allowance.hold(0)  # drained: what is left in memory is under the transport's high-water mark
-            self.large_answer_done.set()  # in the socket's buffer now (drain): the next may start
+        # Drained: what is left in memory is under the transport's high-water mark; the next may start.
+        for slot in self._large_in_out:
+            slot.written()
+        self._large_in_out.clear()
+
+
+class _LargeAnswerSlot:
+    """A connection's one request of an API in one_at_a_time_api_keys: `done` is set while none is
+    between its start and its answer in the socket; `allowance` is what that answer holds."""
+
+    __slots__ = ("allowance", "done")
+
+    def __init__(self, allowance: AnswerAllowance) -> None:
+        self.allowance = allowance
+        self.done = asyncio.Event()
+        self.done.set()
+
+    def written(self) -> None:
+        self.allowance.hold(0)
+        self.done.set()
 
 
 def _ready(value: Any) -> asyncio.Future[Any]:

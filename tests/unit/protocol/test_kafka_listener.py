@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
 from kraftpy.node.config import build_config
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, PRODUCE, SUPPORTED_APIS
+from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, METADATA, OFFSET_FETCH, PRODUCE, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.kafka.shell.listener import CLOSE_CONNECTION, KafkaListener, RequestContext
@@ -79,6 +80,8 @@ class GatedApis:
             return special
         if ctx.header.api_key == FETCH:
             return _fetch_answer(self.fetch_answer_bytes)
+        if ctx.header.api_key == METADATA:
+            return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[])
         return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=cid)
 
     def answer_undecodable(self, error: KafkaError) -> None:
@@ -254,6 +257,30 @@ async def test_a_client_that_pipelines_fetches_and_never_reads_makes_the_broker_
     assert apis.started == [0, 1, 2, 9]
     await client.close()
     await _left_nothing(listener)
+
+
+async def test_each_large_answer_api_runs_one_at_a_time_in_a_slot_of_its_own(served) -> None:
+    """A Metadata request does not wait for a Fetch long poll before it, but a second Metadata request
+    waits until the first one's answer is written (all-topics Metadata answers grow with the cluster:
+    16 pipelined by a client that reads nothing were 16 of them in memory)."""
+    apis = GatedApis(gated=True)
+    apis.one_at_a_time_api_keys = frozenset({FETCH, METADATA})
+    listener = await served(apis)
+    client = await Client.connect(listener.port)
+    await client.send(_fetch_frame(1), metadata_bomb(1, cid=2), metadata_bomb(1, cid=3))
+    await _until("the fetch and the first Metadata to start", lambda: apis.started == [1, 2])
+    apis.release(2)  # answered, but not written: the fetch's answer goes first
+    await asyncio.sleep(SETTLE_S)
+    assert apis.started == [1, 2]
+    apis.release(1, 3)
+    assert [await client.read_cid() for _ in range(3)] == [1, 2, 3]
+    assert apis.started == [1, 2, 3]
+    await client.close()
+    await _left_nothing(listener)
+
+
+def test_the_broker_runs_its_large_answer_apis_one_at_a_time() -> None:
+    assert {FETCH, METADATA, OFFSET_FETCH} <= _broker_apis().one_at_a_time_api_keys
 
 
 async def test_a_large_answer_holds_the_answer_budget_until_it_is_in_the_socket(served) -> None:
