@@ -176,7 +176,9 @@ async def test_a_parked_fetch_rechecks_only_the_partitions_that_changed(tmp_path
             assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
 
         # The two followers' fetches (of the same four partitions) and the consumer's.
-        await wait_until(lambda: handler.waiting == 3, what="three fetches parked")
+        await wait_until(lambda: handler.waiting == 3 or parked.done(), what="three fetches parked")
+        # A rare failure here (1 run in 20, on builds before session 19 too) had said nothing about why.
+        assert not parked.done(), f"the consumer's fetch was answered at once: {parked.result()}"
         await produce(0)
         await asyncio.sleep(0.2)
         assert not parked.done()  # one batch is below min_bytes
