@@ -40,10 +40,11 @@ def test_perf_produce_folds_latencies_as_it_sends(cluster: LocalCluster, monkeyp
 
     monkeypatch.setattr(perf.LatencyStats, "fold", recorded)
     records = 20_000
-    # No progress line in the run (an hour apart): each fold but the last is then the send loop's.
-    result = asyncio.run(
-        perf.produce_records(servers_of(cluster), "perf-fold", records, 100, -1, {"acks": "all"}, 3_600_000)
-    )
+    # No progress line in the run (an hour apart): each fold but the last is then the send loop's. With
+    # 64 KiB of buffer memory send() waits for acknowledgements, so they come in while it sends; with
+    # the default 32 MiB a fast machine buffered nearly all 20,000 records before the first came back.
+    config = {"acks": "all", "buffer_memory": 65_536, "batch_size": 16_384}
+    result = asyncio.run(perf.produce_records(servers_of(cluster), "perf-fold", records, 100, -1, config, 3_600_000))
     assert result.errors == 0 and result.records == records
     stats = result.latencies
     assert stats.count == records and len(stats.sample) == records and not stats.recent  # stride 1 below 500,000
