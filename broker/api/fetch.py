@@ -87,8 +87,9 @@ class FetchHandler:
             return self._answer(self._read_all(requests, 0, monotonic_ms(), any_records=False)[0])
         answers, sizes, complete_now = self._read_all(requests, limit, start)
         total = sum(sizes)
-        waits = not (complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests)
-        if not waits or self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
+        if complete_now or total >= min_bytes or max_wait_ms <= 0 or not requests:
+            return self._hold(allowance, total, answers)
+        if self.waiting >= self.rm.settings.fetch_purgatory_max_waiting:
             return self._hold(allowance, total, answers)
         if allowance is not None:
             allowance.hold(0)  # parked: what was read is read again on waking

@@ -19,7 +19,6 @@ import pytest
 from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
@@ -28,6 +27,7 @@ from kraftpy.protocol.kafka.apis import API_VERSIONS, FETCH, SUPPORTED_APIS
 from kraftpy.protocol.kafka.codec import RequestHeader, decode_response, encode_request
 from kraftpy.protocol.records.header import iter_batches
 from tests.integration.test_cluster_support import LocalCluster, wait_for
+from tests.unit.protocol.test_kafka_listener import fetch_request  # one builder of the Fetch request
 
 IDLE_MS = 2000
 MAX_CONNECTIONS = 200
@@ -395,17 +395,6 @@ def test_a_slowloris_client_is_closed_after_the_idle_time(fuzz_cluster, address,
         sock.close()
 
 
-def _fetch_request(topic: str, offset: int, max_wait_ms: int, max_bytes: int) -> FetchRequest:
-    part = FetchRequest.FetchTopic.FetchPartition(
-        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, current_leader_epoch=-1
-    )
-    return FetchRequest(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
-        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
-        forgotten_topics_data=[], rack_id="",
-    )  # fmt: skip
-
-
 def test_fetchers_that_never_read_hold_no_more_than_the_response_budget(fuzz_cluster, address, good) -> None:
     """Twenty connections each fetch 12 MiB and read nothing. Each answer stays in the broker's memory
     until its client reads it, so before the budget they held 20 x 12 MiB; now all answers together
@@ -424,13 +413,13 @@ def test_fetchers_that_never_read_hold_no_more_than_the_response_budget(fuzz_clu
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little of an answer
             sock.settimeout(10)
             sock.connect(address)
-            sock.sendall(encode_request(RequestHeader(FETCH, 12, cid, "hog"), _fetch_request("hoard", 0, 0, 32 << 20)))
+            sock.sendall(encode_request(RequestHeader(FETCH, 12, cid, "hog"), fetch_request("hoard", 0, 0, 32 << 20)))
             hogs.append(sock)
         read, offset, empty_answers = 0, 0, 0
         deadline = time.monotonic() + 60
         while offset < 120:
             assert time.monotonic() < deadline, f"the reading client got {offset} of 120 records in 60 s"
-            _, answer = good.call(FETCH, 12, _fetch_request("hoard", offset, 500, 4 << 20))
+            _, answer = good.call(FETCH, 12, fetch_request("hoard", offset, 500, 4 << 20))
             part = answer.responses[0].partitions[0]
             assert part.error_code == 0 and part.high_watermark == 120
             empty_answers += not part.records

@@ -95,17 +95,21 @@ def _frame(cid: int, pad: int = 0, version: int = 3) -> bytes:
     return encode_request(RequestHeader(API_VERSIONS, version, cid, "test"), body)
 
 
-def _fetch_frame(cid: int) -> bytes:
-    """A consumer's Fetch v12 request frame for partition 0 of topic "t"."""
+def fetch_request(topic: str = "t", offset: int = 0, max_wait_ms: int = 0, max_bytes: int = 32 << 20) -> FetchRequest:
+    """A consumer's Fetch v12 request for partition 0 of `topic` (tests/kafka_clients send it too)."""
     part = FetchRequest.FetchTopic.FetchPartition(
-        partition=0, fetch_offset=0, partition_max_bytes=32 << 20, current_leader_epoch=-1
+        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, current_leader_epoch=-1
     )
-    request = FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=32 << 20, isolation_level=0, session_id=0,
-        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t", partitions=[part])],
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
         forgotten_topics_data=[], rack_id="",
     )  # fmt: skip
-    return encode_request(RequestHeader(FETCH, 12, cid, "test"), request)
+
+
+def _fetch_frame(cid: int) -> bytes:
+    """A consumer's Fetch v12 request frame for partition 0 of topic "t"."""
+    return encode_request(RequestHeader(FETCH, 12, cid, "test"), fetch_request())
 
 
 def _fetch_answer(records_bytes: int) -> FetchResponse:
