@@ -62,16 +62,19 @@ class ControllerChannel:
         deadline = loop.time() + timeout_ms / 1000
         backoff = Backoff(100, 1_000)
         while True:
-            remaining_ms = (deadline - loop.time()) * 1000
+            attempt_ms = max(1, int(min((deadline - loop.time()) * 1000, self.request_timeout_ms)))
             try:
-                return await self.call(path, body, max(1, int(min(remaining_ms, self.request_timeout_ms))))
+                return await self.call(path, body, attempt_ms)
             except KafkaError as exc:
-                if exc.code not in FORWARD_RETRIABLE:
+                # An attempt that the deadline cut short timed out because the request's time ran out,
+                # however little was left for it: that is the request's timeout, not the attempt's.
+                cut_short = exc.code == ErrorCode.REQUEST_TIMED_OUT and attempt_ms < self.request_timeout_ms
+                if exc.code not in FORWARD_RETRIABLE and not cut_short:
                     raise
                 remaining_ms = (deadline - loop.time()) * 1000
-                if remaining_ms <= 0:
+                if remaining_ms <= 0 or cut_short:
                     raise KafkaError(
-                        f"the controller was not reachable within {timeout_ms} ms (last: {exc.message})",
+                        f"the controller did not answer within {timeout_ms} ms (last: {exc.message})",
                         ErrorCode.REQUEST_TIMED_OUT,
                     ) from None
                 await asyncio.sleep(min(backoff.next_ms(), remaining_ms) / 1000)
