@@ -154,11 +154,17 @@ class ProcCluster:
             return None
 
     async def leader(self, among: list[int] | None = None) -> int | None:
-        """The node that says it leads, if exactly one of the live ones does."""
+        """The node that says it leads, if exactly one of the live ones does and every one of them
+        names it, in the same epoch. A leader that only some know of can still be unseated: a voter
+        that voted for it but has not heard its BeginQuorumEpoch yet grants another node's pre-vote
+        (it knows no live leader), and that node's real election moves the leader to the next epoch."""
         ids = among if among is not None else self.alive()
         states = await asyncio.gather(*(self.state(i) for i in ids))
         leaders = [i for i, s in zip(ids, states, strict=True) if s and s["raft"].get("state") == "leader"]
-        return leaders[0] if len(leaders) == 1 else None
+        if len(leaders) != 1:
+            return None
+        named = {(s["raft"].get("leader_id"), s["raft"].get("epoch")) if s else None for s in states}
+        return leaders[0] if len(named) == 1 and next(iter(named))[0] == leaders[0] else None
 
     async def wait_leader(self, timeout_s: float = 20.0, among: list[int] | None = None) -> int:
         async with asyncio.timeout(timeout_s):
