@@ -66,6 +66,23 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message} (load1 {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
 
 
+ZK_JAR = Path("/usr/share/java/zookeeper.jar")  # what shared/anchors/zk_cluster.sh runs
+
+
+def zookeeper_missing(anchors: Path) -> str | None:
+    """What the ZooKeeper anchor lacks on this machine, checked before kraftpy's part runs (so a missing
+    package does not cost a measurement), or None."""
+    import importlib.util
+
+    if not (anchors / "zk_cluster.sh").exists():
+        return f"no {anchors / 'zk_cluster.sh'} (--anchors names the shared/anchors folder)"
+    if not ZK_JAR.exists():
+        return f"no {ZK_JAR}: install the Debian package (apt-get install zookeeper)"
+    if importlib.util.find_spec("kazoo") is None:
+        return "the ZooKeeper bench's client is missing: pip install kazoo"
+    return None
+
+
 def run_zookeeper(anchors: Path) -> dict[str, Any]:
     """The ZooKeeper anchor now: a 3-node ensemble on loopback, kazoo's one-at-a-time and async sets."""
     load_before = os.getloadavg()[0]
@@ -372,6 +389,9 @@ def main() -> None:
     parser.add_argument("--zookeeper", action="store_true", help="also run the ZooKeeper anchor, in this invocation")
     parser.add_argument("--anchors", type=Path, default=ANCHORS, help="the anchors' folder (shared/anchors)")
     args = parser.parse_args()
+    missing = zookeeper_missing(args.anchors) if args.zookeeper else None
+    if missing is not None:
+        parser.error(f"--zookeeper: {missing}")
     try:
         import uvloop  # the nodes run on uvloop; so does the client, so it adds as little as it can
 

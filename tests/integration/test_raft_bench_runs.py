@@ -32,3 +32,15 @@ def test_a_tiny_raft_bench_run_measures_every_phase() -> None:
     assert cpu["leader"] + cpu["client"] + sum(cpu["followers"]) > 0
     assert results["many_in_flight"]["entries"] == 100 and results["many_in_flight"]["entries_per_s"] > 0
     assert results["round_trips"]["calls"] == 5 and results["round_trips"]["stream_p50_ms"] > 0
+
+
+def test_a_missing_zookeeper_anchor_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """`--zookeeper` ran kraftpy's part first and then failed on a machine without the anchor's
+    package, losing the measurement: now what is missing is said before any node starts."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--zookeeper", "--anchors", str(tmp_path), "--trials", "0"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"--zookeeper: no {tmp_path / 'zk_cluster.sh'}" in proc.stderr
+    assert "starting 3 voters" not in proc.stderr
