@@ -29,7 +29,7 @@ from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.auth import DEFAULT_MAX_CLOCK_SKEW_MS
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.limits import KafkaListenerLimits
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits, socket_buffer_ok
 from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits
 from kraftpy.raft.config import RaftConfig
@@ -120,6 +120,8 @@ class NodeConfig:
     socket_request_max_bytes: int = default_of(KafkaListenerLimits, "socket_request_max_bytes")
     queued_max_request_bytes: int = default_of(KafkaListenerLimits, "queued_max_request_bytes")
     queued_max_response_bytes: int = default_of(KafkaListenerLimits, "queued_max_response_bytes")
+    socket_send_buffer_bytes: int = default_of(KafkaListenerLimits, "socket_send_buffer_bytes")
+    socket_receive_buffer_bytes: int = default_of(KafkaListenerLimits, "socket_receive_buffer_bytes")
     rack: str | None = None
     log_level: str = "INFO"
     log_file: Path | None = None
@@ -203,6 +205,8 @@ class NodeConfig:
             socket_request_max_bytes=self.socket_request_max_bytes,
             queued_max_request_bytes=self.queued_max_request_bytes,
             queued_max_response_bytes=self.queued_max_response_bytes,
+            socket_send_buffer_bytes=self.socket_send_buffer_bytes,
+            socket_receive_buffer_bytes=self.socket_receive_buffer_bytes,
             max_connections=self.max_connections,
             connections_max_idle_ms=self.connections_max_idle_ms,
             listeners_sharing_fds=1 + len(self.kafka_listeners()),
@@ -337,6 +341,9 @@ def _check(c: NodeConfig) -> None:
         raise config_error("socket_request_max_bytes must be >= 1024 and <= queued_max_request_bytes")
     if c.queued_max_response_bytes < 1024:
         raise config_error("queued_max_response_bytes must be >= 1024")
+    for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
+        if not socket_buffer_ok(getattr(c, name)):
+            raise config_error(f"{name} must be -1 (the OS's default) or >= 1024, got {getattr(c, name)}")
     voter_ids = {v.node_id for v in c.controller_quorum_voters}
     if c.is_controller and c.node_id not in voter_ids:
         raise config_error(f"node {c.node_id} has the controller role but is not in controller_quorum_voters")

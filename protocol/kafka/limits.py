@@ -17,6 +17,10 @@ class KafkaListenerLimits:
     # Not Kafka's (it sends fetched records from the file and holds none): the bytes of large answers
     # (Fetch records) all connections hold from the read until written (protocol/shell/answer_budget.py).
     queued_max_response_bytes: int = 256 * 1024 * 1024
+    # The kernel's buffers of each connection (SO_SNDBUF, SO_RCVBUF); -1: the OS's default, which
+    # autotunes up to net.ipv4.tcp_wmem / tcp_rmem's maximum (4 and 32 MiB on the machine we measure on).
+    socket_send_buffer_bytes: int = 102_400
+    socket_receive_buffer_bytes: int = 102_400
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
     # Kafka reads one request of a connection at a time; clients pipeline up to 5 (idempotent producers).
@@ -30,6 +34,14 @@ class KafkaListenerLimits:
             raise ValueError("queued_max_request_bytes must be at least socket_request_max_bytes")
         if self.queued_max_response_bytes < 1024:
             raise ValueError("queued_max_response_bytes must be at least 1024")
+        for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
+            if not socket_buffer_ok(getattr(self, name)):
+                raise ValueError(f"{name} must be -1 (the OS's default) or at least 1024")
+
+
+def socket_buffer_ok(size: int) -> bool:
+    """A socket buffer setting: -1 (the OS's default) or at least 1024 bytes."""
+    return size == -1 or size >= 1024
 
 
 def check_frame_size(size: int, max_bytes: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -106,6 +107,15 @@ class KafkaListener:
         self._server = await asyncio.start_server(
             self._accept, self.host, self.port, reuse_address=True, limit=64 * 1024
         )
+        # Set on the listening socket, before any client connects: each accepted connection inherits
+        # both (and a receive buffer set after the handshake would not change the window scale).
+        for sock in self._server.sockets:
+            for option, size in (
+                (socket.SO_SNDBUF, self.limits.socket_send_buffer_bytes),
+                (socket.SO_RCVBUF, self.limits.socket_receive_buffer_bytes),
+            ):
+                if size != -1:
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("Kafka listener %s://%s:%d started", self.name, self.host, self.port)
 

@@ -117,6 +117,8 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
         ({"port": 9000, "listeners": "PLAINTEXT://127.0.0.1:9000"}, "is the node's RPC port"),
         ({"socket_request_max_bytes": 10}, "socket_request_max_bytes must be >= 1024"),
         ({"queued_max_response_bytes": 1000}, "queued_max_response_bytes must be >= 1024"),
+        ({"socket_send_buffer_bytes": 0}, "socket_send_buffer_bytes must be -1 (the OS's default) or >= 1024"),
+        ({"socket_receive_buffer_bytes": -2}, "socket_receive_buffer_bytes must be -1 (the OS's default) or >= 1024"),
         ({"no_such_thing": 1}, "unknown setting 'no_such_thing'"),
         ({"log_level": "LOUD"}, "log_level must be"),
         ({"log_retention_check_interval_ms": "soon"}, "log_retention_check_interval_ms must be an integer"),

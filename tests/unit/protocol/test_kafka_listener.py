@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import resource
+import socket
 import struct
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -596,6 +598,50 @@ async def test_connections_beyond_max_connections_are_refused(served) -> None:
     await _left_nothing(listener)
 
 
+def _accepted_socket_buffers(port: int, client: Client) -> tuple[int, int]:
+    """(SO_SNDBUF, SO_RCVBUF) of the server's end of `client`'s connection, found among this process's
+    descriptors (the listener runs in it): the socket on `port` whose peer is the client's end."""
+    client_end = client.writer.get_extra_info("sockname")[:2]
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue  # not a socket
+        with sock:
+            try:
+                if sock.getsockname()[1:2] != (port,) or sock.getpeername()[:2] != client_end:
+                    continue
+            except (OSError, IndexError):
+                continue
+            return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVBUF
+            )
+    raise AssertionError(f"no accepted socket on port {port} for {client_end}")
+
+
+async def test_each_connection_gets_the_configured_socket_buffers(served) -> None:
+    """Kafka's socket.send.buffer.bytes and socket.receive.buffer.bytes, on every accepted connection
+    (Linux reports twice the size asked: the kernel's bookkeeping is counted in)."""
+    listener = await served(GatedApis(), socket_send_buffer_bytes=16_384, socket_receive_buffer_bytes=24_576)
+    clients = [await Client.connect(listener.port) for _ in range(2)]
+    await _until("two connections", lambda: listener.connection_count == 2)
+    for client in clients:
+        assert _accepted_socket_buffers(listener.port, client) == (2 * 16_384, 2 * 24_576)
+        await client.close()
+    defaults = await served(GatedApis(), socket_send_buffer_bytes=-1, socket_receive_buffer_bytes=-1)
+    client = await Client.connect(defaults.port)
+    await _until("a connection", lambda: defaults.connection_count == 1)
+    assert _accepted_socket_buffers(defaults.port, client) != (2 * 16_384, 2 * 24_576)  # the kernel's own
+    await client.close()
+
+
+@pytest.mark.parametrize("size", [0, 1023, -2])
+def test_a_socket_buffer_below_1024_bytes_is_refused(size: int) -> None:
+    for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
+        with pytest.raises(ValueError, match=f"{name} must be -1"):
+            KafkaListenerLimits(**{name: size})
+
+
 # --- clients leaving, answers that are not answers ---------------------------------------------------------
 
 
@@ -760,6 +806,21 @@ def test_a_node_with_a_kafka_listener_counts_both_listeners() -> None:
     assert with_kafka.listener_limits().listeners_sharing_fds == 2
     assert with_kafka.kafka_listener_limits().listeners_sharing_fds == 2
     assert build_config(base).listener_limits().listeners_sharing_fds == 1
+
+
+def test_a_node_passes_its_kafka_listener_settings_to_its_listeners() -> None:
+    base = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
+    changed = {
+        "socket_request_max_bytes": 2048,
+        "queued_max_request_bytes": 4096,
+        "queued_max_response_bytes": 8192,
+        "socket_send_buffer_bytes": 65_536,
+        "socket_receive_buffer_bytes": -1,
+        "max_connections": 7,
+        "connections_max_idle_ms": 5_000,
+    }
+    limits = build_config({**base, "listeners": "PLAINTEXT://127.0.0.1:9092", **changed}).kafka_listener_limits()
+    assert {name: getattr(limits, name) for name in changed} == changed
 
 
 async def test_the_kafka_listener_caps_its_connections_by_the_descriptors(monkeypatch) -> None:
