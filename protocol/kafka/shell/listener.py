@@ -105,10 +105,10 @@ class KafkaListener:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, reuse_address=True, limit=64 * 1024
+            self._accept, self.host, self.port, reuse_address=True, limit=64 * 1024, start_serving=False
         )
-        # Set on the listening socket, before any client connects: each accepted connection inherits
-        # both (and a receive buffer set after the handshake would not change the window scale).
+        # Set on the bound socket before it listens: every accepted connection inherits both (and a
+        # receive buffer set after the handshake would not change the window scale agreed in it).
         for sock in self._server.sockets:
             for option, size in (
                 (socket.SO_SNDBUF, self.limits.socket_send_buffer_bytes),
@@ -116,6 +116,7 @@ class KafkaListener:
             ):
                 if size != -1:
                     sock.setsockopt(socket.SOL_SOCKET, option, size)
+        await self._server.start_serving()
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("Kafka listener %s://%s:%d started", self.name, self.host, self.port)
 
