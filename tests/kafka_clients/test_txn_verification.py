@@ -222,7 +222,12 @@ def test_a_txn_offset_commit_outside_the_transaction_is_refused(kafka_cluster: L
         assert end.error_code == 0, end
         wait_for("the committed offset", lambda: stable_offset(groups, group) == (E.NONE, 7))
 
-        # A late commit of that finished transaction is refused too, and hides nothing.
+        # A late commit of that finished transaction is refused too, and hides nothing. The markers
+        # (which made offset 7 visible) go out before the coordinator writes CompleteCommit; until
+        # then verification answers CONCURRENT_TRANSACTIONS, which a TxnOffsetCommit gets as the
+        # retriable COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS as on a produce, then Kafka's
+        # mapping of a failed offsets write): a client retries. Seen 15 of 15 right after EndTxn.
+        wait_for("CompleteCommit", lambda: describe(wire, txn_id).transaction_state == "CompleteCommit")
         assert txn_offset_commit(groups, txn_id, group, pid, epoch, 9) == E.INVALID_TXN_STATE
         assert stable_offset(groups, group) == (E.NONE, 7)
     finally:
