@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -72,8 +73,6 @@ ZK_JAR = Path("/usr/share/java/zookeeper.jar")  # what shared/anchors/zk_cluster
 def zookeeper_missing(anchors: Path) -> str | None:
     """What the ZooKeeper anchor lacks on this machine, checked before kraftpy's part runs (so a missing
     package does not cost a measurement), or None."""
-    import importlib.util
-
     if not (anchors / "zk_cluster.sh").exists():
         return f"no {anchors / 'zk_cluster.sh'} (--anchors names the shared/anchors folder)"
     if not ZK_JAR.exists():

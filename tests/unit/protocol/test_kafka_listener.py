@@ -800,16 +800,17 @@ def test_the_rpc_port_and_the_kafka_listeners_share_the_descriptors_left() -> No
     assert cap_connections(1000, 3, 200) == 1
 
 
+NODE = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
+
+
 def test_a_node_with_a_kafka_listener_counts_both_listeners() -> None:
-    base = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
-    with_kafka = build_config({**base, "listeners": "PLAINTEXT://127.0.0.1:9092"})
+    with_kafka = build_config({**NODE, "listeners": "PLAINTEXT://127.0.0.1:9092"})
     assert with_kafka.listener_limits().listeners_sharing_fds == 2
     assert with_kafka.kafka_listener_limits().listeners_sharing_fds == 2
-    assert build_config(base).listener_limits().listeners_sharing_fds == 1
+    assert build_config(NODE).listener_limits().listeners_sharing_fds == 1
 
 
 def test_a_node_passes_its_kafka_listener_settings_to_its_listeners() -> None:
-    base = {"node_id": 1, "controller_quorum_voters": "1@127.0.0.1:9000", "port": 9000, "data_dir": "/tmp/x"}
     changed = {
         "socket_request_max_bytes": 2048,
         "queued_max_request_bytes": 4096,
@@ -819,7 +820,7 @@ def test_a_node_passes_its_kafka_listener_settings_to_its_listeners() -> None:
         "max_connections": 7,
         "connections_max_idle_ms": 5_000,
     }
-    limits = build_config({**base, "listeners": "PLAINTEXT://127.0.0.1:9092", **changed}).kafka_listener_limits()
+    limits = build_config({**NODE, "listeners": "PLAINTEXT://127.0.0.1:9092", **changed}).kafka_listener_limits()
     assert {name: getattr(limits, name) for name in changed} == changed
 
 
