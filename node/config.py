@@ -29,7 +29,7 @@ from kraftpy.metadata.controller.snapshot_policy import SnapshotPolicy
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.auth import DEFAULT_MAX_CLOCK_SKEW_MS
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.kafka.limits import KafkaListenerLimits, socket_buffer_ok
+from kraftpy.protocol.kafka.limits import KafkaListenerLimits
 from kraftpy.protocol.settings import default_of
 from kraftpy.protocol.shell.rpc_limits import ListenerLimits
 from kraftpy.raft.config import RaftConfig
@@ -337,13 +337,10 @@ def _check(c: NodeConfig) -> None:
     for x in listeners:
         if x.port == c.port and x.host in (c.host, "0.0.0.0", "::"):
             raise config_error(f"listener {x.name} port {x.port} is the node's RPC port (`port`): choose another")
-    if c.socket_request_max_bytes < 1024 or c.queued_max_request_bytes < c.socket_request_max_bytes:
-        raise config_error("socket_request_max_bytes must be >= 1024 and <= queued_max_request_bytes")
-    if c.queued_max_response_bytes < 1024:
-        raise config_error("queued_max_response_bytes must be >= 1024")
-    for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
-        if not socket_buffer_ok(getattr(c, name)):
-            raise config_error(f"{name} must be -1 (the OS's default) or >= 1024, got {getattr(c, name)}")
+    try:  # the Kafka listener's own rules (protocol/kafka/limits.py)
+        c.kafka_listener_limits()
+    except ValueError as exc:
+        raise config_error(f"Kafka listener settings: {exc}") from None
     voter_ids = {v.node_id for v in c.controller_quorum_voters}
     if c.is_controller and c.node_id not in voter_ids:
         raise config_error(f"node {c.node_id} has the controller role but is not in controller_quorum_voters")

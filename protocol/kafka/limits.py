@@ -30,13 +30,19 @@ class KafkaListenerLimits:
     listeners_sharing_fds: int = 1
 
     def __post_init__(self) -> None:
+        # The one place these rules live: a node's config check (node/config.py) builds the limits.
+        if self.socket_request_max_bytes < 1024:
+            raise ValueError(f"socket_request_max_bytes must be >= 1024, got {self.socket_request_max_bytes}")
         if self.queued_max_request_bytes < self.socket_request_max_bytes:
-            raise ValueError("queued_max_request_bytes must be at least socket_request_max_bytes")
+            raise ValueError(
+                f"queued_max_request_bytes must be >= socket_request_max_bytes ({self.socket_request_max_bytes}), "
+                f"got {self.queued_max_request_bytes}"
+            )
         if self.queued_max_response_bytes < 1024:
-            raise ValueError("queued_max_response_bytes must be at least 1024")
+            raise ValueError(f"queued_max_response_bytes must be >= 1024, got {self.queued_max_response_bytes}")
         for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
             if not socket_buffer_ok(getattr(self, name)):
-                raise ValueError(f"{name} must be -1 (the OS's default) or at least 1024")
+                raise ValueError(f"{name} must be -1 (the OS's default) or >= 1024, got {getattr(self, name)}")
 
 
 def socket_buffer_ok(size: int) -> bool:

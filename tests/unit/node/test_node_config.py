@@ -115,7 +115,11 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
         ({"listeners": "PLAINTEXT://[::]:9092"}, "cannot advertise ::"),
         ({"listeners": "PLAINTEXT://:9092", "advertised_listeners": "PLAINTEXT://0.0.0.0:9092"}, "cannot advertise"),
         ({"port": 9000, "listeners": "PLAINTEXT://127.0.0.1:9000"}, "is the node's RPC port"),
-        ({"socket_request_max_bytes": 10}, "socket_request_max_bytes must be >= 1024"),
+        ({"socket_request_max_bytes": 10}, "Kafka listener settings: socket_request_max_bytes must be >= 1024"),
+        (
+            {"socket_request_max_bytes": 2048, "queued_max_request_bytes": 1024},
+            "queued_max_request_bytes must be >= socket_request_max_bytes (2048), got 1024",
+        ),
         ({"queued_max_response_bytes": 1000}, "queued_max_response_bytes must be >= 1024"),
         ({"socket_send_buffer_bytes": 0}, "socket_send_buffer_bytes must be -1 (the OS's default) or >= 1024"),
         ({"socket_receive_buffer_bytes": -2}, "socket_receive_buffer_bytes must be -1 (the OS's default) or >= 1024"),
