@@ -21,7 +21,12 @@ transport's round trip p50/p99 comes with the CPU per call of the server process
 Then, in this process, what encoding and decoding one Raft fetch exchange (request and empty answer)
 costs: the RPC's CBOR maps against Kafka's Fetch v16 frames with KRaft's fields.
 
-    python benchmarks/internal_transport_bench.py [--calls 20000] [--rounds 10] [--json]
+    python benchmarks/internal_transport_bench.py [--calls 20000] [--rounds 10] [--json] [--busy-cores N]
+
+`--busy-cores N` runs N busy loops at nice 19 beside the measurement: they take a core only when
+nothing else wants it, so no core ever idles. On a virtual machine whose idle vCPUs halt (this one's
+kernel runs cpuidle haltpoll with guest_halt_poll_ns=0), the round trip between two idle processes
+pays for waking a halted vCPU on each side; the difference between the two runs is that cost.
 
 Results and the decision: docs/internal-transport.md.
 """
@@ -47,6 +52,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from kraftpy.protocol.stream_frames import FrameSplitter, frame  # noqa: E402
 
 ROUTE = "/bench/fetch"
+SPIN_BOUND_S = 900  # a busy loop ends by itself after this, whatever happens to the bench
 METADATA = 3
 METADATA_VERSION = 12
 # About a Raft FetchResponse with nothing new: ids, epochs, offsets, an empty record set.
@@ -208,6 +214,13 @@ def codec_us(count: int) -> dict[str, float]:
     return out
 
 
+def _spin(until_monotonic_s: float) -> None:
+    """A busy loop at the lowest priority, until the deadline (a bound if the bench dies first)."""
+    os.nice(19)
+    while time.monotonic() < until_monotonic_s:
+        pass
+
+
 def percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
@@ -301,21 +314,33 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20_000, help="calls per transport")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--busy-cores", type=int, default=0, help="busy loops at nice 19 beside the measurement")
     args = parser.parse_args()
+    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
+        parser.error(f"--busy-cores must be 0-{os.cpu_count()}")
     ctx = multiprocessing.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Queue()
     server = ctx.Process(target=_server, args=(ready, stop), daemon=True)
     server.start()
+    spinners = [
+        ctx.Process(target=_spin, args=(time.monotonic() + SPIN_BOUND_S,), daemon=True) for _ in range(args.busy_cores)
+    ]
+    for spinner in spinners:
+        spinner.start()
     try:
         rpc_port, kafka_port, framed_port = ready.get(timeout=30)
         before = os.getloadavg()
         loop_name = "uvloop" if _use_uvloop() else "asyncio"
         results = asyncio.run(measure(rpc_port, kafka_port, framed_port, args.calls, args.rounds, server.pid))
         results["event_loop"] = loop_name
+        results["busy_cores"] = args.busy_cores
         results["codec_per_exchange"] = codec_us(5_000)
         results["loadavg_before_after"] = [round(before[0], 2), round(os.getloadavg()[0], 2)]
         results["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.join(10)
         stop.put(True)
         server.join(10)
         if server.is_alive():
@@ -323,7 +348,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=1))
         return
-    print(f"{results['calls_each']} calls each, one at a time, {results['rounds']} interleaved rounds")
+    busy = f", {args.busy_cores} busy loops at nice 19 beside them" if args.busy_cores else ""
+    print(f"{results['calls_each']} calls each, one at a time, {results['rounds']} interleaved rounds{busy}")
     for name in ("rpc_stream", "raw_frames", "rpc_http", "kafka"):
         r = results[name]
         print(
