@@ -80,6 +80,9 @@ def _walk(data: bytes, p: int, end: int, header: BatchHeader, require_keys: bool
         b = data[p]
         if b < 0x80:
             ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        elif p + 1 < record_end and data[p + 1] < 0x80:  # two bytes: 64 ms to 8 s after the batch's first
+            raw = (b & 0x7F) | (data[p + 1] << 7)
+            ts_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
         else:
             ts_delta, p = fast_varint(data, p, record_end, 10)
         if p >= record_end:

@@ -134,6 +134,17 @@ def test_no_record_may_be_newer_than_the_batch_max_timestamp() -> None:
         check(forge(batch, max_timestamp=1_001))
 
 
+@pytest.mark.parametrize("delta_ms", [63, 64, 8_191, 8_192])  # a varint of one, two, two and three bytes
+def test_a_timestamp_delta_of_any_width_is_read_as_written(delta_ms: int) -> None:
+    batch = build_batch([(b"a", b"1", (), 1_000), (b"b", b"2", (), 1_000 + delta_ms)])
+    check(batch)
+    newest, cap = 1_000 + delta_ms, 999 + delta_ms
+    with pytest.raises(
+        InvalidRecordError, match=f"record 1 has timestamp {newest}, above the batch's maxTimestamp {cap}"
+    ):
+        check(forge(batch, max_timestamp=cap))
+
+
 def test_compacted_topics_refuse_records_without_a_key() -> None:
     batch = build_batch([(b"a", b"1"), (None, b"keyless")], compression=CompressionType.LZ4)
     check(batch)
