@@ -290,10 +290,12 @@ class ReplicaManager:
             return
         reg = local.registration
         registration = _registration(reg)
+        before = (hosted.role, hosted.core.leader_epoch)
         try:
             hosted.perform(hosted.core.apply_registration(registration, hosted.log_state(), now))
         except PartitionOfflineError:
             return
+        self._log_role_change(hosted, before)
         follower = hosted.core.follower
         if follower is not None:
             self.fetchers.follow(hosted, follower.leader_id)
@@ -304,6 +306,32 @@ class ReplicaManager:
             self.groups.on_metadata()  # its leadership may have changed here (also after a log opened late)
         elif key[0] == TRANSACTION_STATE_TOPIC:
             self.txn.on_metadata()
+
+    def _log_role_change(self, hosted: HostedPartition, before: tuple[Role, int]) -> None:
+        """One line per change of role or leader epoch (Kafka's "Leader ... starts at leader epoch"): what a
+        fault run's analysis needs first, which replica led with which log when."""
+        core = hosted.core
+        if (hosted.role, core.leader_epoch) == before:
+            return
+        reg = core.registration
+        isr = list(reg.isr) if reg is not None else []
+        end = hosted.log.log_end_offset
+        if hosted.role is Role.LEADER:
+            log.info(
+                "broker %d leads %s at leader epoch %d from log end offset %d (ISR %s; was %s at %d)",
+                self.broker_id, hosted.name, core.leader_epoch, end, isr, before[0].value, before[1],
+            )  # fmt: skip
+        elif hosted.role is Role.FOLLOWER:
+            log.info(
+                "broker %d follows broker %s for %s at leader epoch %d, log end offset %d (ISR %s; was %s at %d)",
+                self.broker_id, reg.leader if reg is not None else None, hosted.name, core.leader_epoch, end, isr,
+                before[0].value, before[1],
+            )  # fmt: skip
+        else:
+            log.info(
+                "broker %d has no role in %s at leader epoch %d (leader %s, ISR %s)",
+                self.broker_id, hosted.name, core.leader_epoch, reg.leader if reg is not None else None, isr,
+            )  # fmt: skip
 
     def _begin_open(self, local: LocalPartition, image: MetadataImage) -> None:
         """Open the partition's log (and rebuild its producer state) in the log manager's thread."""

@@ -9,6 +9,7 @@ tail; everything acknowledged with acks=all survives on every replica.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,26 @@ async def test_the_same_broker_at_a_new_leader_epoch_keeps_serving(tmp_path: Pat
         answer = part_of(await cluster.call(1, "/kafka/produce", produce_body("bump", [b"b"])))
         assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 1)
         await wait_until(lambda: cluster.hosted(1, "bump").log.high_watermark == 2, what="HW 2")
+
+
+async def test_each_replica_logs_when_it_starts_to_lead_or_follow(tmp_path: Path, caplog: Any) -> None:
+    """The first lines a fault run's analysis needs: which replica led with which log from which epoch."""
+    caplog.set_level(logging.INFO, logger="kraftpy.broker.shell.replica_manager")
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("roles", assignments=[(1, 2, 3)])
+        epoch = cluster.partition("roles").leader_epoch
+        assert part_of(await cluster.call(1, "/kafka/produce", produce_body("roles", [b"a", b"b"])))["error_code"] == 0
+        await cluster.wait_for_replicas_caught_up("roles")
+        caplog.clear()
+        cluster.fence(1)
+        new_leader = cluster.leader("roles")
+        await wait_until(lambda: f"broker 1 follows broker {new_leader} for roles-0" in caplog.text, what="logged")
+        lines = [r.getMessage() for r in caplog.records]
+        leads = [x for x in lines if x.startswith(f"broker {new_leader} leads roles-0")]
+        assert leads and leads[0].startswith(
+            f"broker {new_leader} leads roles-0 at leader epoch {epoch + 1} from log end offset 2 (ISR "
+        ), lines
+        assert leads[0].endswith(f"was follower at {epoch})"), leads
+        follows = [x for x in lines if x.startswith(f"broker 1 follows broker {new_leader} for roles-0")]
+        assert follows and f"at leader epoch {epoch + 1}" in follows[0], lines
+        assert follows[0].endswith(f"was leader at {epoch})"), follows
