@@ -48,3 +48,5 @@ def test_a_lose_tail_without_a_clean_copy_is_skipped(tmp_path: Path, monkeypatch
     assert "lose-tail-start" not in names and names[:2] == ["lose-tail-wait", "lose-tail-skip"], names
     skip = events[1]["value"]
     assert skip["waited_s"] >= 0.5 and skip["blocked_by"] == {"-1": []}, skip
+    wait = events[0]["value"]  # what the decision saw: nobody answered, nothing agreed, nobody tainted
+    assert (wait["answered"], wait["agreed_isr"], wait["tainted"]) == ([], {}, {}), wait

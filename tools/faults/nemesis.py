@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
-from kraftpy.tools.commands.cluster import fetch_statuses, spawn_node
+from kraftpy.tools.commands.cluster import LOCAL_CLUSTER_SETTINGS, fetch_statuses, spawn_node
 from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, partition_dirs, stopped_by_full_disk
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
@@ -49,6 +49,10 @@ LOOKUP_TIMEOUT_MS = 5_000
 COORDINATOR_GROUP = "kraftpy-faults"  # the group whose coordinator `coordinator` faults hit
 LOSE_TAIL_WAIT_S = 30.0  # how long a lose-tail waits for another clean in-sync copy before it is skipped
 VIEW_POLL_S = 0.5
+# A lose-tail runs only once the views have allowed it for longer than a broker session: whatever fencing
+# the faults before it cause (a pause past the session) is then committed and in every answering image.
+SETTLE_S = LOCAL_CLUSTER_SETTINGS["broker_session_timeout_ms"] / 1000 + VIEW_POLL_S
+SETTLING = -2  # the blocker when the views allowed the loss only in the last SETTLE_S of the wait
 
 
 @dataclass
@@ -134,19 +138,33 @@ class Nemesis:
         return {v.node: v for v in found if v is not None and v.replicas}
 
     async def tail_may_be_lost(self, node: int, history: HistoryWriter, note: dict[str, Any]) -> bool:
-        """Wait (at most LOSE_TAIL_WAIT_S) until `node` holds no partition's last clean in-sync copy; the wait
-        is in the history. False: it still does, and the fault is skipped (in the history too)."""
+        """Wait (at most LOSE_TAIL_WAIT_S) until `node` has held no partition's last clean in-sync copy for
+        SETTLE_S; the wait is in the history. False: it still does, and the fault is skipped (in the history
+        too). One clear look is not enough: a node that went quiet just before it (a pause, a cut) may be
+        fenced out of every ISR a moment later, and a node just resumed answers from its stale image."""
         started = time.monotonic()
+        clear_since: float | None = None
         while True:
             views = await self.views()
             self.tails.observe(views)
             blocked = self.tails.blockers(node, views)
-            waited_s = round(time.monotonic() - started, 1)
-            if not blocked or waited_s >= LOSE_TAIL_WAIT_S:
+            now = time.monotonic()
+            clear_since = None if blocked else (now if clear_since is None else clear_since)
+            waited_s = round(now - started, 1)
+            if clear_since is not None and now - clear_since >= SETTLE_S:
+                break
+            if waited_s >= LOSE_TAIL_WAIT_S:
+                blocked = blocked or {SETTLING: []}  # clear at the end but not for long enough: not settled
                 break
             await asyncio.sleep(VIEW_POLL_S)
         blockers = {str(p): isr for p, isr in blocked.items()}  # partition -> the ISR all views agree on
-        history.nemesis("lose-tail-wait", {**note, "node": node, "waited_s": waited_s, "blocked_by": blockers})
+        # What the decision saw, so a run's analysis can check it against the nodes' own logs.
+        seen = {
+            "answered": sorted(views),
+            "agreed_isr": {str(p): isr for p, isr in self.tails.agreed_isrs(node, views).items()},
+            "tainted": {str(n): sorted(ps) for n, ps in self.tails.tainted.items()},
+        }
+        history.nemesis("lose-tail-wait", {**note, "node": node, "waited_s": waited_s, "blocked_by": blockers, **seen})
         if not blocked:
             return True
         self.skipped["lose-tail"] += 1

@@ -53,17 +53,34 @@ class TailSafety:
     def clean(self, node: int, partition: int) -> bool:
         return partition not in self.tainted.get(node, ())
 
-    def blockers(self, node: int, views: Mapping[int, NodeView]) -> dict[int, list[int]]:
-        """The partitions `node` replicates that have no other clean in-sync replica, each with the ISR
-        that every answering node agrees on (a member only one view lists is not counted). Empty: the
-        node's tails may be lost now. With no answer at all nothing is known: {NO_ANSWER: []}."""
-        if not views:
-            return {NO_ANSWER: []}
+    def agreed_isrs(self, node: int, views: Mapping[int, NodeView]) -> dict[int, list[int]]:
+        """Each partition `node` replicates, with the ISR every answering node agrees on (a member only
+        some views list is not counted)."""
         partitions = sorted({p for v in views.values() for p, r in v.replicas.items() if node in r})
-        found: dict[int, list[int]] = {}
+        agreed: dict[int, list[int]] = {}
         for p in partitions:
             isrs = [set(v.isr[p]) for v in views.values() if p in v.isr]
-            agreed = set.intersection(*isrs) if isrs else set()
-            if not any(m != node and self.clean(m, p) for m in agreed):
-                found[p] = sorted(agreed)
-        return found
+            agreed[p] = sorted(set.intersection(*isrs)) if isrs else []
+        return agreed
+
+    def blockers(self, node: int, views: Mapping[int, NodeView]) -> dict[int, list[int]]:
+        """The partitions `node` replicates that have no other clean in-sync replica, each with its agreed
+        ISR. Empty: the node's tails may be lost now. With no answer at all nothing is known:
+        {NO_ANSWER: []}.
+
+        A member counts only if it answered itself and its own metadata lists it too: a node that does
+        not answer (paused, cut off) may already be fenced out of the ISR by the controller while the
+        answering nodes' images still list it (seed 2101, docs/jepsen.md). Its own stale image after a
+        pause is the shell's to wait out (nemesis.SETTLE_S)."""
+        if not views:
+            return {NO_ANSWER: []}
+        return {
+            p: isr
+            for p, isr in self.agreed_isrs(node, views).items()
+            if not any(m != node and self.clean(m, p) and self._confirms(views, m, p) for m in isr)
+        }
+
+    @staticmethod
+    def _confirms(views: Mapping[int, NodeView], member: int, partition: int) -> bool:
+        own = views.get(member)
+        return own is not None and member in own.isr.get(partition, ())

@@ -63,13 +63,24 @@ def test_only_the_nodes_own_answer_after_its_registration_clears_it() -> None:
 
 def test_an_isr_member_counts_only_when_every_answering_node_lists_it() -> None:
     fresh, stale = {0: (1,)}, {0: (1, 3)}  # node 3 left the ISR; node 2's image has not seen it yet
-    seen = views(view(1, fresh), view(2, stale))
+    seen = views(view(1, fresh), view(2, stale), view(3, stale))
     assert TailSafety().blockers(1, seen) == {0: [1]}
-    assert TailSafety().blockers(1, views(view(1, {0: (1, 3)}), view(2, stale))) == {}
+    assert TailSafety().blockers(1, views(view(1, stale), view(2, stale), view(3, stale))) == {}
+
+
+def test_seed_2101_a_member_that_does_not_answer_does_not_count() -> None:
+    """Node 1 was killed, restarted and then paused past its broker session, out of the ISR since its restart,
+    while node 2's image (just back from a partition) could still list it. Counted on another node's word,
+    node 1 let node 2 lose its tail; node 2, the ISR's last member, led again with its cut log and node 1
+    truncated to it: 103 acknowledged records gone (docs/jepsen.md)."""
+    stale = {1: (1, 2)}
+    assert TailSafety().blockers(2, views(view(2, stale))) == {1: [1, 2]}
+    assert TailSafety().blockers(2, views(view(2, stale), view(1, stale))) == {}  # node 1's own word counts
 
 
 def test_partitions_the_node_does_not_replicate_do_not_block_it() -> None:
-    seen = {4: NodeView(4, True, {0: (1, 2, 3), 1: (2, 3, 4)}, {0: (1,), 1: (2, 3, 4)})}
+    isr = {0: (1,), 1: (2, 3, 4)}
+    seen = {n: NodeView(n, True, {0: (1, 2, 3), 1: (2, 3, 4)}, isr) for n in (2, 3, 4)}
     assert TailSafety().blockers(4, seen) == {}
     assert TailSafety().blockers(1, seen) == {0: [1]}
 
