@@ -20,6 +20,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -70,6 +71,10 @@ class Nemesis:
     lose_tail_unsafe: bool = False  # the old model: tails lost whatever the ISRs (may lose every copy)
     tails: TailSafety = field(default_factory=TailSafety)
     skipped: Counter[str] = field(default_factory=Counter)
+    # Held while a fault takes a node down or a heal looks for dead nodes (both in worker threads): a heal
+    # that read the faults still on before a kill started, and the node list after, took the kill's node
+    # for one that died on its own (seed 2104).
+    node_lock: threading.RLock = field(default_factory=threading.RLock)
 
     def entry(self, node: int) -> NodeEntry:
         return next(n for n in self.layout.nodes if n.node_id == node)
@@ -192,13 +197,14 @@ class Nemesis:
             return ""
 
     def kill(self, node: int) -> None:
-        pid = self.pid(node)
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            entry = self.entry(node)
-            deadline = time.monotonic() + GRACEFUL_STOP_S  # the files are read only once the process is gone
-            while process_is_node(pid, self.layout.config_path(entry)) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        with self.node_lock:
+            pid = self.pid(node)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                entry = self.entry(node)
+                deadline = time.monotonic() + GRACEFUL_STOP_S  # the files are read only once the process is gone
+                while process_is_node(pid, self.layout.config_path(entry)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
 
     def pause(self, node: int) -> None:
         pid = self.pid(node)
@@ -214,12 +220,13 @@ class Nemesis:
         self.paused.clear()
 
     def lose_tail(self, node: int, seed: int) -> list[dict[str, object]]:
-        self.kill(node)
-        data_dir = self.layout.data_dir(self.entry(node))
-        cuts = cut_unsynced_tails(data_dir, self.topic, random.Random(seed))
-        # A power loss costs every partition its unsynced tail (the cut takes one): none is a clean copy now.
-        self.tails.lost_tail(node, [p for p, _ in partition_dirs(data_dir, self.topic)])
-        self.start(self.entry(node))
+        with self.node_lock:  # down from the kill to the start: no heal may take it for dead meanwhile
+            self.kill(node)
+            data_dir = self.layout.data_dir(self.entry(node))
+            cuts = cut_unsynced_tails(data_dir, self.topic, random.Random(seed))
+            # A power loss costs every partition its unsynced tail (the cut takes one): none is a clean copy now.
+            self.tails.lost_tail(node, [p for p, _ in partition_dirs(data_dir, self.topic)])
+            self.start(self.entry(node))
         return [c.describe() for c in cuts]
 
     def fill_disk(self, node: int) -> int:
@@ -327,9 +334,14 @@ class Nemesis:
         return self.done
 
     # --- overlapping faults --------------------------------------------------------------------------
-    def heal_one(self, fault: Fault, still_on: list[Fault]) -> dict[str, Any]:
+    def heal_one(self, fault: Fault, still_on: Callable[[], list[Fault]]) -> dict[str, Any]:
         """End one fault of an overlapping schedule, leaving the others on. A node down that no fault still
-        on took down died on its own: it is started again and fails the run."""
+        on took down died on its own: it is started again and fails the run. `still_on` is read once the
+        node lock is held, so a node fault that started during this heal is among them."""
+        with self.node_lock:
+            return self._heal_one_locked(fault, still_on)
+
+    def _heal_one_locked(self, fault: Fault, still_on: Callable[[], list[Fault]]) -> dict[str, Any]:
         node = fault.node
         if fault.action == "pause" and node is not None:
             pid = self.pid(node)
@@ -343,7 +355,7 @@ class Nemesis:
                 self.disk.free()
             if self.pid(node) is not None:
                 self.restart_gracefully(node)
-        down_on_purpose = {f.node for f in still_on if f.action in NODE_ACTIONS and f.action != "pause"}
+        down_on_purpose = {f.node for f in still_on() if f.action in NODE_ACTIONS and f.action != "pause"}
         dead = [n for n in self.layout.nodes if self.layout.read_pid(n) is None and n.node_id not in down_on_purpose]
         for entry in dead:
             spawn_node(self.layout, entry)
@@ -403,7 +415,7 @@ class Nemesis:
                     await asyncio.sleep(fault.hold_s)
                 finally:
                     del on[t.fault_id]
-                    healed = await asyncio.to_thread(self.heal_one, fault, list(on.values()))
+                    healed = await asyncio.to_thread(self.heal_one, fault, lambda: list(on.values()))
                     history.nemesis(f"{fault.nemesis}-end", {"fault": t.fault_id, **healed})
                     self.log(f"{fault.nemesis} #{t.fault_id} end" + (f": {healed}" if healed["restarted"] else ""))
             finally:
