@@ -314,23 +314,22 @@ class ReplicaManager:
         if (hosted.role, core.leader_epoch) == before:
             return
         reg = core.registration
-        isr = list(reg.isr) if reg is not None else []
-        end = hosted.log.log_end_offset
+        leader, isr = (reg.leader, list(reg.isr)) if reg is not None else (None, [])
+        end, was = hosted.log.log_end_offset, f"{before[0].value} at {before[1]}"
         if hosted.role is Role.LEADER:
             log.info(
-                "broker %d leads %s at leader epoch %d from log end offset %d (ISR %s; was %s at %d)",
-                self.broker_id, hosted.name, core.leader_epoch, end, isr, before[0].value, before[1],
+                "broker %d leads %s at leader epoch %d from log end offset %d (ISR %s; was %s)",
+                self.broker_id, hosted.name, core.leader_epoch, end, isr, was,
             )  # fmt: skip
         elif hosted.role is Role.FOLLOWER:
             log.info(
-                "broker %d follows broker %s for %s at leader epoch %d, log end offset %d (ISR %s; was %s at %d)",
-                self.broker_id, reg.leader if reg is not None else None, hosted.name, core.leader_epoch, end, isr,
-                before[0].value, before[1],
+                "broker %d follows broker %s for %s at leader epoch %d, log end offset %d (ISR %s; was %s)",
+                self.broker_id, leader, hosted.name, core.leader_epoch, end, isr, was,
             )  # fmt: skip
         else:
             log.info(
                 "broker %d has no role in %s at leader epoch %d (leader %s, ISR %s)",
-                self.broker_id, hosted.name, core.leader_epoch, reg.leader if reg is not None else None, isr,
+                self.broker_id, hosted.name, core.leader_epoch, leader, isr,
             )  # fmt: skip
 
     def _begin_open(self, local: LocalPartition, image: MetadataImage) -> None:
