@@ -7,7 +7,8 @@ poll, commit synchronously what each poll returned, one JSON line per operation 
 assignment with the member id and generation, each poll, each commit with its generation; a commit
 that does not succeed is `info`); SIGTERM closes the consumer (LeaveGroup), SIGUSR1 stops the member
 (SIGSTOP) at its next commit after writing its `stalled` line. Every librdkafka call here blocks for a
-bounded time (poll 0.2 s; commits and the close bounded by librdkafka's socket timeout).
+bounded time (a poll 0.2 s for its first record, none for what is already fetched; commits and the
+close bounded by librdkafka's socket timeout).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import signal
 import sys
 from typing import Any
 
+from kraftpy.tools.faults.workloads.clients import consume_ready
 from kraftpy.tools.faults.workloads.group_member import (
     COMMIT_TIMEOUT_MS,
     HEARTBEAT_INTERVAL_MS,
@@ -74,7 +76,7 @@ def member(bootstrap: str, topic: str, group: str) -> None:
         while not flags["stop"] and os.getppid() == parent:  # a killed run leaves no member polling
             emit("invoke", "poll")
             try:
-                messages = consumer.consume(num_messages=MAX_RECORDS, timeout=POLL_TIMEOUT_S)
+                messages = consume_ready(consumer, MAX_RECORDS, POLL_TIMEOUT_S)
             except ck.KafkaException as exc:  # a fault may fail a poll; the member carries on
                 emit("info", "poll", error=repr(exc)[:200])
                 flush()
