@@ -1,25 +1,23 @@
-"""The asyncio shell around the sans-I/O group coordinator: routes, answers, appends, loading, timers.
+"""The asyncio shell around the sans-I/O group coordinator: its handlers, KIP-890 verification, status.
+
+Loading, appends, answers and timers are internal_topic_coordinator.py's, shared with the transaction coordinator.
 
 Design notes: docs/groups.md, section "broker/groups/shell/coordinator_shell.py".
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kraftpy.broker.api.find_coordinator import FindCoordinatorHandler
-from kraftpy.broker.groups import GROUP_APIS, Append, GroupCoordinator, PartitionStatus, Respond
-from kraftpy.broker.groups.actions import Action
+from kraftpy.broker.groups import GROUP_APIS, GroupCoordinator, PartitionStatus
 from kraftpy.broker.groups.requests import TxnOffsetCommitRequest
 from kraftpy.broker.groups.responses import commit_storage_error, offset_commit_response
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
+from kraftpy.broker.groups.shell.internal_topic_coordinator import InternalTopicCoordinatorShell, Stoppable
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
-from kraftpy.broker.groups.shell.pending import PendingAnswers
 from kraftpy.broker.groups.shell.settings import GroupShellSettings
 from kraftpy.broker.shell.offsets_topic import OffsetsTopicCreator
 from kraftpy.broker.shell.txn_verifier import Batch
@@ -38,17 +36,14 @@ if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
-log = logging.getLogger(__name__)
-
-# Longest sleep of the timer task, so a missed re-arm costs at most this long; also how often the
-# loader re-checks this broker's leaderships of __consumer_offsets.
-MAX_TIMER_SLEEP_MS = 1_000
 # A request still unanswered this long after the longest wait the coordinator may impose on it is
 # answered REQUEST_TIMED_OUT (a backstop: the coordinator answers every request it accepted).
 BACKSTOP_MARGIN_MS = 60_000
 
 
-class GroupCoordinatorShell:
+class GroupCoordinatorShell(InternalTopicCoordinatorShell):
+    core_name = "group coordinator"
+
     def __init__(
         self,
         rm: ReplicaManager,
@@ -57,10 +52,11 @@ class GroupCoordinatorShell:
         *,
         rng: random.Random | None = None,
     ) -> None:
+        self.coordinator: GroupCoordinator
+        super().__init__(GroupCoordinator(settings.coordinator, rng=rng or random.Random()))
         self.rm = rm
         self.produce = produce
         self.settings = settings
-        self.coordinator = GroupCoordinator(settings.coordinator, rng=rng or random.Random())
         self.creator = OffsetsTopicCreator(rm.controller_channel.call, rm.image, settings)
         self.appender = OffsetsAppender(
             rm,
@@ -78,11 +74,9 @@ class GroupCoordinatorShell:
             settings.coordinator.offsets_topic_num_partitions,
             settings.coordinator.max_id_length,
         )
-        self._pending = PendingAnswers()
-        self._rearm = asyncio.Event()
-        self._timer_task: asyncio.Task[None] | None = None
-        self._started = False
-        self._stopped = False
+
+    def _parts_in_stop_order(self) -> Sequence[Stoppable]:
+        return (self.creator, self.loader, self.appender)
 
     # -- the component interface -------------------------------------------------------------------------------
 
@@ -92,32 +86,6 @@ class GroupCoordinatorShell:
         for api in GROUP_APIS:
             handlers[api] = self._handler(api)
         return handlers
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        self._timer_task = asyncio.get_running_loop().create_task(self._timer_loop(), name="kraftpy-group-timers")
-        self.on_metadata()
-
-    async def stop(self) -> None:
-        """Unload every partition (waiting members are told NOT_COORDINATOR) and stop the tasks."""
-        if self._stopped:
-            return
-        self._stopped = True
-        await self.creator.stop()
-        await self.loader.stop()
-        await self.appender.stop()
-        if self._timer_task is not None:
-            self._timer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer_task
-        self._pending.fail_all(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
-
-    def on_metadata(self) -> None:
-        """The replica manager applied an image: follow this broker's leaderships of __consumer_offsets."""
-        if self._started and not self._stopped:
-            self.loader.reconcile()
 
     def status(self) -> dict[str, Any]:
         statuses = [self.coordinator.partition_status(p) for p in self.loader.owned]
@@ -145,11 +113,11 @@ class GroupCoordinatorShell:
             raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if api == "txn_offset_commit" and self.rm.settings.transaction_partition_verification_enable:
             return await self._verified_txn_offset_commit(body)
-        return await self._ask(api, body)
+        return await self._ask_core(api, body)
 
-    async def _ask(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._pending.ask(
-            lambda request_id: self.perform(self.coordinator.handle(request_id, api, body, wall_ms())),
+    async def _ask_core(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._ask(
+            lambda request_id, now_ms: self.coordinator.handle(request_id, api, body, now_ms),
             self._backstop_ms(body),
             f"{api} got no answer from the coordinator in time",
         )
@@ -167,7 +135,7 @@ class GroupCoordinatorShell:
             partition = self.coordinator.partition_for(request.commit.group_id)
             hosted = self.rm.lookup(self.appender.topic, partition)
         except KafkaError:  # malformed, or not the coordinator here: the core answers it
-            return await self._ask("txn_offset_commit", body)
+            return await self._ask_core("txn_offset_commit", body)
         header = _txn_header(request.producer_id, request.producer_epoch)
         batch = Batch((self.appender.topic, partition), hosted, header)
         async with self.produce.verifier.verifying(
@@ -180,7 +148,7 @@ class GroupCoordinatorShell:
                 code = commit_storage_error(error.code)
                 keys = [(p.topic, p.partition) for p in request.commit.partitions]
                 return offset_commit_response(dict.fromkeys(keys, code), dict.fromkeys(keys, error.message))
-            return await self._ask("txn_offset_commit", body)
+            return await self._ask_core("txn_offset_commit", body)
 
     def _backstop_ms(self, body: Mapping[str, Any]) -> int:
         config = self.settings.coordinator
@@ -191,53 +159,6 @@ class GroupCoordinatorShell:
             rebalance if isinstance(rebalance, int) and not isinstance(rebalance, bool) else 0,
         )
         return longest + self.settings.offsets_commit_timeout_ms + BACKSTOP_MARGIN_MS
-
-    # -- actions -----------------------------------------------------------------------------------------------
-
-    def perform(self, actions: list[Action]) -> None:
-        """Carry out the coordinator's actions in order, then re-arm the timer."""
-        for action in actions:
-            if isinstance(action, Respond):
-                self._pending.respond(action.request_id, action.body)
-            elif isinstance(action, Append):
-                epoch = self.loader.epoch(action.partition)
-                self.appender.submit(action, -1 if epoch is None else epoch)
-        self._rearm.set()
-
-    def _append_completed(self, append_id: int, error: ErrorCode) -> None:
-        if not self._stopped:
-            self.perform(self.coordinator.append_completed(append_id, error, wall_ms()))
-
-    def _reload(self, partition: int) -> None:
-        if not self._stopped:
-            self.loader.reload(partition)
-
-    # -- timers ------------------------------------------------------------------------------------------------
-
-    async def _timer_loop(self) -> None:
-        next_reconcile = wall_ms() + MAX_TIMER_SLEEP_MS
-        while True:
-            deadline = self.coordinator.next_deadline_ms()
-            now = wall_ms()
-            if now >= next_reconcile:  # a safety net: leadership changes also call on_metadata directly
-                next_reconcile = now + MAX_TIMER_SLEEP_MS
-                try:
-                    self.loader.reconcile()
-                except Exception:
-                    log.exception("following __consumer_offsets leadership failed")
-            if deadline is not None and deadline <= now:
-                try:
-                    self.perform(self.coordinator.tick(now))
-                except Exception:  # a coordinator bug must not stop the timers of every group
-                    log.exception("group coordinator tick failed")
-                    await asyncio.sleep(MAX_TIMER_SLEEP_MS / 1000)
-                await asyncio.sleep(0)  # let requests in between two due timers
-                continue
-            sleep_ms = MAX_TIMER_SLEEP_MS if deadline is None else min(MAX_TIMER_SLEEP_MS, deadline - now)
-            self._rearm.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(sleep_ms / 1000):
-                    await self._rearm.wait()
 
 
 def _txn_header(producer_id: int, producer_epoch: int) -> BatchHeader:

@@ -1,29 +1,25 @@
 """The asyncio shell around the sans-I/O transaction coordinator: routes, __transaction_state, markers, timers.
 
-It reuses the group coordinator's shell parts: the loader that follows this broker's leaderships
-of an internal topic (partition_loader.py), the ordered appender (appender.py) and the internal
-topic creator (broker/shell/offsets_topic.py). Docs: docs/transactions.md, "The coordinator".
+It reuses the group coordinator's shell parts: the lifecycle, actions and timers of a core over an
+internal topic (internal_topic_coordinator.py), the loader that follows this broker's leaderships of that
+topic (partition_loader.py), the ordered appender (appender.py) and the internal topic creator
+(broker/shell/offsets_topic.py). Docs: docs/transactions.md, "The coordinator".
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.broker.groups.actions import Append, Respond
 from kraftpy.broker.groups.runtime import PartitionStatus
 from kraftpy.broker.groups.shell.appender import OffsetsAppender
+from kraftpy.broker.groups.shell.internal_topic_coordinator import InternalTopicCoordinatorShell, Stoppable
 from kraftpy.broker.groups.shell.partition_loader import OffsetsLoader
-from kraftpy.broker.groups.shell.pending import PendingAnswers
 from kraftpy.broker.shell.offsets_topic import InternalTopicCreator, internal_topic_request
 from kraftpy.broker.txn.coordinator import SendMarkers, TransactionCoordinator, TxnAction
 from kraftpy.broker.txn.shell.markers import MarkerWriter
 from kraftpy.broker.txn.shell.settings import TxnShellSettings
 from kraftpy.metadata.image.metadata_image import MetadataImage
-from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc_calls import Handler
 from kraftpy.protocol.topics import TRANSACTION_STATE_TOPIC
@@ -33,9 +29,6 @@ if TYPE_CHECKING:
     from kraftpy.broker.api.produce import ProduceHandler
     from kraftpy.broker.shell.replica_manager import ReplicaManager
 
-log = logging.getLogger(__name__)
-
-MAX_TIMER_SLEEP_MS = 1_000
 # Longest wait for the coordinator's answer: an append's timeout plus a margin (the core answers
 # every request it accepted; this is a backstop against a bug).
 BACKSTOP_MARGIN_MS = 30_000
@@ -83,12 +76,15 @@ def _partitions(body: Mapping[str, Any], max_items: int) -> list[tuple[str, int]
     return out
 
 
-class TransactionCoordinatorShell:
+class TransactionCoordinatorShell(InternalTopicCoordinatorShell):
+    core_name = "transaction coordinator"
+
     def __init__(self, rm: ReplicaManager, produce: ProduceHandler, settings: TxnShellSettings) -> None:
+        config = settings.coordinator
+        self.coordinator: TransactionCoordinator
+        super().__init__(TransactionCoordinator(config))
         self.rm = rm
         self.settings = settings
-        config = settings.coordinator
-        self.coordinator = TransactionCoordinator(config)
         self.creator = InternalTopicCreator(
             rm.controller_channel.call,
             rm.image,
@@ -120,42 +116,21 @@ class TransactionCoordinatorShell:
             self._still_coordinator,
             retry_backoff_ms=settings.transaction_marker_retry_backoff_ms,
         )
-        self._pending = PendingAnswers()
-        self._rearm = asyncio.Event()
-        self._timer_task: asyncio.Task[None] | None = None
-        self._started = False
-        self._stopped = False
+
+    def _parts_in_stop_order(self) -> Sequence[Stoppable]:
+        return (self.creator, self.loader, self.markers, self.appender)
+
+    def _perform_other(self, action: TxnAction) -> None:
+        if isinstance(action, SendMarkers):
+            self.markers.submit(action)
+        else:
+            super()._perform_other(action)
 
     # -- the component interface -------------------------------------------------------------------------------
 
     def handlers(self) -> Mapping[str, Handler]:
         """The transaction APIs' handlers by name, for the Kafka dispatcher."""
         return {name: getattr(self, name) for name in HANDLERS}
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        self._timer_task = asyncio.get_running_loop().create_task(self._timer_loop(), name="kraftpy-txn-timers")
-        self.on_metadata()
-
-    async def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        await self.creator.stop()
-        await self.loader.stop()
-        await self.markers.stop()
-        await self.appender.stop()
-        if self._timer_task is not None:
-            self._timer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer_task
-        self._pending.fail_all(KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE))
-
-    def on_metadata(self) -> None:
-        if self._started and not self._stopped:
-            self.loader.reconcile()
 
     def status(self) -> dict[str, Any]:
         statuses = [self.coordinator.partitions.get(p) for p in self.loader.owned]
@@ -170,12 +145,9 @@ class TransactionCoordinatorShell:
 
     # -- requests ----------------------------------------------------------------------------------------------
 
-    async def _ask(self, start: Callable[[int, int], list[TxnAction]]) -> dict[str, Any]:
-        """Run one core call with a fresh request id and wait (bounded) for its answer."""
-        if self._stopped:
-            raise KafkaError("the broker is shutting down", ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return await self._pending.ask(
-            lambda rid: self.perform(start(rid, wall_ms())),
+    async def _ask_core(self, start: Callable[[int, int], list[TxnAction]]) -> dict[str, Any]:
+        return await self._ask(
+            start,
             self.settings.transaction_state_log_append_timeout_ms + BACKSTOP_MARGIN_MS,
             "no answer from the transaction coordinator in time",
         )
@@ -199,7 +171,7 @@ class TransactionCoordinatorShell:
         new_pid = None
         if self.coordinator.coordinator_error(txn_id) is None and self.coordinator.needs_producer_id(txn_id):
             new_pid = await self.rm.producer_ids.generate(self.rm.settings.controller_request_timeout_ms)
-        return await self._ask(
+        return await self._ask_core(
             lambda rid, now: self.coordinator.init_producer_id(rid, txn_id, timeout_ms, pid, epoch, new_pid, now)
         )
 
@@ -208,7 +180,7 @@ class TransactionCoordinatorShell:
         txn_id = self._txn_id(body)
         pid, epoch = self._producer(body)
         partitions = _partitions(body, self.settings.coordinator.transaction_max_partitions)
-        return await self._ask(
+        return await self._ask_core(
             lambda rid, now: self.coordinator.add_partitions(rid, txn_id, pid, epoch, partitions, now)
         )
 
@@ -216,13 +188,15 @@ class TransactionCoordinatorShell:
         txn_id = self._txn_id(body)
         pid, epoch = self._producer(body)
         group_id = field(body, "group_id", str, max_len=self.settings.coordinator.max_id_length)
-        return await self._ask(lambda rid, now: self.coordinator.add_offsets(rid, txn_id, pid, epoch, group_id, now))
+        return await self._ask_core(
+            lambda rid, now: self.coordinator.add_offsets(rid, txn_id, pid, epoch, group_id, now)
+        )
 
     async def end_txn(self, body: Mapping[str, Any]) -> dict[str, Any]:
         txn_id = self._txn_id(body)
         pid, epoch = self._producer(body)
         commit = field(body, "committed", bool)
-        return await self._ask(lambda rid, now: self.coordinator.end_txn(rid, txn_id, pid, epoch, commit, now))
+        return await self._ask_core(lambda rid, now: self.coordinator.end_txn(rid, txn_id, pid, epoch, commit, now))
 
     async def verify_txn_partitions(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """KIP-890 part 1: the partition leader's check (AddPartitionsToTxn v4+ verify_only)."""
@@ -251,25 +225,6 @@ class TransactionCoordinatorShell:
 
     # -- actions -----------------------------------------------------------------------------------------------
 
-    def perform(self, actions: list[TxnAction]) -> None:
-        for action in actions:
-            if isinstance(action, Respond):
-                self._pending.respond(action.request_id, action.body)
-            elif isinstance(action, Append):
-                epoch = self.loader.epoch(action.partition)
-                self.appender.submit(action, -1 if epoch is None else epoch)
-            elif isinstance(action, SendMarkers):
-                self.markers.submit(action)
-        self._rearm.set()
-
-    def _append_completed(self, append_id: int, error: ErrorCode) -> None:
-        if not self._stopped:
-            self.perform(self.coordinator.append_completed(append_id, error, wall_ms()))
-
-    def _reload(self, partition: int) -> None:
-        if not self._stopped:
-            self.loader.reload(partition)
-
     async def _call_broker(self, address: Any, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         timeout = self.settings.transaction_marker_request_timeout_ms
         return await self.rm.node.rpc.call(address, path, body, timeout_ms=timeout, raise_errors=False)
@@ -294,24 +249,3 @@ class TransactionCoordinatorShell:
                     action.load_epoch,
                 )
             )
-
-    # -- timers ------------------------------------------------------------------------------------------------
-
-    async def _timer_loop(self) -> None:
-        while True:
-            now = wall_ms()
-            try:
-                self.loader.reconcile()  # a safety net: leadership changes also call on_metadata
-                deadline = self.coordinator.next_deadline_ms()
-                if deadline is not None and deadline <= now:
-                    self.perform(self.coordinator.tick(now))
-                    await asyncio.sleep(0)
-                    continue
-            except Exception:  # a coordinator bug must not stop every transaction's timers
-                log.exception("transaction coordinator tick failed")
-                deadline = None
-            sleep_ms = MAX_TIMER_SLEEP_MS if deadline is None else min(MAX_TIMER_SLEEP_MS, max(1, deadline - now))
-            self._rearm.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(sleep_ms / 1000):
-                    await self._rearm.wait()
