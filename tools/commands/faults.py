@@ -113,7 +113,8 @@ def run(
     lose_tail_unsafe: bool,
 ) -> None:
     """Start a cluster in namespaces, produce under the nemeses, heal, read back, check, report."""
-    from kraftpy.tools.faults.run import CouldNotRun, FaultRun
+    from kraftpy.tools.faults import watchdog
+    from kraftpy.tools.faults.run import CouldNotRun, FaultRun, run_bound_s
 
     seed = random.randrange(2**32) if seed is None else seed
     out_dir = out_dir or Path(f"faults-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -157,6 +158,9 @@ def run(
         schedule=schedule, network=network, workload=workload, client=client, sub_via=sub_via,
         lose_tail_unsafe=lose_tail_unsafe,
     )  # fmt: skip
+    out_dir.resolve().mkdir(parents=True, exist_ok=True)
+    threads_dump = watchdog.arm_dump(out_dir.resolve())
+    guard = watchdog.start(run_bound_s(time_limit_s, audit), out_dir.resolve())
     try:
         result = fault_run.run()
     except (CouldNotRun, NetError) as exc:
@@ -168,6 +172,9 @@ def run(
         sys.exit(2)
     finally:
         fault_run.close()
+        guard.kill()
+        guard.wait()
+        watchdog.disarm_dump(threads_dump)
     table = narrow_table("", "", title=f"fault run: {'valid' if result.valid else 'ANOMALIES'}")
     table.show_header = False
     table.add_row("seed", str(seed))

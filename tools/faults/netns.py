@@ -70,19 +70,22 @@ def choose_subnet(run_id: str, taken: Sequence[ipaddress.IPv4Network]) -> ipaddr
     raise NetError(f"every /24 of {NET_BASE} overlaps an address of this machine")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether the process runs; a zombie (dead, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     return True
 
 
 def _owner_alive(owner: Path) -> bool:
     try:
-        return _pid_alive(int(owner.read_text().strip()))
+        return pid_alive(int(owner.read_text().strip()))
     except (FileNotFoundError, ValueError):
         return False
 
@@ -116,7 +119,7 @@ def cleanup_stale(*, everything: bool = False) -> list[str]:
             pid = int(owner.read_text().strip())
         except (FileNotFoundError, ValueError):
             pid = None
-        if everything or pid is None or not _pid_alive(pid):
+        if everything or pid is None or not pid_alive(pid):
             _kill_namespace(name)
             removed.append(name)
     for owner in OWNERS_DIR.glob("*.pid") if OWNERS_DIR.is_dir() else ():

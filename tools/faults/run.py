@@ -38,7 +38,7 @@ from kraftpy.tools.faults.partitions import CLIENT
 from kraftpy.tools.faults.schedule import Schedule, plan_overlapping
 from kraftpy.tools.faults.workload import read_all
 from kraftpy.tools.faults.workloads import Beside, RunCluster, Workload, WorkloadContext, workload
-from kraftpy.tools.faults.workloads.runner import WorkloadStats
+from kraftpy.tools.faults.workloads.runner import DRAIN_TIMEOUT_S, PREPARE_TIMEOUT_S, WorkloadStats
 
 TOPIC = "faults"
 PARTITIONS = 3
@@ -51,6 +51,16 @@ RECOVER_TIMEOUT_S = 120
 FIRST_ROUND_LIMIT_S = 120  # how long past the time limit the run waits for each nemesis to have run once
 SMALL_DISK_MIB = 256  # room for a run's data several times over; disk-full takes what is left
 MAX_SENDS_PER_S = 2_000  # bounds the send count however fast the cluster is
+# What a run may take beyond its time limit: each phase's own bound (start, the first client, the
+# nemeses' first round, the recovery, the drain, the read back and check as CLI calls), and a margin.
+# Past it the run is stuck where no timeout of its own can act, and its watchdog ends it (watchdog.py).
+RUN_MARGIN_S = 300
+
+
+def run_bound_s(time_limit_s: float, audit: bool) -> float:
+    """The longest a whole `faults run` may take."""
+    phases = START_TIMEOUT_S + PREPARE_TIMEOUT_S + FIRST_ROUND_LIMIT_S + RECOVER_TIMEOUT_S + DRAIN_TIMEOUT_S
+    return time_limit_s + phases + 3 * CLI_TIMEOUT_S + (AUDIT_TIMEOUT_S if audit else 0) + RUN_MARGIN_S
 
 
 class CouldNotRun(Exception):

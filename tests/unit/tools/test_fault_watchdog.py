@@ -1,0 +1,83 @@
+"""A fault run frozen where none of its own timeouts can act is ended by its watchdog (tools/faults/watchdog.py).
+
+Seed 2102 (session 22) froze for good: librdkafka's consumer close waited for ever inside a rebalance
+callback that confluent-kafka runs holding the GIL, so no thread of the run ran Python again. Here a
+"run" blocks in a C call that holds the GIL (ctypes.PyDLL), with a "node" beside it: the watchdog must
+dump the run's threads, kill both and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kraftpy.tools.faults import watchdog
+
+FROZEN_RUN = textwrap.dedent(
+    """
+    import ctypes, sys, threading, time
+    from pathlib import Path
+    from kraftpy.tools.faults import watchdog
+
+    dump = watchdog.arm_dump(Path(sys.argv[1]))
+    threading.Thread(target=time.sleep, args=(3600,), name="a-worker-with-its-own-timeout").start()
+    print("frozen", flush=True)
+    ctypes.PyDLL(None).sleep(3600)  # a C call that keeps the GIL: no Python thread runs again
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_frozen_run_is_dumped_and_stopped_with_its_nodes(tmp_path: Path) -> None:
+    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    (tmp_path / "cluster" / "node-1").mkdir(parents=True)
+    (tmp_path / "cluster" / "node-1" / "server.pid").write_text(f"{node.pid}\n")
+    run = subprocess.Popen([sys.executable, "-c", FROZEN_RUN, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "frozen\n"
+        guard = subprocess.run(
+            [sys.executable, "-m", "kraftpy.tools.faults.watchdog", str(run.pid), "0.5", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert guard.returncode == watchdog.EXIT_FIRED, guard.stderr
+        run.wait(timeout=30)
+        node.wait(timeout=30)
+        assert run.returncode == -9 and node.returncode == -9
+        assert f"killed node pid {node.pid}" in guard.stderr and "still running 0.5 s" in guard.stderr
+        threads = (tmp_path / watchdog.HUNG_THREADS).read_text()
+        assert "Thread 0x" in threads, threads  # the worker too: every thread is dumped
+        assert 'File "<string>", line 9' in threads  # the frozen C call's frame, where a person starts reading
+    finally:
+        for proc in (run, node):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_run_that_ends_by_itself_ends_its_watchdog(tmp_path: Path) -> None:
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        # Not fired: with a wrong liveness test it would wait out the deadline, then fire (EXIT_FIRED).
+        assert watchdog.watch(run.pid, 120.0, tmp_path, poll_s=0.05) == 0
+        assert _gone(run.pid)
+        assert not (tmp_path / watchdog.HUNG_THREADS).exists()
+    finally:
+        run.kill()
+        run.wait()
+
+
+def test_the_dump_file_is_removed_when_nothing_was_dumped(tmp_path: Path) -> None:
+    dump = watchdog.arm_dump(tmp_path)
+    watchdog.disarm_dump(dump)
+    assert not (tmp_path / watchdog.HUNG_THREADS).exists()
