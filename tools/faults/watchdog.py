@@ -5,7 +5,8 @@
 A client library can freeze a whole run where none of its timeouts can act (librdkafka's consumer
 close inside a rebalance callback that confluent-kafka runs holding the GIL). If the run is still
 alive at the deadline, this process has it dump its threads into OUT_DIR/hung-threads.txt, kills it
-and its nodes, releases its disk and namespaces, and exits 3. Docs: docs/jepsen.md, "A run".
+and its nodes, releases its disk and namespaces, and exits 3; if the run is killed, it stops what
+the run left. The run stops it once its cluster is stopped. Docs: docs/jepsen.md, "A run".
 """
 
 from __future__ import annotations
@@ -78,14 +79,23 @@ def stop_what_the_run_left(out_dir: Path) -> list[str]:
     return done
 
 
+def _died(run_pid: int, out_dir: Path) -> int:
+    """The run is gone without having stopped its watchdog, which it does once its cluster is stopped: it
+    was killed (a SIGKILL, an out-of-memory kill), so what it started is left; stop that."""
+    done = stop_what_the_run_left(out_dir)
+    if done:
+        print(f"fault run (pid {run_pid}) died: {'; '.join(done)}", file=sys.stderr, flush=True)
+    return 0
+
+
 def watch(run_pid: int, deadline_s: float, out_dir: Path, *, poll_s: float = POLL_S) -> int:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if not pid_alive(run_pid):
-            return 0
+            return _died(run_pid, out_dir)
         time.sleep(min(poll_s, max(0.0, end - time.monotonic())))
     if not pid_alive(run_pid):
-        return 0
+        return _died(run_pid, out_dir)
     with contextlib.suppress(ProcessLookupError):
         os.kill(run_pid, DUMP_SIGNAL)
     time.sleep(DUMP_WAIT_S)

@@ -77,6 +77,22 @@ def test_a_run_that_ends_by_itself_ends_its_watchdog(tmp_path: Path) -> None:
         run.wait()
 
 
+def test_a_killed_run_leaves_no_node_behind(tmp_path: Path) -> None:
+    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    (tmp_path / "cluster" / "node-2").mkdir(parents=True)
+    (tmp_path / "cluster" / "node-2" / "server.pid").write_text(f"{node.pid}\n")
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    try:
+        run.kill()  # as `kill -9` would: no finally of the run's runs
+        assert watchdog.watch(run.pid, 120.0, tmp_path, poll_s=0.05) == 0
+        node.wait(timeout=30)
+        assert node.returncode == -9
+    finally:
+        for proc in (run, node):
+            proc.kill()
+            proc.wait()
+
+
 def test_the_dump_file_is_removed_when_nothing_was_dumped(tmp_path: Path) -> None:
     dump = watchdog.arm_dump(tmp_path)
     watchdog.disarm_dump(dump)
