@@ -1,7 +1,7 @@
 """A fault run frozen where none of its own timeouts can act is ended by its watchdog (tools/faults/watchdog.py).
 
-Seed 2102 (session 22) froze for good: librdkafka's consumer close waited for ever inside a rebalance
-callback that confluent-kafka runs holding the GIL, so no thread of the run ran Python again. Here a
+Seed 2102 (session 22) stood still for minutes: librdkafka's consumer close waited inside a rebalance
+callback that confluent-kafka runs holding the GIL, so no thread of the run ran Python meanwhile. Here a
 "run" blocks in a C call that holds the GIL (ctypes.PyDLL), with a "node" beside it: the watchdog must
 dump the run's threads, kill both and say so.
 """
