@@ -158,6 +158,14 @@ class TransactionCoordinator:
             body = {"error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
             if message:
                 body["message"] = message
+            if code is not E.NONE and producer_id >= 0:
+                # A refused epoch bump is the other half of the trail the success line leaves: a client
+                # that then goes on at its old epoch is what a duplicate-sequence loss needs (docs/jepsen.md,
+                # seed 2301). Only requests that name a producer: a first InitProducerId is retried at will.
+                log.info(
+                    "refused InitProducerId of transactional id %r asked with %d/%d: %s (%s)",
+                    transactional_id, producer_id, producer_epoch, code.name, message,
+                )  # fmt: skip
             self._outbox.append(Respond(rid, body))
             return self._drain()
 

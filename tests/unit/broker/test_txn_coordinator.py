@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from kraftpy.broker.groups.actions import Append, Respond
@@ -232,6 +234,24 @@ def test_kip360_a_retried_bump_gets_the_same_answer_an_older_epoch_is_fenced():
     assert h.init(pid=pid, epoch=epoch + 1)["producer_epoch"] == epoch + 2
     assert h.init(pid=pid, epoch=epoch)["error_code"] == E.PRODUCER_FENCED
     assert h.init(pid=pid, epoch=epoch + 3)["error_code"] == E.PRODUCER_FENCED
+
+
+def test_a_refused_bump_is_logged_with_what_was_asked(caplog) -> None:
+    # The trail for a duplicate-sequence loss (docs/jepsen.md, seed 2301): which bumps were refused.
+    h = Harness()
+    r = h.init()
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    h.init(pid=pid, epoch=epoch)
+    with caplog.at_level(logging.INFO, logger="kraftpy.broker.txn.coordinator"):
+        assert h.init(pid=pid, epoch=epoch + 3)["error_code"] == E.PRODUCER_FENCED
+        h.add(pid, epoch + 1)
+        # one that names no producer (a first InitProducerId) is retried at will: refused, not logged
+        assert h.init()["error_code"] == E.CONCURRENT_TRANSACTIONS
+    refused = [m for m in caplog.messages if m.startswith("refused InitProducerId")]
+    assert refused == [
+        f"refused InitProducerId of transactional id {TXN!r} asked with {pid}/{epoch + 3}: PRODUCER_FENCED "
+        f"(producer {pid} epoch {epoch + 3} is not the current one)"
+    ]
 
 
 def test_kip360_no_retry_answer_after_a_fence_or_while_a_transaction_is_open():
