@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from kraftpy.protocol.errors import KafkaError
+from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.netns import cleanup_stale, pid_alive
 
 HUNG_THREADS = "hung-threads.txt"
@@ -63,17 +65,16 @@ def _kill(pid: int) -> None:
 def stop_what_the_run_left(out_dir: Path) -> list[str]:
     """The cluster's nodes, the small disks and the run's network namespaces; what was done, in words."""
     done = []
-    for pid_file in sorted(out_dir.glob("cluster/node-*/server.pid")):
-        with contextlib.suppress(OSError, ValueError):
-            pid = int(pid_file.read_text().strip())
-            if pid_alive(pid):
+    with contextlib.suppress(KafkaError):  # no cluster.json: the run stopped before it made its cluster
+        layout = ClusterLayout.load(out_dir / "cluster")
+        for node in layout.nodes:
+            pid = layout.read_pid(node)  # None unless that node's own server: a reused pid is spared
+            if pid is not None:
                 _kill(pid)
                 done.append(f"killed node pid {pid}")
-    for image in sorted(out_dir.glob("cluster/node-*/data.img")):
-        mount_point = image.with_suffix("")
-        if os.path.ismount(mount_point):
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=30)
-            done.append(f"unmounted {mount_point}")
+            if os.path.ismount(layout.data_dir(node)):
+                subprocess.run(["umount", "-l", str(layout.data_dir(node))], capture_output=True, timeout=30)
+                done.append(f"unmounted {layout.data_dir(node)}")
     with contextlib.suppress(Exception):  # no namespaces here (loopback), or no `ip`: nothing to remove
         done += [f"removed namespace {name}" for name in cleanup_stale()]
     return done

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
 from kraftpy.tools.faults import watchdog
 
 FROZEN_RUN = textwrap.dedent(
@@ -30,6 +31,17 @@ FROZEN_RUN = textwrap.dedent(
 )
 
 
+def fake_node(out_dir: Path, node_id: int) -> subprocess.Popen[bytes]:
+    """A process the cluster layout takes for node `node_id`'s server: its command line names the config."""
+    layout = ClusterLayout(out_dir / "cluster", "c", (NodeEntry(node_id, "127.0.0.1", 19092, ("broker",)),))
+    layout.save()
+    node = layout.nodes[0]
+    layout.node_dir(node).mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", str(layout.config_path(node))])
+    layout.pid_path(node).write_text(f"{proc.pid}\n")
+    return proc
+
+
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -39,9 +51,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_frozen_run_is_dumped_and_stopped_with_its_nodes(tmp_path: Path) -> None:
-    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-    (tmp_path / "cluster" / "node-1").mkdir(parents=True)
-    (tmp_path / "cluster" / "node-1" / "server.pid").write_text(f"{node.pid}\n")
+    node = fake_node(tmp_path, 1)
     run = subprocess.Popen([sys.executable, "-c", FROZEN_RUN, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert run.stdout is not None and run.stdout.readline() == "frozen\n"
@@ -78,9 +88,7 @@ def test_a_run_that_ends_by_itself_ends_its_watchdog(tmp_path: Path) -> None:
 
 
 def test_a_killed_run_leaves_no_node_behind(tmp_path: Path) -> None:
-    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-    (tmp_path / "cluster" / "node-2").mkdir(parents=True)
-    (tmp_path / "cluster" / "node-2" / "server.pid").write_text(f"{node.pid}\n")
+    node = fake_node(tmp_path, 2)
     run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     try:
         run.kill()  # as `kill -9` would: no finally of the run's runs
@@ -89,6 +97,19 @@ def test_a_killed_run_leaves_no_node_behind(tmp_path: Path) -> None:
         assert node.returncode == -9
     finally:
         for proc in (run, node):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_pid_file_naming_another_process_spares_it(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, 3)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    (tmp_path / "cluster" / "node-3" / "server.pid").write_text(f"{bystander.pid}\n")  # the node's pid, reused
+    try:
+        assert not any(line.startswith("killed") for line in watchdog.stop_what_the_run_left(tmp_path))
+        assert bystander.poll() is None
+    finally:
+        for proc in (node, bystander):
             proc.kill()
             proc.wait()
 
