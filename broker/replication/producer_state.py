@@ -66,6 +66,10 @@ class ProducerStateEntry:
     def last_data_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
+    def in_open_txn(self, batch: BatchMetadata) -> bool:
+        """Is `batch` part of the producer's transaction still open here (not of one a marker ended)?"""
+        return self.current_txn_first_offset != NO_TXN and batch.first_offset >= self.current_txn_first_offset
+
     def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if producer_epoch != self.producer_epoch:
             return None
@@ -99,6 +103,26 @@ class AppendCheck:
 
 
 APPEND = AppendCheck()
+
+
+def _repeats_ended_txn(header: BatchHeader, entry: ProducerStateEntry) -> AppendCheck:
+    """A transactional batch reuses sequences of a transaction a marker has ended.
+
+    Kafka answers it as a duplicate (the offsets of the ended transaction's batch), and the
+    producer then counts a record as written that never was: librdkafka does this after
+    abort_transaction() purges a message it had sent once (possibly written) and gives the
+    next message its sequence (fault run seed 2301). A real retry never crosses a marker: a
+    producer ends its transaction only once every send is answered. So the batch is refused
+    with OUT_OF_ORDER_SEQUENCE_NUMBER; docs/transactions.md, "Sequences across a marker".
+    """
+    first, last = header.base_sequence, header.last_sequence
+    return AppendCheck(
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        message=f"producer {header.producer_id} epoch {header.producer_epoch}: transactional batch {first}..{last} "
+        f"repeats sequences of a transaction that has ended (its marker is written); expected sequence "
+        f"{(entry.last_seq + 1) % _SEQUENCE_SPACE}: a retry never crosses a transaction's end, so the producer "
+        "reused sequence numbers",
+    )
 
 
 class ProducerStateManager:
@@ -166,6 +190,8 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         duplicate = entry.find_duplicate(epoch, first, last) if entry is not None else None
         if duplicate is not None:
+            if header.is_transactional and not entry.in_open_txn(duplicate):
+                return _repeats_ended_txn(header, entry)
             return AppendCheck(duplicate=duplicate)
         if verify_txn and self.needs_verification(header):
             return AppendCheck(
@@ -210,6 +236,8 @@ class ProducerStateManager:
         elif _sequence_distance(last, last_seq) < _SEQUENCE_SPACE // 2:
             # The whole batch lies at or before the last sequence (within half the wrapping circle):
             # an old retry whose offsets are no longer remembered.
+            if header.is_transactional and entry.current_txn_first_offset == NO_TXN:
+                return _repeats_ended_txn(header, entry)
             return AppendCheck(
                 ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
                 message=f"producer {producer_id} batch {first}..{last} was already written (last sequence {last_seq})",

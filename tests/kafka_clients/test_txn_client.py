@@ -30,7 +30,7 @@ from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.types import TopicPartition
 from tests.integration.test_cluster_support import LocalCluster
 from tests.kafka_clients.test_txn_end_to_end import LeaderThenCoordinatorKill, make_topics_and_inputs, settled_ends
-from tests.kafka_clients.test_txn_end_to_end import read_committed as ck_read_committed
+from tests.kafka_clients.test_txn_end_to_end import read_settled as ck_read_committed
 
 log = logging.getLogger(__name__)
 

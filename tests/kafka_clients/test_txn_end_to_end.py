@@ -146,15 +146,17 @@ def settled_ends(bootstrap_servers: str, topic: str, partitions: int, deadline: 
             reader.close()
 
 
-def read_committed(cluster: LocalCluster, topic: str, partitions: int, deadline: float) -> list[bytes]:
-    """Every committed record of `topic`, read once every transaction on it has ended."""
+def read_settled(
+    cluster: LocalCluster, topic: str, partitions: int, deadline: float, isolation: str = "read_committed"
+) -> list[bytes]:
+    """Every record of `topic` (read_committed: every committed one), read once every transaction on it has ended."""
     ends = settled_ends(cluster.bootstrap_servers, topic, partitions, deadline)
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": "eos-reader",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
         }
     )
     values: list[bytes] = []
@@ -276,7 +278,7 @@ def test_exactly_once_across_leader_and_coordinator_kills(
 
     expected = Counter(b"in-%d" % i for i in range(RECORDS))
     for topic in (OUT_A, OUT_B):
-        values = read_committed(kafka_cluster, topic, 2, deadline + 60)
+        values = read_settled(kafka_cluster, topic, 2, deadline + 60)
         assert b"aborted-marker" not in values
         counts = Counter(values)
         duplicates = {v: n for v, n in counts.items() if n > 1}

@@ -84,6 +84,46 @@ def test_producer_state_tracks_an_open_transaction_until_its_marker() -> None:
     assert state.last_stable_offset(high_watermark=9) == 9
 
 
+def test_a_batch_reusing_an_ended_transactions_sequences_is_out_of_order_not_a_duplicate() -> None:
+    """Seed 2301: librdkafka purged a sent message on abort and gave its sequence to the next one.
+
+    Answered as a duplicate, the next transaction's record was acknowledged at the aborted one's
+    offset and committed without ever being written. A retry never crosses a marker."""
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0, epoch=3), 0))
+    state.update(at(txn(1, 1, epoch=3), 1))  # sent, answer lost; then purged by abort_transaction()
+    state.update(marker_header(1, committed=False, epoch=3), 2, 2, TxnMarker(False, 0))
+    reused = state.check_append(parse_header(txn(1, 1, epoch=3)))
+    assert reused.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and reused.duplicate is None
+    assert "ended" in reused.message and "expected sequence 2" in reused.message
+    assert state.check_append(parse_header(txn(1, 2, epoch=3))).should_append
+    # Inside the open transaction a retry is still answered with its original offsets.
+    state.update(at(txn(1, 2, epoch=3), 3))
+    retry = state.check_append(parse_header(txn(1, 2, epoch=3)))
+    assert retry.error == ErrorCode.NONE and retry.duplicate is not None and retry.duplicate.first_offset == 3
+    assert state.check_append(parse_header(txn(1, 1, epoch=3))).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_an_unremembered_sequence_of_an_ended_transaction_is_out_of_order_not_duplicate_sequence() -> None:
+    # DUPLICATE_SEQUENCE_NUMBER would be as wrong: librdkafka and Java count it as delivered.
+    state = ProducerStateManager(batches_to_retain=1)
+    state.update(at(txn(1, 0, epoch=3), 0))
+    state.update(at(txn(1, 1, epoch=3), 1))
+    assert state.check_append(parse_header(txn(1, 0, epoch=3))).error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+    state.update(marker_header(1, committed=True, epoch=3), 2, 2, TxnMarker(True, 0))
+    assert state.check_append(parse_header(txn(1, 0, epoch=3))).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # A plain idempotent producer has no transactions: its old retries keep Kafka's answer.
+    plain_state = ProducerStateManager(batches_to_retain=1)
+    for seq in (0, 1):
+        plain_state.update(
+            parse_header(
+                build_batch([(None, b"x")], base_offset=seq, producer_id=2, producer_epoch=0, base_sequence=seq)
+            )
+        )
+    old = parse_header(build_batch([(None, b"x")], producer_id=2, producer_epoch=0, base_sequence=0))
+    assert plain_state.check_append(old).error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
 def test_the_lso_is_the_earliest_open_transaction_and_never_above_the_hw() -> None:
     state = ProducerStateManager()
     state.update(at(txn(1, 0), 3))

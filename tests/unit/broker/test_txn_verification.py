@@ -100,7 +100,7 @@ def test_what_needs_no_verification() -> None:
     assert follower.begin_txn_verification(txn(0), now_ms=0) is None
 
 
-def test_a_verified_epoch_does_not_verify_another_and_a_retry_is_answered_as_a_duplicate() -> None:
+def test_a_verified_epoch_does_not_verify_another_and_only_a_retry_in_its_txn_is_a_duplicate() -> None:
     p = leader()
     guard = p.begin_txn_verification(txn(0), now_ms=0)
     assert guard is not None and p.txn_verified(PID, 0, guard)
@@ -110,9 +110,11 @@ def test_a_verified_epoch_does_not_verify_another_and_a_retry_is_answered_as_a_d
     assert g is not None and p2.txn_verified(PID, 0, g)
     first = produce(p2, txn(0))
     assert first.error == ErrorCode.NONE
-    assert end_txn(p2).error == ErrorCode.NONE
-    retry = produce(p2, txn(0))  # the same batch again after the marker: its original offset, no error
+    retry = produce(p2, txn(0))  # the same batch again in its transaction: its original offset, no error
     assert retry.error == ErrorCode.NONE and retry.base_offset == first.base_offset
+    assert end_txn(p2).error == ErrorCode.NONE
+    # After the marker it is no retry but a reused sequence (seed 2301): refused, not answered as written.
+    assert produce(p2, txn(0)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_concurrent_verifications_share_a_guard_and_entries_expire() -> None:
