@@ -370,6 +370,12 @@ class TransactionCoordinator:
             case S.PREPARE_EPOCH_FENCE | S.DEAD:
                 return answer(E.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is changing state")
             case _:
+                # Fatal for the client (librdkafka's "Failed to end transaction"): log it, so a fault run's
+                # history can be read beside what the coordinator had (its state and epoch).
+                log.info(
+                    "refused EndTxn(%s) of transactional id %r at %d/%d: INVALID_TXN_STATE (the transaction is %s)",
+                    word, transactional_id, producer_id, producer_epoch, meta.state.kafka_name,
+                )  # fmt: skip
                 return answer(E.INVALID_TXN_STATE, f"cannot {word}: the transaction is {meta.state.kafka_name}")
 
     # --- markers ----------------------------------------------------------------------------------

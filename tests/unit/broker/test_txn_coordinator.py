@@ -254,6 +254,25 @@ def test_a_refused_bump_is_logged_with_what_was_asked(caplog) -> None:
     ]
 
 
+def test_an_end_txn_refused_for_its_state_is_logged_with_the_state(caplog) -> None:
+    # librdkafka takes INVALID_TXN_STATE on EndTxn as fatal: the coordinator's side of that trail.
+    h = Harness()
+    r = h.init()
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    with caplog.at_level(logging.INFO, logger="kraftpy.broker.txn.coordinator"):
+        assert h.end(pid, epoch, commit=True)["error_code"] == E.INVALID_TXN_STATE  # nothing added: Empty
+        h.add(pid, epoch)
+        assert h.end(pid, epoch, commit=False)["error_code"] == E.NONE
+        h.ack_markers()
+        assert h.end(pid, epoch, commit=True)["error_code"] == E.INVALID_TXN_STATE
+    refused = [m for m in caplog.messages if m.startswith("refused EndTxn")]
+    assert refused == [
+        f"refused EndTxn(commit) of transactional id {TXN!r} at {pid}/{epoch}: INVALID_TXN_STATE "
+        f"(the transaction is {state})"
+        for state in ("Empty", "CompleteAbort")
+    ]
+
+
 def test_kip360_no_retry_answer_after_a_fence_or_while_a_transaction_is_open():
     h = Harness()
     r = h.init()
