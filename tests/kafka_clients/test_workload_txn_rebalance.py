@@ -49,9 +49,9 @@ async def txn_across_a_join(bootstrap: str, topic: str, client: str, history: Pa
     try:
         await first.open()
         async with asyncio.timeout(60):
-            while first.assigned() != list(range(PARTITIONS)):
+            while await first.assigned() != list(range(PARTITIONS)):
                 await first.poll()
-        first.seek({key: 0 for key in range(PARTITIONS)})  # its transaction reads every record
+        await first.seek({key: 0 for key in range(PARTITIONS)})  # its transaction reads every record
         before = first.rebalances.count
         await second.open()
         joining = asyncio.create_task(keep_polling())

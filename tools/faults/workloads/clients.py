@@ -1,19 +1,27 @@
 """The workloads' clients: one process's producer and consumer, through kraftpy's client or librdkafka.
 
 Both adapters offer the same async calls (send, poll, the transaction calls, positions, end offsets,
-close), each bounded in time. confluent-kafka's calls block, so they run in a thread (asyncio.to_thread)
-with librdkafka's own timeout below our bound. Errors are left to the caller, which asks `definite()`
-whether an error proves the operation did not happen.
+close), each bounded in time. confluent-kafka's calls block, and some hold the GIL, so they run in a
+child process (confluent_worker.py) with librdkafka's own timeout below our bound. Errors are left to
+the caller, which asks `definite()` whether an error proves the operation did not happen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+import cbor2
+
 from kraftpy.client.rebalance_listener import ConsumerRebalanceListener
+from kraftpy.protocol.stream_frames import FrameSplitter, frame
 from kraftpy.tools.faults.workload import indeterminate
 
 CALL_TIMEOUT_S = 10.0  # one client call; librdkafka and kraftpy get a little less, so ours is the outer bound
@@ -22,6 +30,8 @@ POLL_TIMEOUT_S = 0.3
 TXN_TIMEOUT_MS = 10_000  # an abandoned transaction holds back read_committed readers at most this long
 SESSION_TIMEOUT_MS = 6_000
 LOG_LEVEL = 2  # librdkafka's syslog level: only critical lines; every fault makes it log connection errors
+MAX_CALL_FRAME_BYTES = 16 * 1024 * 1024  # one call or answer between ConfluentClient and its child
+CHILD_EXIT_TIMEOUT_S = 5.0  # after its close is answered (or not), librdkafka's child has this long to exit
 
 
 class RebalanceCount:
@@ -103,7 +113,7 @@ class KraftpyClient:
     async def commit_positions(self) -> None:
         await asyncio.wait_for(self.consumer.commit(timeout_ms=int(INNER_TIMEOUT_S * 1000)), CALL_TIMEOUT_S)
 
-    def begin(self) -> None:
+    async def begin(self) -> None:
         self.producer.begin_transaction()
 
     async def send_offsets(self, offsets: dict[int, int]) -> None:
@@ -118,11 +128,11 @@ class KraftpyClient:
     async def abort(self) -> None:
         await asyncio.wait_for(self.producer.abort_transaction(), CALL_TIMEOUT_S)
 
-    def seek(self, offsets: dict[int, int]) -> None:
+    async def seek(self, offsets: dict[int, int]) -> None:
         for key, offset in offsets.items():
             self.consumer.seek(self._tp(key), offset)
 
-    def assigned(self) -> list[int]:
+    async def assigned(self) -> list[int]:
         return sorted(tp.partition for tp in self.consumer.assignment())
 
     async def position(self, key: int) -> int:
@@ -171,129 +181,169 @@ def consume_ready(consumer: Any, max_records: int, timeout_s: float) -> list[Any
 
 
 class ConfluentClient:
-    """confluent-kafka (librdkafka): every blocking call in a thread, bounded by librdkafka's timeout."""
+    """confluent-kafka (librdkafka) in a child process of its own (confluent_worker.py), each call bounded.
 
-    def __init__(self, spec: ClientSpec, worker: int, process: int) -> None:
+    A call that gets no answer within its bound (librdkafka's own timeouts are below it) kills the
+    child and raises TimeoutError: the runner goes on as a fresh process, as after any unknown
+    outcome. In the run's own process, a librdkafka call holding the GIL stopped every worker and
+    the nemesis with it for minutes (docs/jepsen.md, "librdkafka's close")."""
+
+    def __init__(self, spec: ClientSpec, worker: int, process: int, call_timeout_s: float = CALL_TIMEOUT_S + 2) -> None:
         import confluent_kafka as ck
 
         self.ck = ck
         self.spec = spec
-        producer: dict[str, Any] = {
-            "bootstrap.servers": spec.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1,
-            "request.timeout.ms": 2_000, "message.timeout.ms": int(INNER_TIMEOUT_S * 1000),
-            "topic.metadata.refresh.interval.ms": 2_000, "log_level": LOG_LEVEL,
-        }  # fmt: skip
-        if spec.transactional:
-            producer.update({"transactional.id": f"{spec.group_id}-{worker}", "transaction.timeout.ms": TXN_TIMEOUT_MS})
-        self.producer = ck.Producer(producer)
-        group = spec.group_id if spec.sub_via == "subscribe" else f"{spec.group_id}-assign-{process}"
-        self.consumer = ck.Consumer({
-            "bootstrap.servers": spec.bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100, "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": 1_000, "log_level": LOG_LEVEL,
-            "isolation.level": "read_committed" if spec.transactional else "read_uncommitted",
-        })  # fmt: skip
+        self.call_timeout_s = call_timeout_s
         self.rebalances = RebalanceCount()
+        self._sock, child = socket.socketpair()
+        with child:
+            self.child = subprocess.Popen(
+                [
+                    sys.executable, "-m", "kraftpy.tools.faults.workloads.confluent_worker", str(child.fileno()),
+                    str(os.getpid()), cbor2.dumps(dataclasses.asdict(spec)).hex(), str(worker), str(process),
+                ],
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._splitter = FrameSplitter(MAX_CALL_FRAME_BYTES)
+        self._lock = asyncio.Lock()
+        self._killed_at: str | None = None  # the call whose bound passed: the child was killed then
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args), CALL_TIMEOUT_S + 2)
+    async def _call(self, name: str, *args: Any, timeout_s: float | None = None) -> Any:
+        bound_s = self.call_timeout_s if timeout_s is None else timeout_s
+        async with self._lock:
+            if self._killed_at is not None:  # the outcome of what it was doing is as unknown as that call's
+                raise TimeoutError(f"librdkafka's process {self.child.pid} was killed when {self._killed_at} hung")
+            if self.child.returncode is not None:
+                raise ChildGone(f"librdkafka's process {self.child.pid} is gone (exit {self.child.returncode})")
+            if self._streams is None:
+                self._streams = await asyncio.open_unix_connection(sock=self._sock)
+            reader, writer = self._streams
+            try:
+                writer.write(frame(cbor2.dumps({"call": name, "args": list(args)})))
+                reply = await asyncio.wait_for(self._answer(reader), bound_s)
+            except TimeoutError:
+                self._killed_at = name
+                await self._kill()
+                raise TimeoutError(
+                    f"librdkafka's {name} got no answer within {bound_s} s: its process {self.child.pid} was killed"
+                ) from None
+            except (ConnectionError, asyncio.IncompleteReadError, EOFError) as exc:
+                await self._kill()
+                raise ChildGone(
+                    f"librdkafka's process {self.child.pid} ended during {name} (exit {self.child.returncode}): {exc!r}"
+                ) from None
+        self.rebalances.count = reply["rebalances"]
+        if "error" in reply:
+            raise rebuild_error(self.ck, reply["error"])
+        return reply["result"]
 
-    def _tp(self, key: int, offset: int | None = None) -> Any:
-        if offset is None:
-            return self.ck.TopicPartition(self.spec.topic, key)
-        return self.ck.TopicPartition(self.spec.topic, key, offset)
+    async def _answer(self, reader: asyncio.StreamReader) -> dict[str, Any]:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                raise EOFError("the child closed its socket")
+            payloads = self._splitter.feed(data)
+            if payloads:  # one call at a time: its answer is the one frame
+                return cbor2.loads(payloads[0])
+
+    async def _kill(self) -> None:
+        if self.child.returncode is None:
+            self.child.kill()
+        await asyncio.to_thread(self.child.wait)
 
     async def open(self) -> list[int]:
-        if self.spec.transactional:
-            await self._call(self.producer.init_transactions, INNER_TIMEOUT_S)
-        if self.spec.sub_via == "subscribe":
-            moved = self.rebalances.moved
-            self.consumer.subscribe(
-                [self.spec.topic],
-                on_assign=lambda _c, ps: moved(ps),
-                on_revoke=lambda _c, ps: moved(ps),
-                on_lost=lambda _c, ps: moved(ps),
-            )
-        else:
-            self.consumer.assign([self._tp(k, self.ck.OFFSET_BEGINNING) for k in range(self.spec.keys)])
-        return list(range(self.spec.keys))
+        return await self._call("open")
 
     async def send(self, key: int, value: str) -> int:
-        delivered: list[Any] = []
-
-        def send() -> int:
-            self.producer.produce(
-                self.spec.topic, value.encode(), partition=key, on_delivery=lambda e, m: delivered.append((e, m))
-            )
-            if self.producer.flush(INNER_TIMEOUT_S + 1) or not delivered:
-                raise TimeoutError(f"send of {value} not delivered within {INNER_TIMEOUT_S + 1} s")
-            error, message = delivered[0]
-            if error is not None:
-                raise self.ck.KafkaException(error)
-            return message.offset()
-
-        return await self._call(send)
+        return await self._call("send", key, value)
 
     async def poll(self) -> list[tuple[int, int, str]]:
-        messages = await self._call(consume_ready, self.consumer, 100, POLL_TIMEOUT_S)
-        out = []
-        for m in messages:
-            if m.error() is not None:
-                if m.error().code() == self.ck.KafkaError._PARTITION_EOF:
-                    continue
-                raise self.ck.KafkaException(m.error())
-            out.append((m.partition(), m.offset(), m.value().decode()))
-        return out
+        return [tuple(r) for r in await self._call("poll")]
 
     async def commit_positions(self) -> None:
-        await self._call(lambda: self.consumer.commit(asynchronous=False))
+        await self._call("commit_positions")
 
-    def begin(self) -> None:
-        self.producer.begin_transaction()
+    async def begin(self) -> None:
+        await self._call("begin")
 
     async def send_offsets(self, offsets: dict[int, int]) -> None:
-        tps = [self._tp(k, o) for k, o in offsets.items()]
-        await self._call(
-            self.producer.send_offsets_to_transaction, tps, self.consumer.consumer_group_metadata(), INNER_TIMEOUT_S
-        )
+        await self._call("send_offsets", offsets)
 
     async def commit(self) -> None:
-        await self._call(self.producer.commit_transaction, INNER_TIMEOUT_S)
+        await self._call("commit")
 
     async def abort(self) -> None:
-        await self._call(self.producer.abort_transaction, INNER_TIMEOUT_S)
+        await self._call("abort")
 
-    def seek(self, offsets: dict[int, int]) -> None:
-        for key, offset in offsets.items():
-            self.consumer.seek(self._tp(key, offset))
+    async def seek(self, offsets: dict[int, int]) -> None:
+        await self._call("seek", offsets)
 
-    def assigned(self) -> list[int]:
-        return sorted(tp.partition for tp in self.consumer.assignment())
+    async def assigned(self) -> list[int]:
+        return await self._call("assigned")
 
     async def position(self, key: int) -> int:
-        found = await self._call(self.consumer.position, [self._tp(key)])
-        return max(found[0].offset, 0)
+        return await self._call("position", key)
 
     async def end_offsets(self) -> dict[int, int]:
-        def ends() -> dict[int, int]:
-            return {
-                k: self.consumer.get_watermark_offsets(self._tp(k), INNER_TIMEOUT_S)[1] for k in range(self.spec.keys)
-            }
-
-        return await self._call(ends)
+        return await self._call("end_offsets")
 
     def fatal(self, exc: BaseException) -> bool:
-        """Not a Kafka error nor a timeout (a bug in the adapter), or one librdkafka calls fatal."""
+        """Not a Kafka error nor a timeout (a bug in the adapter, a crashed child), or one librdkafka calls fatal."""
         if isinstance(exc, self.ck.KafkaException) and exc.args and isinstance(exc.args[0], self.ck.KafkaError):
             return bool(exc.args[0].fatal()) and not self.spec.transactional  # fenced: the txn run's fresh process
         return not isinstance(exc, TimeoutError | BufferError)
 
     async def close(self) -> None:
+        """The child closes its consumer (LeaveGroup) and producer, bounded; past the bound it is killed."""
         with contextlib.suppress(Exception):
-            await self._call(self.consumer.close)
-        with contextlib.suppress(Exception):
-            self.producer.purge()
-            await self._call(self.producer.flush, 1.0)
+            await self._call("close")
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.child.wait), CHILD_EXIT_TIMEOUT_S)
+        except TimeoutError:
+            await self._kill()
+        if self._streams is not None:
+            self._streams[1].close()
+        self._sock.close()
+
+
+class ChildGone(RuntimeError):
+    """librdkafka's child process ended without answering: a crash, not a fault (the run fails)."""
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """An error of a librdkafka call, as confluent_worker sends it to ConfluentClient (rebuild_error)."""
+    import confluent_kafka as ck
+
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, ck.KafkaException):
+        # A fatal error met while flush() serves delivery reports is set before the callback runs,
+        # whose first C call then fails: confluent-kafka raises SystemError from the KafkaException.
+        exc = exc.__cause__
+    if isinstance(exc, ck.KafkaException) and exc.args and isinstance(exc.args[0], ck.KafkaError):
+        e = exc.args[0]
+        return {
+            "kind": "kafka", "code": e.code(), "reason": e.str(), "fatal": e.fatal(), "retriable": e.retriable(),
+            "txn_requires_abort": e.txn_requires_abort(),
+        }  # fmt: skip
+    kind = "timeout" if isinstance(exc, TimeoutError) else "buffer" if isinstance(exc, BufferError) else "other"
+    return {"kind": kind, "type": type(exc).__name__, "message": str(exc)}
+
+
+def rebuild_error(ck: Any, error: dict[str, Any]) -> BaseException:
+    """The exception describe_error described, of the class the runner judges (fatal, indeterminate)."""
+    if error["kind"] == "kafka":
+        return ck.KafkaException(
+            ck.KafkaError(
+                error["code"], error["reason"], fatal=error["fatal"], retriable=error["retriable"],
+                txn_requires_abort=error["txn_requires_abort"],
+            )
+        )  # fmt: skip
+    if error["kind"] == "timeout":
+        return TimeoutError(error["message"])
+    if error["kind"] == "buffer":
+        return BufferError(error["message"])
+    return RuntimeError(f"{error['type']}: {error['message']}")
 
 
 CLIENTS = {"kraftpy": KraftpyClient, "confluent": ConfluentClient}

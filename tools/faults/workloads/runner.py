@@ -172,7 +172,7 @@ class Workers:
     async def _txn(self, client: Any, micro: list[list[Any]], abort: bool) -> list[list[Any]]:
         """One transaction: its sends and polls, the polled offsets committed with it (subscribe), commit.
         An error before the commit's answer aborts it: `fail` when the abort is acknowledged, else unknown."""
-        client.begin()
+        await client.begin()
         done: list[list[Any]] = []
         offsets: dict[int, int] = {}
         rebalances = client.rebalances.count
@@ -205,8 +205,8 @@ class Workers:
         await client.abort()  # raises (unknown outcome) when the abort is not acknowledged
         # The records it read are not consumed: back to them, on the keys this consumer still holds (a
         # rebalance resumed the others elsewhere, from their committed offsets).
-        mine = set(client.assigned())
-        client.seek({k: o for k, o in rewind_to([m for m in done if m[0] == "poll"]).items() if k in mine})
+        mine = set(await client.assigned())
+        await client.seek({k: o for k, o in rewind_to([m for m in done if m[0] == "poll"]).items() if k in mine})
         raise Failed(f"aborted: {cause!r}")
 
     async def drain(self) -> None:
@@ -231,7 +231,7 @@ class Workers:
                     self._record(process, "fail", "poll", [["poll"]], error=repr(exc)[:200])
                     continue
                 self._record(process, "ok", "poll", [completed_poll(records)])
-                mine = client.assigned()
+                mine = await client.assigned()
                 idle = 0 if records or not mine else idle + 1  # a subscriber waits for its assignment first
                 if mine and caught_up({k: await client.position(k) for k in mine}, {k: ends[k] for k in mine}):
                     break
