@@ -68,7 +68,7 @@ def test_a_child_that_stops_answering_is_killed_at_the_bound_and_the_loop_runs_o
     assert "was killed" in str(error)
 
 
-def test_librdkafka_errors_reach_the_runner_as_confluent_kafka_exceptions(kafka_cluster: LocalCluster) -> None:
+def test_errors_reach_the_runner_typed_and_a_cancelled_call_retires_the_child(kafka_cluster: LocalCluster) -> None:
     topic = "confluent-process-errors"
     kafka_cluster.ok("topics", "create", topic, "--partitions", "2", "--replication-factor", "3")
 
@@ -81,6 +81,12 @@ def test_librdkafka_errors_reach_the_runner_as_confluent_kafka_exceptions(kafka_
                 await client.send(7, "no such partition")
             assert not client.fatal(caught.value)  # a Kafka error, not a crash of the adapter
             assert await client.end_offsets() == {0: 1, 1: 0}
+            while await client.poll():  # read 'a': the next poll waits its whole 0.3 s
+                pass
+            with pytest.raises(TimeoutError):  # cancelled: its answer would have come to the next call
+                await asyncio.wait_for(client.poll(), 0.05)
+            with pytest.raises(TimeoutError, match="killed when poll hung"):
+                await client.assigned()
             return caught.value
         finally:
             await client.close()

@@ -229,6 +229,11 @@ class ConfluentClient:
                 raise TimeoutError(
                     f"librdkafka's {name} got no answer within {bound_s} s: its process {self.child.pid} was killed"
                 ) from None
+            except asyncio.CancelledError:
+                # Its answer would come to the next call: the child is as good as hung.
+                self._killed_at = name
+                self.child.kill()
+                raise
             except (ConnectionError, asyncio.IncompleteReadError, EOFError) as exc:
                 await self._kill()
                 raise ChildGone(
@@ -297,8 +302,9 @@ class ConfluentClient:
 
     async def close(self) -> None:
         """The child closes its consumer (LeaveGroup) and producer, bounded; past the bound it is killed."""
-        with contextlib.suppress(Exception):
-            await self._call("close")
+        if self._killed_at is None:
+            with contextlib.suppress(Exception):
+                await self._call("close")
         try:
             await asyncio.wait_for(asyncio.to_thread(self.child.wait), CHILD_EXIT_TIMEOUT_S)
         except TimeoutError:
