@@ -73,6 +73,8 @@ class BrokerLifecycle:
         self.partition_roles_allowed = False
         # Metadata offset of the first image that held this incarnation's registration (for status).
         self.roles_from_offset = -1
+        # When the controller last answered a heartbeat: a broker without one for a session is fenced soon.
+        self.heartbeat_answered_ms: int | None = None
 
     # --- properties ----------------------------------------------------------------------------------
     @property
@@ -146,6 +148,7 @@ class BrokerLifecycle:
             self.next_send_ms = now_ms  # heartbeat at once: it may unfence us
             return
         answer = wire.parse_heartbeat_answer(body)
+        self.heartbeat_answered_ms = now_ms
         self.caught_up = answer.is_caught_up
         self.fenced = answer.is_fenced
         self.next_send_ms = now_ms + self.heartbeat_interval_ms
@@ -205,7 +208,8 @@ class BrokerLifecycle:
         """The shutdown wait ran out (no quorum, say): stop anyway, leaderships move on fencing."""
         self.state = BrokerState.SHUTTING_DOWN
 
-    def status(self, metadata_offset: int) -> dict[str, Any]:
+    def status(self, metadata_offset: int, now_ms: int) -> dict[str, Any]:
+        answered = self.heartbeat_answered_ms
         return {
             "registered": self.registered,
             "fenced": self.fenced,
@@ -216,4 +220,5 @@ class BrokerLifecycle:
             "partition_roles_from_offset": self.roles_from_offset,
             "controller": None if self.hint is None else f"{self.hint[0]}:{self.hint[1]}",
             "last_error": None if self.last_error is None else str(self.last_error),
+            "heartbeat_answered_ms_ago": None if answered is None else now_ms - answered,
         }

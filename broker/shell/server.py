@@ -230,7 +230,7 @@ class BrokerComponent:
             log.info("controlled shutdown done: the controller moved this broker's leaderships")
 
     def status(self) -> dict[str, Any]:
-        out = self.lifecycle.status(self.metadata.committed_offset)
+        out = self.lifecycle.status(self.metadata.committed_offset, monotonic_ms())
         if self.replica_manager is not None:
             with contextlib.suppress(Exception):
                 out["replicas"] = self.replica_manager.status()

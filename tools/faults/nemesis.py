@@ -70,7 +70,9 @@ class Nemesis:
     died: list[dict[str, Any]] = field(default_factory=list)  # nodes that died on their own
     log_marks: dict[int, int] = field(default_factory=dict)  # each node's server.log size at its last start
     lose_tail_unsafe: bool = False  # the old model: tails lost whatever the ISRs (may lose every copy)
-    tails: TailSafety = field(default_factory=TailSafety)
+    tails: TailSafety = field(
+        default_factory=lambda: TailSafety(heartbeat_fresh_ms=LOCAL_CLUSTER_SETTINGS["broker_session_timeout_ms"] // 2)
+    )
     skipped: Counter[str] = field(default_factory=Counter)
     # Held while a fault takes a node down or a heal looks for dead nodes (both in worker threads): a heal
     # that read the faults still on before a kill started, and the node list after, took the kill's node
@@ -135,6 +137,7 @@ class Nemesis:
                 int(broker.get("partition_roles_from_offset", -1)) >= 0,
                 {p.partition: tuple(p.replicas) for p in partitions},
                 {p.partition: tuple(p.isr) for p in partitions},
+                broker.get("heartbeat_answered_ms_ago"),
             )
 
         try:
@@ -169,6 +172,7 @@ class Nemesis:
             "answered": sorted(views),
             "agreed_isr": {str(p): isr for p, isr in self.tails.agreed_isrs(node, views).items()},
             "tainted": {str(n): sorted(ps) for n, ps in self.tails.tainted.items()},
+            "heartbeat_age_ms": {str(n): v.heartbeat_age_ms for n, v in sorted(views.items())},
         }
         history.nemesis("lose-tail-wait", {**note, "node": node, "waited_s": waited_s, "blocked_by": blockers, **seen})
         if not blocked:

@@ -31,6 +31,7 @@ def heartbeat_answer(fenced: bool, shut_down: bool = False) -> dict:
 
 def test_registers_with_the_raft_leader_then_heartbeats_until_unfenced() -> None:
     lc = lifecycle()
+    assert lc.status(-1, now_ms=0)["heartbeat_answered_ms_ago"] is None
     assert lc.next_request(0, -1, None) is None  # no controller known: nothing to send
     assert lc.next_deadline_ms() == 100  # look again later, no spinning
     sent = lc.next_request(100, -1, 2)
@@ -51,9 +52,10 @@ def test_registers_with_the_raft_leader_then_heartbeats_until_unfenced() -> None
     assert lc.state is BrokerState.RUNNING and not lc.fenced
     assert lc.next_request(21, 43, 2) is None and lc.next_deadline_ms() == 320
     assert lc.next_request(320, 43, 2).path == HEARTBEAT
-    status = lc.status(43)
+    status = lc.status(43, now_ms=400)
     assert status["registered"] and status["fenced"] is False and status["broker_epoch"] == 7
     assert status["metadata_offset"] == 43
+    assert status["heartbeat_answered_ms_ago"] == 380  # answered at 20; the registration answer does not count
 
 
 def test_follows_not_controller_hints_and_forgets_unreachable_controllers() -> None:
@@ -164,7 +166,7 @@ def test_partition_roles_wait_for_this_incarnations_registration_in_the_image() 
     assert not lc.may_take_partition_roles(stale)  # registered, but the image predates the registration
     # Another incarnation's registration under our epoch number is not ours either.
     assert not lc.may_take_partition_roles(image_with(registration(lc, "someone-else", 9)))
-    assert not lc.partition_roles_allowed and lc.status(0)["partition_roles_from_offset"] == -1
+    assert not lc.partition_roles_allowed and lc.status(0, now_ms=0)["partition_roles_from_offset"] == -1
     caught_up = apply_records(stale, [registration(lc, "inc-1", 9)], offset=0)
     assert lc.may_take_partition_roles(caught_up)
     assert lc.partition_roles_allowed and lc.roles_from_offset == caught_up.offset == 0

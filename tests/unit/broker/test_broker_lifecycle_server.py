@@ -97,6 +97,8 @@ async def test_registers_follows_the_hint_heartbeats_and_publishes_images(tmp_pa
     assert rm.applied == [(MetadataImage.EMPTY, metadata.image)]
     assert component.status()["partition_roles_from_offset"] == metadata.image.offset
     await until(lambda: component.lifecycle.state is BrokerState.RUNNING, "unfenced")
+    # The fault runs' lose-tail counts a member only while its heartbeats are answered (tail_safety.py).
+    assert 0 <= component.status()["heartbeat_answered_ms_ago"] < 1_000
     paths = [(addr[1], path.rsplit("/", 1)[1]) for addr, path, _ in node.rpc.calls[:3]]
     assert paths == [(9001, "broker_registration"), (9002, "broker_registration"), (9002, "broker_heartbeat")]
     assert rm.broker_epoch_provider() == 11 and rm.controller_address_provider() == ("127.0.0.1", 9002)

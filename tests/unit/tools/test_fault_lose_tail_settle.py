@@ -23,8 +23,8 @@ from kraftpy.tools.faults.netns import LoopbackNet
 from kraftpy.tools.faults.tail_safety import NodeView
 
 ALL = (1, 2, 3)
-CLEAR = {n: NodeView(n, True, {0: ALL}, {0: ALL}) for n in ALL}
-FENCED = {n: NodeView(n, True, {0: ALL}, {0: (2,)}) for n in ALL}  # node 2 is the last member
+CLEAR = {n: NodeView(n, True, {0: ALL}, {0: ALL}, 0) for n in ALL}
+FENCED = {n: NodeView(n, True, {0: ALL}, {0: (2,)}, 0) for n in ALL}  # node 2 is the last member
 
 
 def _decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: Callable[[int, float], dict]) -> tuple:

@@ -12,8 +12,15 @@ from kraftpy.tools.faults.tail_safety import NO_ANSWER, NodeView, TailSafety
 ALL = (1, 2, 3)
 
 
-def view(node: int, isr: dict[int, tuple[int, ...]], *, registered: bool = True, replicas=ALL) -> NodeView:
-    return NodeView(node, registered, {p: replicas for p in isr}, isr)
+def view(
+    node: int,
+    isr: dict[int, tuple[int, ...]],
+    *,
+    registered: bool = True,
+    replicas=ALL,
+    heartbeat_age_ms: int | None = 0,
+) -> NodeView:
+    return NodeView(node, registered, {p: replicas for p in isr}, isr, heartbeat_age_ms)
 
 
 def views(*found: NodeView) -> dict[int, NodeView]:
@@ -78,9 +85,24 @@ def test_seed_2101_a_member_that_does_not_answer_does_not_count() -> None:
     assert TailSafety().blockers(2, views(view(2, stale), view(1, stale))) == {}  # node 1's own word counts
 
 
+def test_seed_2304_a_member_whose_heartbeats_go_unanswered_does_not_count() -> None:
+    """Node 1, paused and then cut off as the Raft leader, answered again and every image (its own too)
+    listed it with node 3 in faults-0's ISR for the whole settling time; but the new controller had not
+    answered its heartbeats since the failover, and fenced it 0.5 s before node 3's tail was cut. Node
+    3, left the ISR's last member, led again from its cut log: a committed record gone (docs/jepsen.md)."""
+    isr = {0: (1, 3)}
+    stale_heartbeat = views(view(1, isr, heartbeat_age_ms=4_800), view(2, isr), view(3, isr))
+    assert TailSafety().blockers(3, stale_heartbeat) == {0: [1, 3]}
+    never = views(view(1, isr, heartbeat_age_ms=None), view(3, isr))  # registered, never answered since
+    assert TailSafety().blockers(3, never) == {0: [1, 3]}
+    fresh = views(view(1, isr, heartbeat_age_ms=300), view(2, isr), view(3, isr))
+    assert TailSafety().blockers(3, fresh) == {}
+    assert TailSafety(heartbeat_fresh_ms=200).blockers(3, fresh) == {0: [1, 3]}
+
+
 def test_partitions_the_node_does_not_replicate_do_not_block_it() -> None:
     isr = {0: (1,), 1: (2, 3, 4)}
-    seen = {n: NodeView(n, True, {0: (1, 2, 3), 1: (2, 3, 4)}, isr) for n in (2, 3, 4)}
+    seen = {n: NodeView(n, True, {0: (1, 2, 3), 1: (2, 3, 4)}, isr, 0) for n in (2, 3, 4)}
     assert TailSafety().blockers(4, seen) == {}
     assert TailSafety().blockers(1, seen) == {0: [1]}
 
