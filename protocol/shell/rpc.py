@@ -96,6 +96,11 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         raise
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
+    except ConnectionResetError:
+        # The caller left mid-request (a peer cut off by a partition, a client gone): nothing to answer,
+        # and no error of ours, which a traceback at ERROR would bury real ones under.
+        log.info("%s: the caller's connection was lost before its request was read", request.path)
+        return error_response(KafkaError("connection lost", ErrorCode.NETWORK_EXCEPTION))
     except Exception as exc:
         log.exception("unexpected error serving %s", request.path)
         return _response(internal_error(exc).to_dict(), 500)

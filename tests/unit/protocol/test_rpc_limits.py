@@ -6,6 +6,7 @@ max_connections are closed at once, and idle connections are closed (issue 11, s
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 
 import aiohttp
@@ -283,4 +284,26 @@ async def test_large_http_bodies_wait_for_the_listeners_byte_budget() -> None:
     finally:
         for _, writer in connections:
             writer.close()
+        await runner.cleanup()
+
+
+async def test_a_caller_that_leaves_mid_body_is_no_error_and_the_listener_serves_on(caplog) -> None:
+    # Fault runs cut peers off mid-request all the time: each left an ERROR with a traceback.
+    caplog.set_level(logging.INFO, logger="kraftpy.protocol.shell.rpc")
+    runner, _, port = await serve(ListenerLimits(), {"/echo": echo})
+    try:
+        head = f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: 1000\r\n\r\n"
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head.encode() + b"x" * 10)
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the route is reading the body now
+        writer.transport.abort()
+        await _until("the lost connection to be logged", lambda: "connection was lost" in caplog.text)
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"http://127.0.0.1:{port}/echo", data=cbor2.dumps({"value": 1})) as resp,
+        ):
+            assert cbor2.loads(await resp.read()) == {"echo": 1, "error_code": 0}
+    finally:
         await runner.cleanup()
