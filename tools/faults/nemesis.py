@@ -182,6 +182,21 @@ class Nemesis:
         self.log(f"lose-tail on node {node} skipped after {waited_s} s: no other clean in-sync copy of {blockers}")
         return False
 
+    async def until_caught_up(self, node: int, history: HistoryWriter, note: dict[str, Any]) -> None:
+        """After a lose-tail: wait (at most LOSE_TAIL_WAIT_S) until `node` is back in sync everywhere, its own
+        answers say (TailSafety.observe). Until then the next node fault waits for this one: taking a
+        remaining member now (a pause, a kill) can fence it out of the ISR before the cut node's old
+        incarnation is, which leaves the cut log the ISR's last member (seed 2304, docs/jepsen.md)."""
+        started = time.monotonic()
+        while node in self.tails.tainted and time.monotonic() - started < LOSE_TAIL_WAIT_S:
+            await asyncio.sleep(VIEW_POLL_S)
+            self.tails.observe(await self.views())
+        caught_up = node not in self.tails.tainted
+        waited_s = round(time.monotonic() - started, 1)
+        history.nemesis("lose-tail-caught-up", {**note, "node": node, "caught_up": caught_up, "waited_s": waited_s})
+        if not caught_up:
+            self.log(f"lose-tail: node {node} not back in sync after {waited_s} s; the next node fault goes on")
+
     # --- faults --------------------------------------------------------------------------------------
     def pid(self, node: int) -> int | None:
         return self.layout.read_pid(self.entry(node))
@@ -336,6 +351,8 @@ class Nemesis:
                 healed = await asyncio.to_thread(self.heal, fault)
                 history.nemesis(f"{fault.nemesis}-end", healed)
                 self.log(f"{fault.nemesis} end" + (f": {healed}" if healed["restarted"] else ""))
+            if fault.action == "lose-tail" and not self.lose_tail_unsafe and fault.node is not None:
+                await self.until_caught_up(fault.node, history, {})
         return self.done
 
     # --- overlapping faults --------------------------------------------------------------------------
@@ -431,6 +448,8 @@ class Nemesis:
                         del on[t.fault_id]
                     history.nemesis(f"{fault.nemesis}-end", {"fault": t.fault_id, **healed})
                     self.log(f"{fault.nemesis} #{t.fault_id} end" + (f": {healed}" if healed["restarted"] else ""))
+                if fault.action == "lose-tail" and not self.lose_tail_unsafe and fault.node is not None:
+                    await self.until_caught_up(fault.node, history, {"fault": t.fault_id})  # before `ended`
             finally:
                 ended[t.fault_id].set()
 

@@ -17,9 +17,10 @@ import pytest
 
 from kraftpy.tools.commands.cluster import new_layout
 from kraftpy.tools.faults import nemesis as nemesis_module
-from kraftpy.tools.faults.history import HistoryWriter
+from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import LoopbackNet
+from kraftpy.tools.faults.schedule import Fault, TimedFault
 from kraftpy.tools.faults.tail_safety import NodeView
 
 ALL = (1, 2, 3)
@@ -61,3 +62,48 @@ def test_a_streak_too_short_when_the_wait_ends_is_a_skip(tmp_path: Path, monkeyp
     allowed, _looks, events = _decide(tmp_path, monkeypatch, lambda _look, s: FENCED if s < 0.85 else CLEAR)
     assert not allowed
     assert [e["blocked_by"] for e in events] == [{str(nemesis_module.SETTLING): []}] * 2  # the wait, the skip
+
+
+BEHIND = {n: NodeView(n, True, {0: ALL}, {0: (1, 3)}, 0) for n in ALL}  # node 2 restarted, not back in sync
+
+
+def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 2304 (docs/jepsen.md): a fault on a remaining ISR member before the cut node is back in sync can
+    fence that member first and leave the cut log the ISR's last member. The pause of node 1, planned right
+    after node 2's lose-tail, starts only once node 2's own answers list it in the ISR again."""
+    monkeypatch.setattr(nemesis_module, "VIEW_POLL_S", 0.05)
+    layout = new_layout(tmp_path / "cluster", 3, "127.0.0.1", 19000, 19010)
+    nemesis = Nemesis(layout, LoopbackNet("rtest", ALL), "faults", cli=lambda *a: None, log=lambda m: None)  # type: ignore[arg-type]
+    back_in_sync_at = time.monotonic() + 0.6
+    started: dict[str, float] = {}
+
+    async def views() -> dict[int, NodeView]:
+        return CLEAR if time.monotonic() >= back_in_sync_at else BEHIND
+
+    async def allowed(*_a: object) -> bool:
+        return True
+
+    async def inject(fault: Fault) -> dict:
+        started[fault.nemesis] = time.monotonic()
+        if fault.nemesis == "lose-tail":
+            nemesis.tails.lost_tail(2, [0])
+        return {}
+
+    nemesis.views = views  # type: ignore[method-assign]
+    nemesis.tail_may_be_lost = allowed  # type: ignore[method-assign]
+    nemesis.inject = inject  # type: ignore[method-assign]
+    nemesis.heal_one = lambda fault, still_on: {"restarted": []}  # type: ignore[method-assign]
+    plan = [
+        TimedFault(1, Fault("lose-tail", 2, (), 0.05, 0.0), 0.0, 0.05),
+        TimedFault(2, Fault("pause", 1, (), 0.05, 0.0), 0.1, 0.15),
+    ]
+    history = HistoryWriter(tmp_path / "history.jsonl")
+    asyncio.run(nemesis.run_overlapping(plan, ALL, history, RunEnd(0.1, hard_limit_s=10)))
+    history.close()
+    assert started["pause"] >= back_in_sync_at, "the pause did not wait for the cut node to catch up"
+    events = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    caught = [e["value"] for e in events if e["f"] == "lose-tail-caught-up"]
+    assert caught == [{"fault": 1, "node": 2, "caught_up": True, "waited_s": caught[0]["waited_s"]}]
+    assert caught[0]["waited_s"] >= 0.5
