@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
 import cbor2
@@ -120,10 +121,27 @@ class ConfluentSession:
         self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), INNER_TIMEOUT_S)
 
     def commit(self) -> None:
-        self.producer.commit_transaction(INNER_TIMEOUT_S)
+        self._end_txn(self.producer.commit_transaction)
 
     def abort(self) -> None:
-        self.producer.abort_transaction(INNER_TIMEOUT_S)
+        self._end_txn(self.producer.abort_transaction)
+
+    def _end_txn(self, end: Any) -> None:
+        """commit_transaction / abort_transaction, called again after a retriable error while time is left.
+
+        librdkafka's documented pattern: a retriable error (its own timeout, a coordinator moving) leaves
+        the commit in progress, to be resumed by calling again. Aborting instead after a commit the
+        coordinator had completed was refused (INVALID_TXN_STATE: the transaction is CompleteCommit),
+        fatal for librdkafka, and the transaction's outcome went into the history as unknown."""
+        deadline = time.monotonic() + INNER_TIMEOUT_S
+        while True:
+            try:
+                end(max(deadline - time.monotonic(), 0.1))
+                return
+            except self.ck.KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, self.ck.KafkaError) and error.retriable()) or time.monotonic() >= deadline:
+                    raise
 
     def seek(self, offsets: dict[int, int]) -> None:
         for key, offset in offsets.items():
