@@ -107,3 +107,45 @@ def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
     caught = [e["value"] for e in events if e["f"] == "lose-tail-caught-up"]
     assert caught == [{"fault": 1, "node": 2, "caught_up": True, "waited_s": caught[0]["waited_s"]}]
     assert caught[0]["waited_s"] >= 0.5
+
+
+class _Scripted:
+    """A schedule that hands out `faults` in turn (then the last one again)."""
+
+    def __init__(self, *faults: Fault) -> None:
+        self.nodes, self.faults = ALL, list(faults)
+
+    def next(self) -> Fault:
+        return self.faults.pop(0) if len(self.faults) > 1 else self.faults[0]
+
+
+def test_one_at_a_time_the_next_node_fault_also_waits_for_the_catch_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nemesis_module, "VIEW_POLL_S", 0.05)
+    layout = new_layout(tmp_path / "cluster", 3, "127.0.0.1", 19000, 19010)
+    nemesis = Nemesis(layout, LoopbackNet("rtest", ALL), "faults", cli=lambda *a: None, log=lambda m: None)  # type: ignore[arg-type]
+    back_in_sync_at = time.monotonic() + 0.6
+    started: dict[str, float] = {}
+
+    async def views() -> dict[int, NodeView]:
+        return CLEAR if time.monotonic() >= back_in_sync_at else BEHIND
+
+    async def allowed(*_a: object) -> bool:
+        return True
+
+    async def inject(fault: Fault) -> dict:
+        started.setdefault(fault.nemesis, time.monotonic())
+        if fault.nemesis == "lose-tail":
+            nemesis.tails.lost_tail(2, [0])
+        return {}
+
+    nemesis.views = views  # type: ignore[method-assign]
+    nemesis.tail_may_be_lost = allowed  # type: ignore[method-assign]
+    nemesis.inject = inject  # type: ignore[method-assign]
+    nemesis.heal = lambda fault: {"restarted": []}  # type: ignore[method-assign]
+    schedule = _Scripted(Fault("lose-tail", 2, (), 0.05, 0.0), Fault("pause", 1, (), 0.05, 0.0))
+    history = HistoryWriter(tmp_path / "history.jsonl")
+    asyncio.run(nemesis.run(schedule, history, RunEnd(0.0, hard_limit_s=1.5)))  # type: ignore[arg-type]
+    history.close()
+    assert started["pause"] >= back_in_sync_at, "the pause did not wait for the cut node to catch up"
