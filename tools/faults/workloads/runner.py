@@ -44,6 +44,14 @@ class Failed(Exception):
     """The operation definitely did not happen (a transaction aborted): recorded `fail`."""
 
 
+class AbortUnanswered(Exception):
+    """A transaction failed and its abort was not acknowledged: recorded `info`, with both errors."""
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:90]}"
+
+
 def _check_not_moved(client: Any, rebalances: int) -> None:
     """A rebalance that moved this consumer's partitions ends the transaction: the consumer resumed them
     from their committed offsets, so its later polls may repeat records it read in this transaction (an
@@ -202,7 +210,12 @@ class Workers:
         return done
 
     async def _abort(self, client: Any, done: list[list[Any]], cause: BaseException) -> None:
-        await client.abort()  # raises (unknown outcome) when the abort is not acknowledged
+        try:
+            await client.abort()
+        except Exception as exc:  # not acknowledged: the outcome is unknown
+            # The history keeps one error per operation: the one that made us abort first, then the abort's
+            # (session 23 could not tell what the commits before refused aborts had answered).
+            raise AbortUnanswered(f"{_brief(cause)}; then the abort: {_brief(exc)}") from exc
         # The records it read are not consumed: back to them, on the keys this consumer still holds (a
         # rebalance resumed the others elsewhere, from their committed offsets).
         mine = set(await client.assigned())
