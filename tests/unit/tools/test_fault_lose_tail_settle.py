@@ -65,18 +65,16 @@ def test_a_streak_too_short_when_the_wait_ends_is_a_skip(tmp_path: Path, monkeyp
 
 
 BEHIND = {n: NodeView(n, True, {0: ALL}, {0: (1, 3)}, 0) for n in ALL}  # node 2 restarted, not back in sync
+BACK_IN_SYNC_AFTER_S = 0.6
 
 
-def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Seed 2304 (docs/jepsen.md): a fault on a remaining ISR member before the cut node is back in sync can
-    fence that member first and leave the cut log the ISR's last member. The pause of node 1, planned right
-    after node 2's lose-tail, starts only once node 2's own answers list it in the ISR again."""
+def _catching_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Nemesis, float, dict[str, float]]:
+    """A nemesis whose faults only note when each first started; a lose-tail taints node 2, whose own view
+    lists it in the ISR again BACK_IN_SYNC_AFTER_S from now. Returns it, that moment and the start times."""
     monkeypatch.setattr(nemesis_module, "VIEW_POLL_S", 0.05)
     layout = new_layout(tmp_path / "cluster", 3, "127.0.0.1", 19000, 19010)
     nemesis = Nemesis(layout, LoopbackNet("rtest", ALL), "faults", cli=lambda *a: None, log=lambda m: None)  # type: ignore[arg-type]
-    back_in_sync_at = time.monotonic() + 0.6
+    back_in_sync_at = time.monotonic() + BACK_IN_SYNC_AFTER_S
     started: dict[str, float] = {}
 
     async def views() -> dict[int, NodeView]:
@@ -86,7 +84,7 @@ def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
         return True
 
     async def inject(fault: Fault) -> dict:
-        started[fault.nemesis] = time.monotonic()
+        started.setdefault(fault.nemesis, time.monotonic())
         if fault.nemesis == "lose-tail":
             nemesis.tails.lost_tail(2, [0])
         return {}
@@ -94,7 +92,18 @@ def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
     nemesis.views = views  # type: ignore[method-assign]
     nemesis.tail_may_be_lost = allowed  # type: ignore[method-assign]
     nemesis.inject = inject  # type: ignore[method-assign]
+    nemesis.heal = lambda fault: {"restarted": []}  # type: ignore[method-assign]
     nemesis.heal_one = lambda fault, still_on: {"restarted": []}  # type: ignore[method-assign]
+    return nemesis, back_in_sync_at, started
+
+
+def test_the_next_node_fault_waits_until_the_cut_node_is_back_in_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 2304 (docs/jepsen.md): a fault on a remaining ISR member before the cut node is back in sync can
+    fence that member first and leave the cut log the ISR's last member. The pause of node 1, planned right
+    after node 2's lose-tail, starts only once node 2's own answers list it in the ISR again."""
+    nemesis, back_in_sync_at, started = _catching_up(tmp_path, monkeypatch)
     plan = [
         TimedFault(1, Fault("lose-tail", 2, (), 0.05, 0.0), 0.0, 0.05),
         TimedFault(2, Fault("pause", 1, (), 0.05, 0.0), 0.1, 0.15),
@@ -122,28 +131,7 @@ class _Scripted:
 def test_one_at_a_time_the_next_node_fault_also_waits_for_the_catch_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nemesis_module, "VIEW_POLL_S", 0.05)
-    layout = new_layout(tmp_path / "cluster", 3, "127.0.0.1", 19000, 19010)
-    nemesis = Nemesis(layout, LoopbackNet("rtest", ALL), "faults", cli=lambda *a: None, log=lambda m: None)  # type: ignore[arg-type]
-    back_in_sync_at = time.monotonic() + 0.6
-    started: dict[str, float] = {}
-
-    async def views() -> dict[int, NodeView]:
-        return CLEAR if time.monotonic() >= back_in_sync_at else BEHIND
-
-    async def allowed(*_a: object) -> bool:
-        return True
-
-    async def inject(fault: Fault) -> dict:
-        started.setdefault(fault.nemesis, time.monotonic())
-        if fault.nemesis == "lose-tail":
-            nemesis.tails.lost_tail(2, [0])
-        return {}
-
-    nemesis.views = views  # type: ignore[method-assign]
-    nemesis.tail_may_be_lost = allowed  # type: ignore[method-assign]
-    nemesis.inject = inject  # type: ignore[method-assign]
-    nemesis.heal = lambda fault: {"restarted": []}  # type: ignore[method-assign]
+    nemesis, back_in_sync_at, started = _catching_up(tmp_path, monkeypatch)
     schedule = _Scripted(Fault("lose-tail", 2, (), 0.05, 0.0), Fault("pause", 1, (), 0.05, 0.0))
     history = HistoryWriter(tmp_path / "history.jsonl")
     asyncio.run(nemesis.run(schedule, history, RunEnd(0.0, hard_limit_s=1.5)))  # type: ignore[arg-type]

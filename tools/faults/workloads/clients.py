@@ -210,8 +210,8 @@ class ConfluentClient:
         self._lock = asyncio.Lock()
         self._killed_at: str | None = None  # the call whose bound passed: the child was killed then
 
-    async def _call(self, name: str, *args: Any, timeout_s: float | None = None) -> Any:
-        bound_s = self.call_timeout_s if timeout_s is None else timeout_s
+    async def _call(self, name: str, *args: Any) -> Any:
+        bound_s = self.call_timeout_s
         async with self._lock:
             if self._killed_at is not None:  # the outcome of what it was doing is as unknown as that call's
                 raise TimeoutError(f"librdkafka's process {self.child.pid} was killed when {self._killed_at} hung")
