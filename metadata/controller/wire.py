@@ -167,6 +167,7 @@ def _broker_registration(body: Mapping[str, Any]) -> BrokerRegistrationRequest:
         incarnation_id=incarnation_id,
         listeners=tuple(listeners),
         rack=_str(body, "rack", nullable=True, default=None),
+        previous_broker_epoch=_int(body, "previous_broker_epoch", min_value=-1, default=-1),
     )
 
 
@@ -529,6 +530,7 @@ def broker_registration_body(request: BrokerRegistrationRequest) -> dict[str, An
         "incarnation_id": request.incarnation_id,
         "listeners": [{"name": x.name, "host": x.host, "port": x.port} for x in request.listeners],
         "rack": request.rack,
+        "previous_broker_epoch": request.previous_broker_epoch,
     }
 
 

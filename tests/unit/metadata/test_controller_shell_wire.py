@@ -109,6 +109,11 @@ def test_lifecycle_bodies_round_trip() -> None:
     assert wire.decode_request("broker_registration", wire_trip(wire.broker_registration_body(registration))) == (
         registration
     )
+    clean = BrokerRegistrationRequest(3, "c1", "inc", (), None, previous_broker_epoch=12)
+    assert wire.decode_request("broker_registration", wire_trip(wire.broker_registration_body(clean))) == clean
+    # A broker from before KIP-966 sends no previous epoch: its restart counts as unclean (-1).
+    old = {k: v for k, v in wire.broker_registration_body(clean).items() if k != "previous_broker_epoch"}
+    assert wire.decode_request("broker_registration", old).previous_broker_epoch == -1
     heartbeat = BrokerHeartbeatRequest(3, 7, 120, want_shutdown=True)
     assert wire.decode_request("broker_heartbeat", wire_trip(wire.broker_heartbeat_body(heartbeat))) == heartbeat
     answer = wire.encode_response("broker_heartbeat", BrokerHeartbeatResponse(True, False, True))
@@ -258,6 +263,11 @@ MALFORMED = [
     # Kafka's broker ids are int32; a 20,001-bit one was stored (issue 11) and crashed the message too.
     ("broker_registration", {"broker_id": 2**20000}, "'broker_id' must be <= 2147483647, got a 20001-bit integer"),
     ("broker_heartbeat", {"broker_id": 2**31}, "'broker_id' must be <= 2147483647, got 2147483648"),
+    (
+        "broker_registration",
+        {"broker_id": 1, "cluster_id": "c", "incarnation_id": "i", "listeners": [], "previous_broker_epoch": -2},
+        "'previous_broker_epoch' must be >= -1",
+    ),
     ("allocate_producer_ids", {"broker_id": 2**31, "broker_epoch": 1}, "'broker_id' must be <= 2147483647"),
     (
         "create_topics",
