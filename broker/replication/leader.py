@@ -42,7 +42,7 @@ from kraftpy.broker.replication.model import (
 )
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.broker.replication.replica import RemoteReplicaState
-from kraftpy.broker.replication.watermark import compute_high_watermark
+from kraftpy.broker.replication.watermark import compute_high_watermark, min_isr_reached
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.header import TIMESTAMP_TYPE_BIT, BatchHeader
 
@@ -406,7 +406,14 @@ class PartitionLeader:
 
     # -- HW ----------------------------------------------------------------------------------------------------
 
+    def update_config(self, config: ReplicationConfig) -> list[Action]:
+        """A topic config changed (min_insync_replicas): a lower min ISR may let the HW move now."""
+        self.config = config
+        return self._maybe_increment_high_watermark()
+
     def _maybe_increment_high_watermark(self) -> list[Action]:
+        if not min_isr_reached(len(self.isr_state.isr), self.config.min_insync_replicas, len(self.replicas)):
+            return []
         new_hw = compute_high_watermark(
             self.high_watermark, self.replica_id, self.log_end_offset, self.isr_state.maximal_isr, self.remote
         )

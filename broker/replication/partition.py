@@ -142,6 +142,13 @@ class Partition:
         """The partition is deleted or moved away: fail what waits and forget the role."""
         return self._end_role("the partition is stopped on this broker")
 
+    def update_config(self, config: ReplicationConfig) -> list[Action]:
+        """A topic config changed (min_insync_replicas); the leader may advance its HW at once."""
+        self.config = config
+        if self.follower is not None:
+            self.follower.config = config
+        return self.leader.update_config(config) if self.leader is not None else []
+
     def set_ineligible_replicas(self, brokers: frozenset[int]) -> None:
         """Fenced or shutting-down brokers from the metadata image: the leader will not add them to the ISR."""
         if self.leader is not None:

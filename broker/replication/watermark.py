@@ -27,3 +27,11 @@ def compute_high_watermark(
         if leo < candidate:
             candidate = leo
     return max(current_high_watermark, candidate)
+
+
+def min_isr_reached(isr_size: int, min_insync_replicas: int, replica_count: int) -> bool:
+    """Whether the leader's high watermark may advance (Kafka 4.x, KIP-966): only while the committed
+    ISR holds at least min.insync.replicas members (capped by the replica count). Below it the HW
+    stands still, so every replica that leaves such an ISR holds every committed record: the
+    controller keeps them as eligible leader replicas and may elect one of them."""
+    return isr_size >= min(min_insync_replicas, replica_count)

@@ -173,11 +173,7 @@ class HostedPartition:
         """A topic config (min_insync_replicas) changed; the core's roles read it from their config."""
         if config == self.core.config:
             return
-        self.core.config = config
-        if self.core.leader is not None:
-            self.core.leader.config = config
-        if self.core.follower is not None:
-            self.core.follower.config = config
+        self.perform(self.core.update_config(config))
 
     # -- actions -----------------------------------------------------------------------------------------------
 

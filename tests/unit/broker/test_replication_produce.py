@@ -15,6 +15,7 @@ from kraftpy.broker.replication import (
     ProduceRequest,
     ReplicationConfig,
     SendAlterPartition,
+    UpdateHighWatermark,
 )
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.batch import build_batch
@@ -28,9 +29,10 @@ def header(count: int = 1, producer_id: int = -1, epoch: int = -1, seq: int = -1
     return parse_header(build_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq))
 
 
-def leader(isr=(0, 1, 2), min_isr: int = 2, leo: int = 0) -> Partition:
+def leader(isr=(0, 1, 2), min_isr: int = 2, leo: int = 0, hw: int | None = None) -> Partition:
     partition = Partition(0, ReplicationConfig(min_insync_replicas=min_isr, replica_lag_time_max_ms=1_000))
-    partition.apply_registration(PartitionRegistration((0, 1, 2), isr, 0, EPOCH, 1), LogState(0, leo, leo), 0)
+    log = LogState(0, leo, leo if hw is None else hw)
+    partition.apply_registration(PartitionRegistration((0, 1, 2), isr, 0, EPOCH, 1), log, 0)
     return partition
 
 
@@ -90,18 +92,43 @@ def test_acks_all_completes_only_when_the_hw_passes_the_last_offset() -> None:
     assert done["r"] == CompleteProduce("r", ErrorCode.NONE, 0, 1)
 
 
-def test_isr_shrinking_below_min_while_waiting_is_not_enough_replicas_after_append() -> None:
+def test_isr_shrinking_below_min_while_waiting_leaves_the_hw_and_the_produce_waiting() -> None:
+    """Kafka 4.x (KIP-966): below min ISR the HW stands still. The batch is not committed by the
+    leader alone, so the follower that left keeps every committed record (an eligible leader)."""
     partition = leader(isr=(0, 1), min_isr=2)
     produce(partition, "r", now=0, timeout=5_000)
     shrink = [a.request for a in partition.tick(1_001) if isinstance(a, SendAlterPartition)]
     assert [r.isr for r in shrink] == [(0,)]
-    # The controller commits ISR {0}: the HW jumps to the LEO, but one replica is fewer than min ISR 2.
     done = completions(
         partition.on_alter_partition_response(shrink[0], AlterPartitionResponse(ErrorCode.NONE, EPOCH, (0,), 2), 1_002)
     )
-    assert done["r"].error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    assert (done["r"].base_offset, done["r"].last_offset) == (0, 0)
-    assert partition.leader.high_watermark == 1  # it is committed nonetheless
+    assert done == {} and partition.leader.high_watermark == 0
+    timed_out = completions(partition.tick(5_000))
+    assert timed_out["r"].error == ErrorCode.REQUEST_TIMED_OUT
+    assert partition.leader.high_watermark == 0
+
+
+def test_the_hw_moves_once_the_isr_is_back_at_min_isr() -> None:
+    partition = leader(isr=(0,), min_isr=2, leo=3, hw=0)
+    assert partition.leader.high_watermark == 0
+    expand = [a.request for a in follower_fetch(partition, 1, 3) if isinstance(a, SendAlterPartition)]
+    assert [r.isr for r in expand] == [(0, 1)] and partition.leader.high_watermark == 0  # not committed yet
+    partition.on_alter_partition_response(expand[0], AlterPartitionResponse(ErrorCode.NONE, EPOCH, (0, 1), 2), 2)
+    assert partition.leader.high_watermark == 3
+
+
+def test_lowering_min_isr_lets_the_hw_move_at_once() -> None:
+    partition = leader(isr=(0,), min_isr=2, leo=3, hw=0)
+    assert partition.leader.high_watermark == 0
+    actions = partition.update_config(ReplicationConfig(min_insync_replicas=1))
+    assert UpdateHighWatermark(3) in actions and partition.leader.high_watermark == 3
+
+
+def test_min_isr_above_the_replica_count_is_capped_by_it() -> None:
+    """A single-replica topic with min ISR 2 (Kafka's effective min ISR): the leader alone commits."""
+    partition = Partition(0, ReplicationConfig(min_insync_replicas=2))
+    partition.apply_registration(PartitionRegistration((0,), (0,), 0, EPOCH, 1), LogState(0, 3, 0), 0)
+    assert partition.leader.high_watermark == 3
 
 
 def test_a_produce_the_hw_does_not_reach_in_time_times_out_and_says_where_it_was_appended() -> None:
