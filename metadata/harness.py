@@ -138,13 +138,17 @@ class ControllerHarness:
         self.driver.on_leader_change(NODE_ID, self.epoch, self.now_ms)
 
     # --- conveniences for tests ------------------------------------------------------------------
-    def register(self, broker_id: int, rack: str | None = None, incarnation: str | None = None) -> int:
+    def register(
+        self, broker_id: int, rack: str | None = None, incarnation: str | None = None, *, clean: bool = False
+    ) -> int:
+        """Register (or restart: a new `incarnation`); `clean` names the last epoch (KIP-966: nothing lost)."""
         request = BrokerRegistrationRequest(
             broker_id,
             self.config.cluster_id,
             incarnation or f"incarnation-{broker_id}",
             (Listener("PLAINTEXT", "127.0.0.1", 9092 + broker_id),),
             rack,
+            self.broker_epochs.get(broker_id, -1) if clean else -1,
         )
         result = self.send(request)
         assert isinstance(result.response, BrokerRegistrationResponse), result.response
@@ -177,15 +181,21 @@ class ControllerHarness:
                 self.heartbeat(b)
 
 
-def check_image_invariants(image: MetadataImage) -> None:
+def check_image_invariants(image: MetadataImage, min_isr_default: int = 1) -> None:
     """The invariants every image the controller produces keeps (AssertionError otherwise):
-    replicas distinct and non-empty, the ISR a non-empty subset of them, and the leader -1
-    or an ISR member on a usable (unfenced, not shutting down) broker."""
+    replicas distinct and non-empty; the ISR a subset of them, empty only without a leader; the
+    leader -1 or an ISR member on a usable (unfenced, not shutting down) broker; the ELR (KIP-966)
+    outside the ISR and empty once the ISR reaches the topic's min ISR (`min_isr_default` for
+    topics without their own)."""
     for topic in image.topics.by_id.values():
+        min_isr = image.min_insync_replicas(topic.name, min_isr_default)
         for p, part in enumerate(topic.partitions):
             where = f"{topic.name}-{p}: {part}"
             assert len(set(part.replicas)) == len(part.replicas) > 0, where
-            assert part.isr and set(part.isr) <= set(part.replicas), where
+            assert set(part.isr) <= set(part.replicas), where
+            assert part.isr or part.leader == NO_LEADER, where
+            assert set(part.elr) <= set(part.replicas) and not set(part.elr) & set(part.isr), where
+            assert not part.elr or len(part.isr) < min(min_isr, len(part.replicas)), where
             if part.leader != NO_LEADER:
                 assert part.leader in part.isr, where
                 assert image.is_usable(part.leader), where

@@ -134,12 +134,19 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
 
 
 class MetadataRecord:
-    """Base of every record class: `TYPE` (Kafka's apiKey where one exists) and `VERSION`."""
+    """Base of every record class: `TYPE` (Kafka's apiKey where one exists) and `VERSION`.
+
+    A field added in a later version says so (`"since": N` in its metadata) and has a default. A
+    record whose later fields all hold their defaults is written in the oldest version that has
+    its fields, so logs and snapshots that do not use a new field stay readable by older nodes.
+    """
 
     __slots__ = ()
     TYPE: ClassVar[int]
     VERSION: ClassVar[int] = 1
     _encoders: ClassVar[tuple[tuple[str, Callable[[Any], Any]], ...]]
+    # (version, number of fields it has, default of each later field) from the newest down to 1
+    _layouts: ClassVar[tuple[tuple[int, int, tuple[Any, ...]], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +180,7 @@ class PartitionRecord(MetadataRecord):
     """A whole partition: written when it is created."""
 
     TYPE = 3
+    VERSION = 2
     topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
     partition: int = field(metadata={"codec": "int"})
     replicas: tuple[int, ...] = field(metadata={"codec": "ints"})
@@ -180,6 +188,9 @@ class PartitionRecord(MetadataRecord):
     leader: int = field(metadata={"codec": "int"})
     leader_epoch: int = field(default=0, metadata={"codec": "int"})
     partition_epoch: int = field(default=0, metadata={"codec": "int"})
+    # KIP-966: eligible leader replicas, and the last leader of an ISR that became empty (docs/replication.md).
+    elr: tuple[int, ...] = field(default=(), metadata={"codec": "ints", "since": 2})
+    last_known_elr: tuple[int, ...] = field(default=(), metadata={"codec": "ints", "since": 2})
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +213,13 @@ class PartitionChangeRecord(MetadataRecord):
     """
 
     TYPE = 5
+    VERSION = 2
     topic_id: uuid.UUID = field(metadata={"codec": "uuid"})
     partition: int = field(metadata={"codec": "int"})
     leader: int | None = field(default=None, metadata={"codec": "opt_int"})
     isr: tuple[int, ...] | None = field(default=None, metadata={"codec": "opt_ints"})
+    elr: tuple[int, ...] | None = field(default=None, metadata={"codec": "opt_ints", "since": 2})
+    last_known_elr: tuple[int, ...] | None = field(default=None, metadata={"codec": "opt_ints", "since": 2})
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,17 +304,29 @@ _BY_TYPE: dict[int, type[MetadataRecord]] = {}
 for _cls in RECORD_TYPES:
     _fields = dataclasses.fields(_cls)  # type: ignore[arg-type]
     _cls._encoders = tuple((f.name, _CODECS[f.metadata["codec"]][0]) for f in _fields)
-    _DECODERS[(_cls.TYPE, _cls.VERSION)] = (_cls, tuple(_CODECS[f.metadata["codec"]][1] for f in _fields))
+    _layouts = []
+    for _version in range(_cls.VERSION, 0, -1):
+        _own = [f for f in _fields if f.metadata.get("since", 1) <= _version]
+        # Later fields come last, so an older version is a prefix of the newer ones.
+        assert _own == list(_fields[: len(_own)]), (_cls, _version)
+        _DECODERS[(_cls.TYPE, _version)] = (_cls, tuple(_CODECS[f.metadata["codec"]][1] for f in _own))
+        _layouts.append((_version, len(_own), tuple(f.default for f in _fields[len(_own) :])))
+    _cls._layouts = tuple(_layouts)
     assert _cls.TYPE not in _BY_TYPE, _cls
     _BY_TYPE[_cls.TYPE] = _cls
 
 
 def record_to_list(record: MetadataRecord) -> list[Any]:
-    """The CBOR-ready array form `[type_id, version, *fields]`."""
+    """The CBOR-ready array form `[type_id, version, *fields]`, in the oldest version that holds it."""
     cls = type(record)
-    out = [cls.TYPE, cls.VERSION]
-    for name, enc in cls._encoders:
-        value = getattr(record, name)
+    values = [getattr(record, name) for name, _ in cls._encoders]
+    version, count = cls.VERSION, len(values)
+    for older, older_count, later_defaults in cls._layouts[1:]:
+        if tuple(values[older_count:]) != later_defaults:
+            break
+        version, count = older, older_count
+    out = [cls.TYPE, version]
+    for (_, enc), value in zip(cls._encoders[:count], values[:count], strict=True):
         out.append(value if enc is _same else enc(value))
     return out
 

@@ -98,6 +98,7 @@ class BrokerHeartbeatManager:
 class ClusterControlManager:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
+        self.min_isr = config.min_insync_replicas  # topics without their own min.insync.replicas
         self.heartbeats = BrokerHeartbeatManager()
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:
@@ -133,13 +134,16 @@ class ClusterControlManager:
         epoch = image.cluster.next_broker_epoch
         batch = RecordBatch(image)
         if existing is not None:
-            # The old incarnation is gone (a restart may have lost its unsynced tail): fence it and move
-            # what it held *before* the new registration. A large decision may span several Raft
-            # batches, and the restarted broker acts on no image before the one holding its new
-            # registration, so every image that holds it must already hold these moves.
+            # The old incarnation is gone: fence it and move what it held *before* the new registration.
+            # A large decision may span several Raft batches, and the restarted broker acts on no image
+            # before the one holding its new registration, so every image that holds it must already
+            # hold these moves. Unless the broker names its last epoch (its logs hold all it
+            # acknowledged: KIP-966's PreviousBrokerEpoch), it may have lost unsynced tails, and it
+            # leaves the eligible leader replicas too.
+            clean = request.previous_broker_epoch == existing.broker_epoch
             if not existing.fenced:
                 batch.add(FenceBrokerRecord(broker_id, existing.broker_epoch))
-            batch.add(*changes_for_unusable_broker(batch.image, broker_id))
+            batch.add(*changes_for_unusable_broker(batch.image, broker_id, self.min_isr, unclean_shutdown=not clean))
         batch.add(RegisterBrokerRecord(broker_id, request.incarnation_id, epoch, listeners, request.rack))
         self.heartbeats.forget(broker_id)
         self.heartbeats.touch(broker_id, now_ms)
@@ -151,7 +155,7 @@ class ClusterControlManager:
             raise KafkaError(f"Broker {request.broker_id} is not registered", ErrorCode.BROKER_ID_NOT_REGISTERED)
         batch = RecordBatch(image)
         batch.add(UnregisterBrokerRecord(registration.broker_id, registration.broker_epoch))
-        batch.add(*changes_for_unusable_broker(batch.image, registration.broker_id))
+        batch.add(*changes_for_unusable_broker(batch.image, registration.broker_id, self.min_isr))
         self.heartbeats.forget(registration.broker_id)
         return batch.result(UnregisterBrokerResponse())
 
@@ -175,11 +179,11 @@ class ClusterControlManager:
         fenced = registration.fenced
         if fenced and caught_up:
             batch.add(UnfenceBrokerRecord(broker_id, registration.broker_epoch))
-            batch.add(*changes_for_usable_broker(batch.image, broker_id))
+            batch.add(*changes_for_usable_broker(batch.image, broker_id, self.min_isr))
             fenced = False
         if request.offline_replicas:
             # Every heartbeat repeats them until the broker repaired them: nothing to remember here.
-            batch.add(*changes_for_offline_replicas(batch.image, broker_id, request.offline_replicas))
+            batch.add(*changes_for_offline_replicas(batch.image, broker_id, request.offline_replicas, self.min_isr))
         if batch.records:
             return batch.result(BrokerHeartbeatResponse(caught_up, fenced, False))
         return ControllerResult((), BrokerHeartbeatResponse(caught_up, fenced, False))
@@ -198,7 +202,7 @@ class ClusterControlManager:
         batch = RecordBatch(latest)
         if not registration.in_controlled_shutdown:
             batch.add(BrokerRegistrationChangeRecord(broker_id, epoch, in_controlled_shutdown=True))
-            batch.add(*changes_for_unusable_broker(batch.image, broker_id))
+            batch.add(*changes_for_unusable_broker(batch.image, broker_id, self.min_isr))
             return batch.result(BrokerHeartbeatResponse(caught_up, False, False))
         durable = committed.broker(broker_id)
         if (
@@ -211,7 +215,7 @@ class ClusterControlManager:
             threshold = self.heartbeats.shutdown_offset.setdefault(broker_id, committed.offset)
             if request.current_metadata_offset >= threshold:
                 batch.add(FenceBrokerRecord(broker_id, epoch))
-                batch.add(*changes_for_unusable_broker(batch.image, broker_id))
+                batch.add(*changes_for_unusable_broker(batch.image, broker_id, self.min_isr))
                 return batch.result(BrokerHeartbeatResponse(caught_up, True, True))
         return ControllerResult((), BrokerHeartbeatResponse(caught_up, False, False))
 
@@ -226,7 +230,7 @@ class ClusterControlManager:
                 continue
             if now_ms >= self.heartbeats.deadline_ms(broker_id, now_ms, timeout):
                 batch.add(FenceBrokerRecord(broker_id, registration.broker_epoch))
-                batch.add(*changes_for_unusable_broker(batch.image, broker_id))
+                batch.add(*changes_for_unusable_broker(batch.image, broker_id, self.min_isr))
         return batch
 
     def next_expiry_ms(self, image: MetadataImage, now_ms: int) -> int | None:

@@ -27,6 +27,9 @@ class ControllerConfig:
     # Defaults for CreateTopics' -1 (Kafka: num.partitions, default.replication.factor).
     num_partitions: int = 1
     default_replication_factor: int = 1
+    # Topics without their own min.insync.replicas use this (the node's setting, as the brokers do); the
+    # controller needs it for the eligible leader replicas (KIP-966).
+    min_insync_replicas: int = 1
     # Upper bound on a topic's partitions, so one request cannot produce an unbounded record batch.
     max_partitions_per_topic: int = 10_000
     # An idle active controller writes a NoOp record this often; 0 disables (Kafka: same name).
@@ -39,6 +42,7 @@ class ControllerConfig:
             "leader_imbalance_check_interval_seconds",
             "num_partitions",
             "default_replication_factor",
+            "min_insync_replicas",
             "max_partitions_per_topic",
         )
         for name in positive:

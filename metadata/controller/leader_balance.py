@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
-from kraftpy.metadata.controller.partition_change import Election, PartitionChangeBuilder
+from kraftpy.metadata.controller.partition_change import Election
+from kraftpy.metadata.controller.replication_control import partition_builder
 from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
 from kraftpy.metadata.records import PartitionChangeRecord
 
 
-def preferred_elections(image: MetadataImage) -> list[PartitionChangeRecord]:
+def preferred_elections(image: MetadataImage, min_isr_default: int) -> list[PartitionChangeRecord]:
     """Changes moving leadership to each partition's preferred replica where it can lead and does not."""
     out: list[PartitionChangeRecord] = []
     for topic in image.topics.by_id.values():
@@ -26,14 +27,14 @@ def preferred_elections(image: MetadataImage) -> list[PartitionChangeRecord]:
             preferred = part.replicas[0] if part.replicas else NO_LEADER
             if part.leader == preferred or preferred not in part.isr or not image.is_usable(preferred):
                 continue
-            change = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable)
+            change = partition_builder(image, topic, pid, part, min_isr_default)
             record = change.set_election(Election.PREFERRED).build()
             if record is not None:
                 out.append(record)
     return out
 
 
-def unclean_elections(image: MetadataImage) -> list[PartitionChangeRecord]:
+def unclean_elections(image: MetadataImage, min_isr_default: int) -> list[PartitionChangeRecord]:
     """Changes giving a leader to each leaderless partition whose topic allows unclean election."""
     out: list[PartitionChangeRecord] = []
     for topic in image.topics.by_id.values():
@@ -41,7 +42,8 @@ def unclean_elections(image: MetadataImage) -> list[PartitionChangeRecord]:
         if not leaderless or not image.topic_config_value(topic.name, "unclean_leader_election_enable"):
             continue
         for pid, part in leaderless:
-            record = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable).set_unclean(True).build()
+            builder = partition_builder(image, topic, pid, part, min_isr_default)
+            record = builder.set_unclean(True).build()
             if record is not None and record.leader not in (None, NO_LEADER):
                 out.append(record)
     return out

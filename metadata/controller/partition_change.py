@@ -19,20 +19,31 @@ class Election(enum.Enum):
 
 
 class PartitionChangeBuilder:
+    """One partition's next leader, ISR and eligible leader replicas (KIP-966), from a wanted change.
+
+    `min_isr` is the topic's effective min.insync.replicas (at most the replica count): below it the
+    leader's high watermark stands still, so a replica leaving such an ISR keeps every committed
+    record and stays electable as an eligible leader replica (ELR).
+    """
+
     def __init__(
         self,
         topic_id: uuid.UUID,
         partition_id: int,
         partition: PartitionRegistration,
         is_usable: Callable[[int], bool],
+        *,
+        min_isr: int,
     ) -> None:
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.partition = partition
         self.is_usable = is_usable
+        self.min_isr = min_isr
         self.target_isr: tuple[int, ...] | None = None
         self.election = Election.IF_NEEDED
         self.allow_unclean = False
+        self.unclean_shutdown: frozenset[int] = frozenset()
 
     def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
@@ -47,37 +58,86 @@ class PartitionChangeBuilder:
         return self
 
     def without(self, broker_id: int) -> PartitionChangeBuilder:
-        """Target ISR = the current ISR minus `broker_id` (kept if it is the last member)."""
+        """Target ISR = the current ISR minus `broker_id` (it may become empty: the ELR then holds it)."""
         return self.set_target_isr([b for b in self.partition.isr if b != broker_id])
 
-    def resolve(self) -> tuple[int, tuple[int, ...]]:
-        """The (leader, isr) this change leads to."""
+    def set_unclean_shutdown(self, broker_id: int) -> PartitionChangeBuilder:
+        """`broker_id` restarted without its unsynced tail: out of the ISR and the ELR, and not electable."""
+        self.unclean_shutdown = frozenset({broker_id})
+        return self.without(broker_id)
+
+    def resolve(self) -> PartitionRegistration:
+        """The partition this change leads to (epochs as `merged` derives them)."""
         part = self.partition
         isr = self.target_isr if self.target_isr is not None else part.isr
-        if not isr:
-            isr = part.isr
+        elr = self._target_elr(isr)
+        leader, unclean = self._elect(isr, elr)
+        if unclean:
+            isr, elr = (leader,), ()
+        elif leader != NO_LEADER and leader in elr:
+            # An eligible leader leads alone until followers catch up with it (Kafka's rule). If that
+            # alone reaches min ISR, the high watermark moves again and the others' copies go stale.
+            isr = (leader,)
+            elr = () if len(isr) >= self.min_isr else tuple(b for b in elr if b != leader)
+        known = part.last_known_elr
+        if leader != NO_LEADER:
+            known = ()
+        elif not isr and part.isr and part.leader != NO_LEADER:
+            known = (part.leader,)  # the ISR empties now: remember who led last (Kafka's balanced recovery)
+        leader_epoch = part.leader_epoch + (leader != part.leader)
+        return PartitionRegistration(
+            part.replicas, tuple(isr), leader, leader_epoch, part.partition_epoch + 1, elr, known
+        )
+
+    def _target_elr(self, isr: tuple[int, ...]) -> tuple[int, ...]:
+        part = self.partition
+        if len(isr) >= self.min_isr:
+            return ()
+        # Members leaving an ISR below min ISR hold every committed record: they join the ELR. A
+        # restart that lost its unsynced tail does not (KIP-966).
+        candidates = dict.fromkeys((*part.elr, *part.isr))
+        return tuple(b for b in candidates if b not in isr and b not in self.unclean_shutdown)
+
+    def _elect(self, isr: tuple[int, ...], elr: tuple[int, ...]) -> tuple[int, bool]:
+        """(leader, whether the election was unclean)."""
+        part = self.partition
         usable = self.is_usable
-        leader = part.leader
-        if self.election is Election.PREFERRED:
-            preferred = part.replicas[0]
-            if preferred in isr and usable(preferred):
-                leader = preferred
-        if leader == NO_LEADER or leader not in isr or not usable(leader):
-            leader = next((r for r in part.replicas if r in isr and usable(r)), NO_LEADER)
-            if leader == NO_LEADER and self.allow_unclean:
-                leader = next((r for r in part.replicas if usable(r)), NO_LEADER)
-                if leader != NO_LEADER:
-                    isr = (leader,)
-        return leader, tuple(isr)
+
+        def valid(b: int) -> bool:
+            return (b in isr or (not isr and b in elr)) and b not in self.unclean_shutdown and usable(b)
+
+        if self.election is Election.PREFERRED and valid(part.replicas[0]):
+            return part.replicas[0], False
+        if part.leader != NO_LEADER and valid(part.leader):
+            return part.leader, False
+        leader = next((r for r in part.replicas if valid(r)), NO_LEADER)
+        if leader != NO_LEADER:
+            return leader, False
+        known = part.last_known_elr
+        if not isr and not elr and len(known) == 1 and usable(known[0]):
+            # Every ISR and ELR member restarted uncleanly: the last leader is the copy most likely to
+            # be whole (Kafka's balanced unclean recovery). Records only the others had may be lost.
+            return known[0], True
+        if self.allow_unclean:
+            leader = next((r for r in part.replicas if r not in self.unclean_shutdown and usable(r)), NO_LEADER)
+            if leader != NO_LEADER:
+                return leader, True
+        return NO_LEADER, False
 
     def build(self) -> PartitionChangeRecord | None:
-        leader, isr = self.resolve()
+        after = self.resolve()
         part = self.partition
-        new_leader = None if leader == part.leader else leader
-        new_isr = None if isr == part.isr else isr
-        if new_leader is None and new_isr is None:
+        change = PartitionChangeRecord(
+            self.topic_id,
+            self.partition_id,
+            leader=None if after.leader == part.leader else after.leader,
+            isr=None if after.isr == part.isr else after.isr,
+            elr=None if after.elr == part.elr else after.elr,
+            last_known_elr=None if after.last_known_elr == part.last_known_elr else after.last_known_elr,
+        )
+        if change.leader is None and change.isr is None and change.elr is None and change.last_known_elr is None:
             return None
-        return PartitionChangeRecord(self.topic_id, self.partition_id, leader=new_leader, isr=new_isr)
+        return change
 
 
 def merged(part: PartitionRegistration, change: PartitionChangeRecord | None) -> PartitionRegistration:
@@ -87,5 +147,12 @@ def merged(part: PartitionRegistration, change: PartitionChangeRecord | None) ->
     leader, leader_epoch = part.leader, part.leader_epoch
     if change.leader is not None:
         leader, leader_epoch = change.leader, leader_epoch + 1
-    isr = part.isr if change.isr is None else change.isr
-    return PartitionRegistration(part.replicas, isr, leader, leader_epoch, part.partition_epoch + 1)
+    return PartitionRegistration(
+        part.replicas,
+        part.isr if change.isr is None else change.isr,
+        leader,
+        leader_epoch,
+        part.partition_epoch + 1,
+        part.elr if change.elr is None else change.elr,
+        part.last_known_elr if change.last_known_elr is None else change.last_known_elr,
+    )

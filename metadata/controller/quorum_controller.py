@@ -16,7 +16,7 @@ from kraftpy.metadata.controller import (
     register_control,
     replication_control,
 )
-from kraftpy.metadata.controller.cluster_control import ClusterControlManager, check_broker_epoch
+from kraftpy.metadata.controller.cluster_control import ClusterControlManager, RecordBatch, check_broker_epoch
 from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
@@ -181,17 +181,28 @@ class QuorumController:
         )
 
     def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest, now_ms: int) -> ControllerResult:
-        return self._write(now_ms, lambda: config_control.incremental_alter_configs(self._latest, request))
+        def decide() -> ControllerResult:
+            result = config_control.incremental_alter_configs(self._latest, request)
+            if not any(getattr(r, "name", None) == "min_insync_replicas" for r in result.records):
+                return result
+            batch = RecordBatch(self._latest)
+            batch.add(*result.records)
+            batch.add(*replication_control.changes_for_min_isr(batch.image, self.config.min_insync_replicas))
+            return batch.result(result.response)
+
+        return self._write(now_ms, decide)
 
     def alter_partition(self, request: AlterPartitionRequest, now_ms: int) -> ControllerResult:
         def decide() -> ControllerResult:
             check_broker_epoch(self._latest, request.broker_id, request.broker_epoch)
-            return replication_control.alter_partition(self._latest, request)
+            return replication_control.alter_partition(self._latest, request, self.config.min_insync_replicas)
 
         return self._write(now_ms, decide)
 
     def elect_leaders(self, request: ElectLeadersRequest, now_ms: int) -> ControllerResult:
-        return self._write(now_ms, lambda: replication_control.elect_leaders(self._latest, request))
+        return self._write(
+            now_ms, lambda: replication_control.elect_leaders(self._latest, request, self.config.min_insync_replicas)
+        )
 
     def allocate_producer_ids(self, request: AllocateProducerIdsRequest, now_ms: int) -> ControllerResult:
         return self._write(now_ms, lambda: producer_ids.allocate_producer_ids(self._latest, request))
@@ -209,20 +220,21 @@ class QuorumController:
         if not self.is_active:
             return ControllerResult()
         batch = self._cluster.fence_stale_brokers(self._latest, now_ms)
-        batch.add(*leader_balance.unclean_elections(batch.image))
+        min_isr = self.config.min_insync_replicas
+        batch.add(*leader_balance.unclean_elections(batch.image, min_isr))
         if self.config.auto_leader_rebalance_enable:
             batch.add(*self._due_preferred_elections(batch.image, now_ms))
         if self.config.auto_leader_rebalance_enable and now_ms >= self._next_rebalance_ms:
             self._next_rebalance_ms = now_ms + self.config.leader_imbalance_check_interval_seconds * 1000
             percentage = self.config.leader_imbalance_per_broker_percentage
-            batch.add(*replication_control.imbalanced_partitions(batch.image, percentage))
+            batch.add(*replication_control.imbalanced_partitions(batch.image, percentage, min_isr))
         if not batch.records and self.config.metadata_max_idle_interval_ms > 0 and now_ms >= self._next_noop_ms:
             batch.add(NoOpRecord())
         return self._commit_locally(batch.result(), now_ms)
 
     def _due_preferred_elections(self, image: MetadataImage, now_ms: int) -> list[PartitionChangeRecord]:
         """Preferred elections once some have waited preferred_leader_election_delay_ms (then all at once)."""
-        pending = leader_balance.preferred_elections(image)
+        pending = leader_balance.preferred_elections(image, self.config.min_insync_replicas)
         if not pending:
             self._preferred_due_ms = None
             return []

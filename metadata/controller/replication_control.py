@@ -13,7 +13,7 @@ import random
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kraftpy.metadata.configs import ConfigResourceType, validate_configs
@@ -66,6 +66,19 @@ _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 def _err(code: ErrorCode, message: str, **details: Any) -> KafkaError:
     return KafkaError(message, code, **details)
+
+
+def partition_builder(
+    image: MetadataImage,
+    topic: TopicImage,
+    pid: int,
+    part: PartitionRegistration,
+    min_isr_default: int,
+    usable: Callable[[int], bool] | None = None,
+) -> PartitionChangeBuilder:
+    """The builder for one partition, with its topic's effective min ISR (at most its replica count)."""
+    min_isr = min(image.min_insync_replicas(topic.name, min_isr_default), len(part.replicas))
+    return PartitionChangeBuilder(topic.topic_id, pid, part, usable or image.is_usable, min_isr=min_isr)
 
 
 # --- validation helpers ------------------------------------------------------------------------
@@ -368,7 +381,7 @@ def _create_partitions(
 # --- AlterPartition -------------------------------------------------------------------------------
 
 
-def alter_partition(image: MetadataImage, request: AlterPartitionRequest) -> ControllerResult:
+def alter_partition(image: MetadataImage, request: AlterPartitionRequest, min_isr_default: int) -> ControllerResult:
     """ISR changes proposed by partition leaders, checked against the current epochs.
 
     Per partition, as Kafka answers: a leader or partition epoch *ahead* of this
@@ -401,7 +414,7 @@ def alter_partition(image: MetadataImage, request: AlterPartitionRequest) -> Con
         if error is not None:
             results.append(AlterPartitionItemResult(item.topic_id, item.partition, error))
             continue
-        builder = PartitionChangeBuilder(item.topic_id, item.partition, part, image.is_usable)
+        builder = partition_builder(image, topic, item.partition, part, min_isr_default)
         change = builder.set_target_isr(item.new_isr).build()
         if change is not None:
             records.append(change)
@@ -472,7 +485,7 @@ def _all_partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, int]]:
             yield topic, p
 
 
-def elect_leaders(image: MetadataImage, request: ElectLeadersRequest) -> ControllerResult:
+def elect_leaders(image: MetadataImage, request: ElectLeadersRequest, min_isr_default: int) -> ControllerResult:
     """PREFERRED: move leadership to the first replica. UNCLEAN: give a leaderless partition a leader,
     from the ISR if possible, else any live replica (the request itself is the permission).
 
@@ -491,7 +504,7 @@ def elect_leaders(image: MetadataImage, request: ElectLeadersRequest) -> Control
             error = _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {name}-{pid} does not exist")
             results.append(ElectLeadersResult(str(name), pid, error))
             continue
-        change, error = _elect(image, topic, pid, part, request.election_type)
+        change, error = _elect(image, topic, pid, part, request.election_type, min_isr_default)
         if error is not None:
             if not (everything and error.code == ErrorCode.ELECTION_NOT_NEEDED):
                 results.append(ElectLeadersResult(name, pid, error, part.leader))
@@ -502,10 +515,15 @@ def elect_leaders(image: MetadataImage, request: ElectLeadersRequest) -> Control
 
 
 def _elect(
-    image: MetadataImage, topic: TopicImage, pid: int, part: PartitionRegistration, kind: ElectionType
+    image: MetadataImage,
+    topic: TopicImage,
+    pid: int,
+    part: PartitionRegistration,
+    kind: ElectionType,
+    min_isr_default: int,
 ) -> tuple[PartitionChangeRecord | None, KafkaError | None]:
     where = f"{topic.name}-{pid}"
-    builder = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable)
+    builder = partition_builder(image, topic, pid, part, min_isr_default)
     if kind == ElectionType.PREFERRED:
         preferred = part.replicas[0]
         if part.leader == preferred:
@@ -528,16 +546,25 @@ def _elect(
     return None, _err(ErrorCode.INVALID_REQUEST, f"Unknown election type {kind!r}")
 
 
-def changes_for_unusable_broker(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+def changes_for_unusable_broker(
+    image: MetadataImage, broker_id: int, min_isr_default: int, *, unclean_shutdown: bool = False
+) -> list[PartitionChangeRecord]:
     """`image` already shows `broker_id` fenced, shutting down or unregistered: take it out of every
-    ISR (never emptying one) and move every leadership it held to another usable ISR member
-    (or an out-of-ISR replica when the topic allows unclean election, else leader -1)."""
+    ISR (into the ELR where the ISR falls below min ISR) and move every leadership it held to another
+    usable ISR member (or ELR member, or an out-of-ISR replica when the topic allows unclean
+    election, else leader -1). With `unclean_shutdown` it restarted without its unsynced tails: it
+    leaves the ELRs too and is elected nowhere (KIP-966)."""
     out: list[PartitionChangeRecord] = []
     unclean: dict[uuid.UUID, bool] = {}
     for topic, pid, part in image.partitions_on_broker(broker_id):
-        if part.leader != broker_id and broker_id not in part.isr:
+        in_elr = unclean_shutdown and broker_id in part.elr
+        if part.leader != broker_id and broker_id not in part.isr and not in_elr:
             continue
-        builder = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable).without(broker_id)
+        builder = partition_builder(image, topic, pid, part, min_isr_default)
+        if unclean_shutdown:
+            builder.set_unclean_shutdown(broker_id)
+        else:
+            builder.without(broker_id)
         if topic.topic_id not in unclean:
             unclean[topic.topic_id] = _unclean_allowed(image, topic)
         change = builder.set_unclean(unclean[topic.topic_id]).build()
@@ -547,13 +574,14 @@ def changes_for_unusable_broker(image: MetadataImage, broker_id: int) -> list[Pa
 
 
 def changes_for_offline_replicas(
-    image: MetadataImage, broker_id: int, replicas: Iterable[tuple[uuid.UUID, int]]
+    image: MetadataImage, broker_id: int, replicas: Iterable[tuple[uuid.UUID, int]], min_isr_default: int
 ) -> list[PartitionChangeRecord]:
     """`broker_id` reports that it cannot serve these replicas (a corrupt batch, a failed disk): as for
-    an unusable broker, but per partition: it leaves their ISRs (never emptying one) and every
-    leadership it holds among them moves to another usable ISR member (an out-of-ISR replica when the
-    topic allows unclean election, else leader -1). Unknown partitions and replicas it does not hold
-    are ignored: the report may predate a deletion or reassignment."""
+    an unclean restart, but per partition: it leaves their ISRs and ELRs (its copy may lack what it
+    acknowledged) and every leadership it holds among them moves to another usable ISR or ELR member
+    (an out-of-ISR replica when the topic allows unclean election, else leader -1). Unknown
+    partitions and replicas it does not hold are ignored: the report may predate a deletion or
+    reassignment."""
     out: list[PartitionChangeRecord] = []
     unusable_here = {broker_id}
 
@@ -565,30 +593,48 @@ def changes_for_offline_replicas(
         part = image.partition(topic_id, pid) if topic is not None else None
         if topic is None or part is None or broker_id not in part.replicas:
             continue
-        if part.leader != broker_id and broker_id not in part.isr:
+        if part.leader != broker_id and broker_id not in part.isr and broker_id not in part.elr:
             continue
-        builder = PartitionChangeBuilder(topic_id, pid, part, usable).without(broker_id)
+        builder = partition_builder(image, topic, pid, part, min_isr_default, usable).set_unclean_shutdown(broker_id)
         change = builder.set_unclean(_unclean_allowed(image, topic)).build()
         if change is not None:
             out.append(change)
     return out
 
 
-def changes_for_usable_broker(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+def changes_for_usable_broker(
+    image: MetadataImage, broker_id: int, min_isr_default: int
+) -> list[PartitionChangeRecord]:
     """`image` shows `broker_id` usable again: give leaderless partitions it replicates a leader
-    (it leads when it is in the ISR, or out of the ISR when the topic allows unclean election)."""
+    (it leads when it is in the ISR, or in the ELR of an empty ISR, or out of both when the topic
+    allows unclean election)."""
     out: list[PartitionChangeRecord] = []
     for topic, pid, part in image.partitions_on_broker(broker_id):
         if part.leader != NO_LEADER:
             continue
-        builder = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable)
+        builder = partition_builder(image, topic, pid, part, min_isr_default)
         change = builder.set_unclean(_unclean_allowed(image, topic)).build()
         if change is not None:
             out.append(change)
     return out
 
 
-def imbalanced_partitions(image: MetadataImage, max_imbalance_percentage: int) -> list[PartitionChangeRecord]:
+def changes_for_min_isr(image: MetadataImage, min_isr_default: int) -> list[PartitionChangeRecord]:
+    """After a min.insync.replicas change: an ISR at or above the new value may advance the high
+    watermark again, so its ELR (which holds only what was committed before) must empty now."""
+    out: list[PartitionChangeRecord] = []
+    for topic, pid in _all_partitions(image):
+        part = topic.partitions[pid]
+        if part.elr:
+            change = partition_builder(image, topic, pid, part, min_isr_default).build()
+            if change is not None:
+                out.append(change)
+    return out
+
+
+def imbalanced_partitions(
+    image: MetadataImage, max_imbalance_percentage: int, min_isr_default: int
+) -> list[PartitionChangeRecord]:
     """Kafka's automatic preferred-leader rebalance: for each usable broker whose share of
     preferred partitions led by someone else exceeds the threshold, move those partitions'
     leadership back to it when it is in their ISR."""
@@ -609,7 +655,7 @@ def imbalanced_partitions(image: MetadataImage, max_imbalance_percentage: int) -
             continue
         for topic, pid, part in candidates:
             if broker_id in part.isr:
-                builder = PartitionChangeBuilder(topic.topic_id, pid, part, image.is_usable)
+                builder = partition_builder(image, topic, pid, part, min_isr_default)
                 change = builder.set_election(Election.PREFERRED).build()
                 if change is not None:
                     out.append(change)

@@ -53,13 +53,21 @@ def check_partition(p: PartitionRegistration, where: str) -> PartitionRegistrati
     """The invariants every partition keeps; a violation means a corrupt log or a controller bug."""
     replicas, isr = p.replicas, p.isr
     distinct_replicas = len(set(replicas)) == len(replicas) > 0
-    isr_ok = isr == replicas or (len(set(isr)) == len(isr) > 0 and set(isr) <= set(replicas))
     if not distinct_replicas:
         raise MetadataRecordError(f"{where}: replicas {list(replicas)} must be non-empty and distinct")
-    if not isr_ok:
-        raise MetadataRecordError(f"{where}: isr {list(isr)} must be a non-empty distinct subset of {list(replicas)}")
+    if isr != replicas and not (len(set(isr)) == len(isr) and set(isr) <= set(replicas)):
+        raise MetadataRecordError(f"{where}: isr {list(isr)} must be a distinct subset of {list(replicas)}")
     if p.leader != NO_LEADER and p.leader not in isr:
         raise MetadataRecordError(f"{where}: leader {p.leader} is not in isr {list(isr)}")
+    # An empty ISR comes only with no leader (KIP-966: the last member was fenced or restarted uncleanly).
+    if p.elr or p.last_known_elr:
+        elr, known = p.elr, p.last_known_elr
+        if len(set(elr)) != len(elr) or not set(elr) <= set(replicas) or set(elr) & set(isr):
+            raise MetadataRecordError(
+                f"{where}: elr {list(elr)} must be distinct replicas of {list(replicas)} outside isr {list(isr)}"
+            )
+        if len(set(known)) != len(known) or not set(known) <= set(replicas):
+            raise MetadataRecordError(f"{where}: last_known_elr {list(known)} must be distinct replicas")
     return p
 
 
@@ -204,7 +212,9 @@ class MetadataDelta:
             raise MetadataRecordError(
                 f"Partition record {draft.name}-{r.partition} leaves a gap (topic has {draft.count()})"
             )
-        part = PartitionRegistration(r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch)
+        part = PartitionRegistration(
+            r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch, r.elr, r.last_known_elr
+        )
         draft.put(r.partition, check_partition(part, f"partition {draft.name}-{r.partition}"))
 
     def _partition_change(self, r: PartitionChangeRecord, offset: int | None) -> None:

@@ -26,6 +26,10 @@ class PartitionRegistration(NamedTuple):
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-966 (docs/replication.md, "Eligible leader replicas"): replicas out of the ISR that hold
+    # every committed record, and the leader the partition had when its ISR became empty.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def preferred_leader(self) -> int:
@@ -193,6 +197,14 @@ class MetadataImage:
 
     def topic_config_value(self, topic: str, key: str) -> Any:
         return configs_mod.resolve(key, self.topic_config_overrides(topic), self.broker_config_overrides(""))[0]
+
+    def min_insync_replicas(self, topic: str, static_default: int) -> int:
+        """The topic's min.insync.replicas: its override, the cluster's dynamic default, else the node's
+        static setting (`static_default`: the node config's min_insync_replicas, as Kafka's)."""
+        value, source = configs_mod.resolve(
+            "min_insync_replicas", self.topic_config_overrides(topic), self.broker_config_overrides("")
+        )
+        return static_default if source == configs_mod.ConfigSource.DEFAULT else int(value)
 
     # --- snapshots -----------------------------------------------------------------------------
     def encode(self) -> bytes:

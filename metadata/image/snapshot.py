@@ -53,7 +53,7 @@ def _encode(image: MetadataImage) -> bytes:
     by_id = image.topics.by_id
     for name, topic_id in sorted(image.topics.by_name.items()):
         topic = by_id[topic_id]
-        topics.append([name, topic_id.bytes, [[list(p[0]), list(p[1]), p[2], p[3], p[4]] for p in topic.partitions]])
+        topics.append([name, topic_id.bytes, [_partition_row(p) for p in topic.partitions]])
     configs = [
         [rtype, rname, sorted([k, v] for k, v in values.items())]
         for (rtype, rname), values in sorted(image.configs.resources.items())
@@ -70,6 +70,22 @@ def _encode(image: MetadataImage) -> bytes:
             "configs": configs,
             "registers": sorted([k, v] for k, v in image.registers.items()),
         }
+    )
+
+
+def _partition_row(p: PartitionRegistration) -> list[Any]:
+    row = [list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.partition_epoch]
+    if p.elr or p.last_known_elr:  # KIP-966's fields only where used: other rows keep their bytes
+        row += [list(p.elr), list(p.last_known_elr)]
+    return row
+
+
+def _partition_from_row(row: Any) -> PartitionRegistration:
+    if type(row) is not list or len(row) not in (5, 7):
+        raise TypeError(f"bad partition row {row!r:.60}")
+    replicas, isr, leader, leader_epoch, partition_epoch, *elr = row
+    return PartitionRegistration(
+        tuple(replicas), tuple(isr), _int(leader), _int(leader_epoch), _int(partition_epoch), *map(tuple, elr)
     )
 
 
@@ -111,12 +127,11 @@ def _decode_body(body: dict[str, Any]) -> MetadataImage:
     by_name = PMap.EMPTY.builder()
     collisions: dict[str, set[str]] = {}
     index: dict[int, dict[uuid.UUID, list[int]]] = {}
-    PR = PartitionRegistration
     for name, raw_id, rows in body["topics"]:
         if type(name) is not str or type(raw_id) is not bytes or len(raw_id) != 16:
             raise TypeError(f"bad topic entry {name!r:.40}")
         topic_id = uuid_from_bytes(raw_id)
-        parts = PVector([PR(tuple(r), tuple(i), _int(ld), _int(le), _int(pe)) for r, i, ld, le, pe in rows])
+        parts = PVector([_partition_from_row(row) for row in rows])
         local: dict[int, list[int]] = {}
         for p, part in enumerate(parts):
             check_partition(part, f"snapshot partition {name}-{p}")

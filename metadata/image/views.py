@@ -2,7 +2,7 @@
 
 The shapes are the ones the admin CLI prints with --json: a topic as
 {"name", "topic_id", "partitions": [{"partition", "leader", "leader_epoch",
-"replicas", "isr"}], "configs": {...overrides}}, brokers as
+"replicas", "isr", "elr", "last_known_elr"}], "configs": {...overrides}}, brokers as
 {"node_id", "fenced", "in_controlled_shutdown", "rack", "epoch", "listeners"}.
 """
 
@@ -32,6 +32,10 @@ def topic_description(image: MetadataImage, name: str) -> dict[str, Any] | None:
                 "leader_epoch": part.leader_epoch,
                 "replicas": list(part.replicas),
                 "isr": list(part.isr),
+                # KIP-966: replicas out of the ISR that hold every committed record, and the last
+                # leader of an ISR that became empty (Kafka's DescribeTopicPartitions fields).
+                "elr": list(part.elr),
+                "last_known_elr": list(part.last_known_elr),
             }
             for p, part in enumerate(topic.partitions)
         ],

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.metadata.controller.config import ControllerConfig
+from kraftpy.metadata.controller.partition_change import merged
 from kraftpy.metadata.controller.requests import (
     AlterPartitionItem,
     AlterPartitionRequest,
@@ -50,12 +51,13 @@ from kraftpy.metadata.controller.requests import (
     CreateTopicsRequest,
 )
 from kraftpy.metadata.harness import ControllerHarness, check_image_invariants
-from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage
+from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration
 from kraftpy.metadata.records import Listener, PartitionChangeRecord, PartitionRecord
 from kraftpy.protocol.errors import KafkaError
 from tests.simulation.kernel import InvariantViolation, Loop
 
 SESSION_TIMEOUT_MS = 1800
+MIN_ISR = 2  # topics of RF 2 and 3 fall below it, so eligible leader replicas (KIP-966) come and go
 HEARTBEAT_INTERVAL_MS = 300
 
 __all__ = ["CommittedHistoryChecker", "ControllerSim", "InvariantViolation", "SimStats"]
@@ -95,14 +97,13 @@ class CommittedHistoryChecker:
 
     stats: SimStats = field(default_factory=SimStats)
     leaders_by_epoch: dict[tuple[uuid.UUID, int, int], int] = field(default_factory=dict)
+    min_isr_default: int = 1  # the controller's min_insync_replicas (for the ELR invariant)
 
     def check(self, old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
         """The first broken invariant going from `old` to `new` through `records`, or None."""
-        try:
-            check_image_invariants(new)
-        except AssertionError as e:
-            return f"committed image breaks an invariant: {e}"
-        isr_changed = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.isr}
+        isr_changed = {
+            (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.isr is not None
+        }
         leader_changed = {
             (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord) and r.leader is not None
         }
@@ -110,6 +111,10 @@ class CommittedHistoryChecker:
         problem = self._check_elections(old, new, records)
         if problem is not None:
             return problem
+        try:
+            check_image_invariants(new, self.min_isr_default)
+        except AssertionError as e:
+            return f"committed image breaks an invariant: {e}"
         for topic in new.topics.by_id.values():
             before = old.topics.by_id.get(topic.topic_id)
             for p, part in enumerate(topic.partitions):
@@ -140,24 +145,43 @@ class CommittedHistoryChecker:
 
     @staticmethod
     def _check_elections(old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
-        """Each new leader comes from the ISR in effect just before its record. Several changes to one
-        partition may commit together (an ISR expansion, then a fencing that elects the added replica),
-        so the ISR of the previous commit is not the one to check against."""
-        isr: dict[tuple[uuid.UUID, int], tuple[int, ...]] = {}
+        """Each new leader comes from the ISR in effect just before its record; from an empty ISR, from
+        the ELR (KIP-966); from an empty ISR and ELR, only the last known leader (Kafka's balanced
+        recovery). Several changes to one partition may commit together (an ISR expansion, then a
+        fencing that elects the added replica), so the state of the previous commit is not the one to
+        check against."""
+        state: dict[tuple[uuid.UUID, int], PartitionRegistration] = {}
         for r in records:
             if isinstance(r, PartitionRecord):
-                isr[(r.topic_id, r.partition)] = tuple(r.isr)
+                state[(r.topic_id, r.partition)] = PartitionRegistration(
+                    r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch, r.elr, r.last_known_elr
+                )
             elif isinstance(r, PartitionChangeRecord):
                 key = (r.topic_id, r.partition)
-                if key not in isr:
+                if key not in state:
                     before = old.partition(r.topic_id, r.partition)
-                    isr[key] = before.isr if before is not None else ()
-                if r.leader is not None and r.leader != NO_LEADER and r.leader not in isr[key]:
+                    if before is None:
+                        continue
+                    state[key] = before
+                part = state[key]
+                after = merged(part, r)
+                leader = r.leader
+                if (
+                    leader is not None
+                    and leader != NO_LEADER
+                    and not (
+                        leader in part.isr
+                        or (leader in part.elr and after.isr == (leader,))
+                        or (part.last_known_elr == (leader,) and after.isr == (leader,) and not after.elr)
+                    )
+                ):
                     topic = new.topics.by_id.get(r.topic_id)
                     name = topic.name if topic is not None else r.topic_id
-                    return f"{name}-{r.partition} elected {r.leader} from outside its ISR {isr[key]}"
-                if r.isr:
-                    isr[key] = tuple(r.isr)
+                    return (
+                        f"{name}-{r.partition} elected {leader} from outside its ISR {part.isr}, ELR {part.elr} "
+                        f"and last known leader {part.last_known_elr}"
+                    )
+                state[key] = after
         return None
 
 
@@ -178,13 +202,14 @@ class ControllerSim:
     def __post_init__(self) -> None:
         self.loop = Loop(self.seed)
         self.rng = self.loop.rng
-        self.checker = CommittedHistoryChecker(self.stats)
+        self.checker = CommittedHistoryChecker(self.stats, min_isr_default=MIN_ISR)
         config = ControllerConfig(
             cluster_id="sim",
             broker_session_timeout_ms=SESSION_TIMEOUT_MS,
             broker_heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             leader_imbalance_check_interval_seconds=5,
             metadata_max_idle_interval_ms=0,
+            min_insync_replicas=MIN_ISR,
             max_partitions_per_topic=16,
         )
         self.harness = ControllerHarness(config, seed=self.seed, auto_commit=False)

@@ -360,6 +360,10 @@ class Controller:
         self.registration = PartitionRegistration(brokers, brokers, brokers[0], 0, 0)
         self.brokers: dict[int, BrokerRegistration] = {b: BrokerRegistration(0, False, 0) for b in brokers}
 
+    def protected_replicas(self) -> set[int]:
+        """The replicas a committed record must survive on: this controller elects from the ISR only."""
+        return set(self.registration.isr)
+
     def _commit(self, registration: PartitionRegistration) -> None:
         old = self.registration
         self.registration = registration
@@ -935,13 +939,13 @@ class Checker:
         self.dirty = True
 
     def _update_forfeits(self) -> None:
-        isr = set(self.sim.controller.registration.isr)
+        protected = self.sim.controller.protected_replicas()
         lowest = None
         for offset in self.committed:
             if offset in self.forfeited:
                 continue
             holders = self.ever_held[offset] - self.disk_lost[offset]
-            if not holders & isr:
+            if not holders & protected:
                 self.forfeited.add(offset)
                 lowest = offset if lowest is None else min(lowest, offset)
         if lowest is not None:

@@ -95,11 +95,13 @@ class QuorumControllerShell:
                 broker_session_timeout_ms=config.session_timeout_ms,
                 broker_heartbeat_interval_ms=config.heartbeat_interval_ms,
                 metadata_max_idle_interval_ms=0,
+                # The brokers' min ISR: the ELR (KIP-966) rests on their HW standing still below it.
+                min_insync_replicas=config.min_insync_replicas,
             ),
             seed=config.seed,
             auto_commit=False,
         )
-        self.checker = CommittedHistoryChecker()
+        self.checker = CommittedHistoryChecker(min_isr_default=config.min_insync_replicas)
         self.incarnation_of: dict[tuple[int, int], int] = {}  # (broker, controller epoch) -> incarnation
         self.controller_epoch: dict[tuple[int, int], int] = {}  # (broker, incarnation) -> controller epoch
         self.waiting: dict[int, Callable[[Any], None]] = {}  # id(result) -> what to do with its answer
@@ -183,6 +185,8 @@ class QuorumControllerShell:
                 if registration != self.registration:
                     previous, self.registration = self.registration, registration
                     self.sim.on_registration_committed(previous, registration)
+                elif old.partition(self.topic_id, 0).elr != new.partition(self.topic_id, 0).elr:
+                    self.sim.checker.on_isr_change()  # who may lead changed: forfeits are counted again
                 for b in self.sim.config.brokers:
                     self.sim.push_metadata(b)
         for result in released:
@@ -195,6 +199,12 @@ class QuorumControllerShell:
         self.harness.fail_over()
         self.waiting.clear()
         self.failovers += 1
+
+    def protected_replicas(self) -> set[int]:
+        """The replicas a committed record must survive on: the ISR, and the eligible leader replicas
+        (KIP-966) the controller elects from once the ISR is empty."""
+        part = self.harness.committed.partition(self.topic_id, 0)
+        return set(part.isr) | set(part.elr)
 
     def _registration(self, image: MetadataImage) -> PartitionRegistration:
         part = image.partition(self.topic_id, 0)

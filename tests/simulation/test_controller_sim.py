@@ -13,7 +13,7 @@ import pytest
 
 from kraftpy.metadata.controller import replication_control
 from kraftpy.metadata.controller.partition_change import PartitionChangeBuilder
-from kraftpy.metadata.image.metadata_image import NO_LEADER
+from kraftpy.metadata.image.metadata_image import NO_LEADER, PartitionRegistration
 from tests.simulation.controller_sim import ControllerSim, InvariantViolation
 
 CI_SEEDS = 40
@@ -73,13 +73,14 @@ def test_the_checker_catches_a_controller_that_elects_outside_the_isr(monkeypatc
     """A broken controller: every election takes the first live replica, in the ISR or not, and adds it."""
     resolve = PartitionChangeBuilder.resolve
 
-    def elects_outside_isr(self: PartitionChangeBuilder) -> tuple[int, tuple[int, ...]]:
-        leader, isr = resolve(self)
-        if leader != self.partition.leader:  # an election happened: take anyone alive
+    def elects_outside_isr(self: PartitionChangeBuilder) -> PartitionRegistration:
+        after = resolve(self)
+        if after.leader != self.partition.leader:  # an election happened: take anyone alive
             anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
-            if anyone not in (NO_LEADER, leader):
-                return anyone, tuple(dict.fromkeys((*isr, anyone)))
-        return leader, isr
+            if anyone not in (NO_LEADER, after.leader):
+                isr = tuple(dict.fromkeys((*after.isr, anyone)))
+                return after._replace(leader=anyone, isr=isr, elr=tuple(b for b in after.elr if b not in isr))
+        return after
 
     monkeypatch.setattr(PartitionChangeBuilder, "resolve", elects_outside_isr)
     message = first_violation(within=20)

@@ -15,6 +15,7 @@ import pytest
 from kraftpy.broker.replication import follower
 from kraftpy.metadata.controller.partition_change import PartitionChangeBuilder
 from kraftpy.metadata.image.metadata_image import NO_LEADER
+from kraftpy.metadata.image.metadata_image import PartitionRegistration as MetadataPartition
 from tests.simulation import controller_sim, soak
 from tests.simulation.soak import SoakSimulation, run, soak_config
 
@@ -33,13 +34,14 @@ def elects_outside_the_isr(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken controller: every election takes the first usable replica, in the ISR or not, and adds it."""
     resolve = PartitionChangeBuilder.resolve
 
-    def broken(self: PartitionChangeBuilder) -> tuple[int, tuple[int, ...]]:
-        leader, isr = resolve(self)
-        if leader != self.partition.leader:
+    def broken(self: PartitionChangeBuilder) -> MetadataPartition:
+        after = resolve(self)
+        if after.leader != self.partition.leader:
             anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
-            if anyone not in (NO_LEADER, leader):
-                return anyone, tuple(dict.fromkeys((*isr, anyone)))
-        return leader, isr
+            if anyone not in (NO_LEADER, after.leader):
+                isr = tuple(dict.fromkeys((*after.isr, anyone)))
+                return after._replace(leader=anyone, isr=isr, elr=tuple(b for b in after.elr if b not in isr))
+        return after
 
     monkeypatch.setattr(PartitionChangeBuilder, "resolve", broken)
 

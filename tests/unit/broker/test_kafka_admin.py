@@ -104,7 +104,7 @@ def controller(route: str, body: dict[str, Any] | None, img: MetadataImage) -> d
         "create_topics": lambda: replication_control.create_topics(img, request, config, rng).response,
         "delete_topics": lambda: replication_control.delete_topics(img, request).response,
         "create_partitions": lambda: replication_control.create_partitions(img, request, config, rng).response,
-        "elect_leaders": lambda: replication_control.elect_leaders(img, request).response,
+        "elect_leaders": lambda: replication_control.elect_leaders(img, request, config.min_insync_replicas).response,
         "describe_configs": lambda: config_control.describe_configs(img, request),
         "incremental_alter_configs": lambda: config_control.incremental_alter_configs(img, request).response,
     }

@@ -162,7 +162,7 @@ def test_unfenced_only_once_caught_up_with_its_registration() -> None:
     assert steady.records == () and steady.response == BrokerHeartbeatResponse(True, False, False)
 
 
-def test_lapsed_session_fences_and_moves_leaderships_without_emptying_isrs() -> None:
+def test_lapsed_session_fences_and_moves_leaderships_the_last_isr_member_into_the_elr() -> None:
     h = ControllerHarness(QUIET)
     h.start_brokers([0, 1, 2])
     for name, assignment in (("a", [(0, 1, 2)]), ("b", [(1, 0)]), ("c", [(0,)]), ("d", [(2, 1)])):
@@ -177,14 +177,17 @@ def test_lapsed_session_fences_and_moves_leaderships_without_emptying_isrs() -> 
     (a,), (b,), (c,), (d,) = (partitions(h, name) for name in "abcd")
     assert (a.leader, a.isr, a.leader_epoch, a.partition_epoch) == (1, (1, 2), 1, 1)
     assert (b.leader, b.isr, b.leader_epoch, b.partition_epoch) == (1, (1,), 0, 1)
-    assert (c.leader, c.isr, c.leader_epoch) == (-1, (0,), 1)  # the last ISR member stays (no ELR)
+    # The last ISR member leaves the ISR for the eligible leader replicas (KIP-966); min ISR 1, so
+    # b's ISR of one keeps no ELR.
+    assert (c.leader, c.isr, c.leader_epoch, c.elr, c.last_known_elr) == (-1, (), 1, (0,), (0,))
+    assert b.elr == () and a.elr == ()
     assert d.partition_epoch == 0  # untouched
     assert h.committed.broker(0).fenced
     # Coming back: caught up -> unfenced, and it leads its leaderless partition again.
     result = h.heartbeat(0)
     assert result.records[0] == UnfenceBrokerRecord(0, h.broker_epochs[0])
     (c,) = partitions(h, "c")
-    assert c.leader == 0 and c.leader_epoch == 2
+    assert (c.leader, c.isr, c.leader_epoch, c.elr, c.last_known_elr) == (0, (0,), 2, (), ())
 
 
 def test_unclean_topic_gets_an_out_of_isr_leader_when_its_last_isr_member_is_fenced() -> None:
@@ -259,7 +262,7 @@ def test_controlled_shutdown_moves_leaderships_first() -> None:
     assert h.heartbeat(0, want_shutdown=True).response.should_shut_down is False
     h.commit()
     (a,), (b,), (c,) = (partitions(h, name) for name in "abc")
-    assert (a.leader, a.isr) == (1, (1, 2)) and (b.leader, b.isr) == (-1, (0,)) and c.partition_epoch == 0
+    assert (a.leader, a.isr) == (1, (1, 2)) and (b.leader, b.isr, b.elr) == (-1, (), (0,)) and c.partition_epoch == 0
     threshold = h.committed.offset
     behind = h.heartbeat(0, offset=threshold - 1, want_shutdown=True)
     assert behind.records == () and behind.response.should_shut_down is False

@@ -21,6 +21,7 @@ from kraftpy.metadata.controller.config import ControllerConfig
 from kraftpy.metadata.controller.requests import (
     AllocateProducerIdsRequest,
     AlterConfigOp,
+    AlterConfigOpType,
     AlterConfigsResource,
     AlterPartitionItem,
     AlterPartitionRequest,
@@ -49,7 +50,8 @@ NAMES = st.sampled_from(["a", "b", "c.d", "c_d", "e"])
 class ControllerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        config = ControllerConfig(cluster_id="c", leader_imbalance_check_interval_seconds=20)
+        # min ISR 2 by default, so ISRs fall below it and eligible leader replicas (KIP-966) come and go.
+        config = ControllerConfig(cluster_id="c", leader_imbalance_check_interval_seconds=20, min_insync_replicas=2)
         self.h = ControllerHarness(config, auto_commit=True)
         # Start from a small live cluster with one topic, so every step has something to act on.
         self.h.start_brokers([0, 1, 2], racks={0: "r1", 1: "r2", 2: "r1"})
@@ -60,10 +62,12 @@ class ControllerMachine(RuleBasedStateMachine):
         self.incarnations = 0
 
     # --- brokers ---------------------------------------------------------------------------------
-    @rule(broker=BROKERS, rack=st.sampled_from([None, "r1", "r2"]))
-    def register(self, broker: int, rack: str | None) -> None:
+    @rule(broker=BROKERS, rack=st.sampled_from([None, "r1", "r2"]), clean=st.booleans())
+    def register(self, broker: int, rack: str | None, clean: bool) -> None:
         self.incarnations += 1
-        request = BrokerRegistrationRequest(broker, "c", f"inc-{self.incarnations}", (Listener("P", "h", 1),), rack)
+        previous = self.h.broker_epochs.get(broker, -1) if clean else -1
+        listeners = (Listener("P", "h", 1),)
+        request = BrokerRegistrationRequest(broker, "c", f"inc-{self.incarnations}", listeners, rack, previous)
         result = self.h.send(request)
         if not result.error:
             self.h.broker_epochs[broker] = result.response.broker_epoch
@@ -111,6 +115,17 @@ class ControllerMachine(RuleBasedStateMachine):
         ops = (AlterConfigOp("unclean.leader.election.enable", value=unclean),)
         resource = ConfigResource(ConfigResourceType.TOPIC, name)
         self.h.send(IncrementalAlterConfigsRequest((AlterConfigsResource(resource, ops),)))
+
+    @rule(name=st.one_of(NAMES, st.just("")), value=st.sampled_from([1, 2, 3, None]))
+    def set_min_isr(self, name: str, value: int | None) -> None:
+        """A topic's min.insync.replicas, or the cluster's default (name ""); None deletes it."""
+        kind = ConfigResourceType.TOPIC if name else ConfigResourceType.BROKER
+        ops = (
+            AlterConfigOp(
+                "min.insync.replicas", value=value, op=AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
+            ),
+        )
+        self.h.send(IncrementalAlterConfigsRequest((AlterConfigsResource(ConfigResource(kind, name), ops),)))
 
     # --- partitions ---------------------------------------------------------------------------------
     @precondition(lambda self: len(self.h.latest.topics) > 0)
@@ -162,8 +177,8 @@ class ControllerMachine(RuleBasedStateMachine):
     # --- invariants ---------------------------------------------------------------------------------
     @invariant()
     def images_are_consistent(self) -> None:
-        check_image_invariants(self.h.latest)
-        check_image_invariants(self.h.committed)
+        check_image_invariants(self.h.latest, min_isr_default=2)
+        check_image_invariants(self.h.committed, min_isr_default=2)
 
     @invariant()
     def epochs_never_go_down(self) -> None:

@@ -46,7 +46,7 @@ def test_a_leader_reporting_its_replica_offline_hands_leadership_to_another_isr_
     assert report(h, 0, ("t", 0), ("t", 1)).records == ()
 
 
-def test_the_only_isr_member_stays_in_the_isr_and_the_partition_goes_leaderless() -> None:
+def test_the_only_isr_member_leaves_isr_and_elr_and_the_partition_goes_leaderless() -> None:
     h = setup({"solo": [(0,)], "pair": [(0, 1)]})
     h.send(BrokerHeartbeatRequest(0, h.broker_epochs[0], h.committed.offset))
     from kraftpy.metadata.controller.requests import AlterPartitionItem, AlterPartitionRequest
@@ -54,9 +54,12 @@ def test_the_only_isr_member_stays_in_the_isr_and_the_partition_goes_leaderless(
     topic_id = h.committed.topic("pair").topic_id
     h.send(AlterPartitionRequest(0, h.broker_epochs[0], (AlterPartitionItem(topic_id, 0, 0, (0,), 0),)))
     report(h, 0, ("solo", 0), ("pair", 0))
-    # No other replica holds what it holds: no leader rather than one without the data (no ELR, as Kafka).
-    assert (part(h, "solo").leader, part(h, "solo").isr) == (-1, (0,))
-    assert (part(h, "pair").leader, part(h, "pair").isr) == (-1, (0,))
+    # No other replica holds what it holds: no leader rather than one without the data. Its own copy
+    # may lack what it acknowledged, so it is no eligible leader either (KIP-966); it stays the last
+    # known leader, which only an unclean recovery elects.
+    for name in ("solo", "pair"):
+        p = part(h, name)
+        assert (p.leader, p.isr, p.elr, p.last_known_elr) == (-1, (), (), (0,)), name
     check_image_invariants(h.committed)
 
 

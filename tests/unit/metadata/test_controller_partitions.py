@@ -181,12 +181,12 @@ def test_unclean_election(h) -> None:
     _, (item,) = elect(h, ElectionType.UNCLEAN)
     assert item.error.code == ErrorCode.ELECTION_NOT_NEEDED  # it has a leader
     alter_isr(h, 0, (0,))
-    h.heartbeat(0, want_shutdown=True)  # 0 leaves; the partition is leaderless with ISR (0,)
-    assert (part(h).leader, part(h).isr) == (-1, (0,))
+    h.heartbeat(0, want_shutdown=True)  # 0 leaves; the partition is leaderless, 0 an eligible leader
+    assert (part(h).leader, part(h).isr, part(h).elr) == (-1, (), (0,))
     _, (item,) = elect(h, ElectionType.PREFERRED)
     assert item.error.code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     _result, (item,) = elect(h, ElectionType.UNCLEAN)
-    assert item.error is None and item.leader == 1 and (part(h).leader, part(h).isr) == (1, (1,))
+    assert item.error is None and item.leader == 1 and (part(h).leader, part(h).isr, part(h).elr) == (1, (1,), ())
 
 
 def test_unclean_election_without_live_replicas(h) -> None:
@@ -257,9 +257,9 @@ def test_rebalance_respects_the_per_broker_threshold() -> None:
     from kraftpy.metadata.records import PartitionChangeRecord as Change
 
     image = apply_records(h.committed, [Change(tid, 0, leader=1)])
-    assert imbalanced_partitions(image, 10) == []
+    assert imbalanced_partitions(image, 10, 1) == []
     image = apply_records(image, [Change(tid, 1, leader=1)])
-    assert [c.partition for c in imbalanced_partitions(image, 10)] == [0, 1]
+    assert [c.partition for c in imbalanced_partitions(image, 10, 1)] == [0, 1]
 
 
 # --- producer ids --------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ from kraftpy.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    record_from_list,
+    record_to_list,
 )
 
 TOPIC = int(ConfigResourceType.TOPIC)
@@ -81,7 +83,15 @@ def test_broker_lifecycle() -> None:
         ([TopicRecord("a", T1), PartitionRecord(T1, 1, (1,), (1,), 1)], "gap"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 1), (1,), 1)], "distinct"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (3,), 3)], "subset"),
-        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (), -1)], "non-empty"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (), 1)], "not in isr"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 1, elr=(1,))], "outside isr"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 1, elr=(3,))], "elr \\[3\\] must be"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 1, elr=(2, 2))], "distinct replicas"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (), -1, last_known_elr=(3,))], "last_known_elr"),
+        (
+            [TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 1), PartitionChangeRecord(T1, 0, elr=(1,))],
+            "outside isr",
+        ),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 2)], "not in isr"),
         ([TopicRecord("a", T1), PartitionChangeRecord(T1, 0, leader=1)], "unknown partition"),
         ([RemoveTopicRecord(T1)], "unknown topic id"),
@@ -91,6 +101,42 @@ def test_broker_lifecycle() -> None:
 def test_replay_rejects_records_that_break_the_rules(records, message) -> None:
     with pytest.raises(MetadataRecordError, match=message):
         apply_records(MetadataImage.EMPTY, records)
+
+
+def test_eligible_leader_replicas_replay_and_survive_a_snapshot() -> None:
+    """KIP-966's fields: an empty ISR without a leader, ELR and the last known leader, through a
+    PartitionChange and a snapshot; partitions that do not use them keep their old encodings."""
+    image = apply_records(
+        MetadataImage.EMPTY,
+        [
+            TopicRecord("a", T1),
+            PartitionRecord(T1, 0, (1, 2, 3), (1, 2, 3), 1),
+            PartitionRecord(T1, 1, (1, 2, 3), (3,), 3, elr=(1,)),
+            PartitionChangeRecord(T1, 1, leader=-1, isr=(), elr=(1, 3), last_known_elr=(3,)),
+        ],
+        offset=5,
+    )
+    part = image.partition(T1, 1)
+    assert (part.isr, part.leader, part.elr, part.last_known_elr) == ((), -1, (1, 3), (3,))
+    assert part.leader_epoch == 1 and part.partition_epoch == 1
+    assert MetadataImage.decode(image.encode()) == image
+    untouched = apply_records(MetadataImage.EMPTY, [TopicRecord("a", T1), PartitionRecord(T1, 0, (1,), (1,), 1)])
+    assert [len(row) for row in cbor2.loads(untouched.encode())["topics"][0][2]] == [5]  # ELR-free row as before
+    assert [len(row) for row in cbor2.loads(image.encode())["topics"][0][2]] == [5, 7]
+    assert record_to_list(PartitionRecord(T1, 0, (1,), (1,), 1))[:2] == [3, 1]
+    assert record_to_list(PartitionRecord(T1, 0, (1, 2), (1,), 1, elr=(2,)))[:2] == [3, 2]
+    assert record_to_list(PartitionChangeRecord(T1, 0, isr=(1,)))[:2] == [5, 1]
+    assert record_to_list(PartitionChangeRecord(T1, 0, elr=()))[:2] == [5, 2]  # clearing the ELR is a change
+
+
+def test_a_version_1_partition_record_still_decodes() -> None:
+    """Logs written before KIP-966's fields hold version-1 records: they decode with empty ELRs."""
+    v1 = [3, 1, T1.bytes, 0, [1, 2], [1], 1, 4, 6]
+    assert record_from_list(v1) == PartitionRecord(T1, 0, (1, 2), (1,), 1, 4, 6)
+    change_v1 = [5, 1, T1.bytes, 0, None, [1]]
+    assert record_from_list(change_v1) == PartitionChangeRecord(T1, 0, isr=(1,))
+    with pytest.raises(MetadataRecordError, match="has 7 fields, got 9"):
+        record_from_list([3, 1, T1.bytes, 0, [1, 2], [1], 1, 4, 6, [], []])
 
 
 def test_partition_change_bumps_epochs_as_kraft_does() -> None:

@@ -19,6 +19,7 @@ def test_views_are_json_ready() -> None:
     assert described["topic_id"] == str(h.committed.topic("b").topic_id)
     assert [p["partition"] for p in described["partitions"]] == [0, 1]
     assert all(p["leader"] == p["replicas"][0] and p["leader_epoch"] == 0 for p in described["partitions"])
+    assert all(p["elr"] == [] and p["last_known_elr"] == [] for p in described["partitions"])
     assert described["configs"] == {"retention_ms": 5}
     assert topic_description(h.committed, "nope") is None
     brokers = broker_descriptions(h.committed)
