@@ -88,6 +88,7 @@ class SimStats:
     isr_changes: int = 0
     leader_changes: int = 0
     topics: int = 0
+    elr_elections: int = 0  # leaders taken from the ELR of an empty ISR (KIP-966)
 
 
 @dataclass
@@ -143,8 +144,7 @@ class CommittedHistoryChecker:
                 self.stats.fencings += 1
         return None
 
-    @staticmethod
-    def _check_elections(old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
+    def _check_elections(self, old: MetadataImage, new: MetadataImage, records: list[Any]) -> str | None:
         """Each new leader comes from the ISR in effect just before its record; from an empty ISR, from
         the ELR (KIP-966); from an empty ISR and ELR, only the last known leader (Kafka's balanced
         recovery). Several changes to one partition may commit together (an ISR expansion, then a
@@ -181,6 +181,8 @@ class CommittedHistoryChecker:
                         f"{name}-{r.partition} elected {leader} from outside its ISR {part.isr}, ELR {part.elr} "
                         f"and last known leader {part.last_known_elr}"
                     )
+                if leader is not None and leader not in part.isr and leader in part.elr:
+                    self.stats.elr_elections += 1
                 state[key] = after
         return None
 

@@ -21,9 +21,11 @@ kernel's (tests/simulation/kernel/). The workload's own pieces:
   epoch as a restart (same), elects leaders from the ISR only (unclean
   election off), and commits AlterPartition requests checked against the
   leader epoch, the partition epoch and the members' broker epochs.
-- Faults: crashes of any broker (each loses its unsynced tail) with a
-  restart after `downtime_ms`; power loss of the partition's leader with a
-  restart after `fast_restart_ms`, before the controller has noticed;
+- Faults: crashes of any broker (each loses its unsynced tail; with
+  `process_crash_share`, that share of them are process crashes that keep
+  it and restart cleanly, KIP-966) with a restart after `downtime_ms`;
+  power loss of the partition's leader with a restart after
+  `fast_restart_ms`, before the controller has noticed;
   partitions between brokers and between a broker and the controller.
 - Network (the kernel's): per-message delay, loss, and partitions between any two nodes.
 - Client: one idempotent producer, acks=all, one batch in flight, retrying
@@ -166,10 +168,12 @@ class MemoryLog:
         self.synced = len(self.batches)
         self.hw_checkpoint = self.high_watermark
 
-    def crash(self) -> None:
-        """Lose everything not fsynced; recovery trims the epoch cache and clamps the HW checkpoint."""
-        del self.batches[self.synced :], self.headers[self.synced :], self.bases[self.synced :]
-        self.cache.truncate_from_end(self.log_end_offset)
+    def crash(self, *, power_loss: bool = True) -> None:
+        """Lose everything not fsynced on a power loss (a process crash keeps it: the page cache);
+        recovery trims the epoch cache and the HW restarts from its last checkpoint."""
+        if power_loss:
+            del self.batches[self.synced :], self.headers[self.synced :], self.bases[self.synced :]
+            self.cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = max(min(self.hw_checkpoint, self.log_end_offset), self.log_start_offset)
 
 
@@ -317,6 +321,10 @@ class SimConfig:
     # had not fsynced and is back this soon, well inside its session timeout (the controller has not
     # fenced it: only its new registration tells the controller it restarted).
     fast_restart_ms: tuple[int, int] = (1, 40)
+    # The share of broker crashes that are process crashes (a SIGKILL): the page cache keeps the
+    # unsynced tail, and the broker registers again naming its last epoch (KIP-966: a clean restart).
+    # 0 draws nothing from the generator, so the seeds of runs without them replay as before.
+    process_crash_share: float = 0.0
     # The deliberately broken variant: on becoming follower, truncate to the local HW first (pre-KIP-101).
     broken_truncate_to_hw: bool = False
     # The broken variant of b78d6bc's broker: a restarted broker acts on the metadata it persisted (and on
@@ -469,6 +477,7 @@ class Broker:
         self.alive = True
         self.broker_epoch = 0
         self.registered = True
+        self.clean_restart = False  # whether the last crash kept the whole log (it registers naming its epoch)
         self.replication_config = ReplicationConfig(
             replica_lag_time_max_ms=sim.config.replica_lag_time_max_ms,
             min_insync_replicas=sim.config.min_insync_replicas,
@@ -577,11 +586,13 @@ class Broker:
         self.registered = True
         self.sim.loop.after(self.sim.config.heartbeat_interval_ms, lambda: self.heartbeat(broker_epoch))
 
-    def crash(self) -> None:
+    def crash(self, *, power_loss: bool = True) -> None:
         self.alive = False
         self.registered = False
-        self.log.crash()
-        self.sim.disk.crash(self.id)
+        self.clean_restart = not power_loss
+        self.log.crash(power_loss=power_loss)
+        if power_loss:
+            self.sim.disk.crash(self.id)
         self.produce_bytes.clear()
         self.produce_replies.clear()
         self.parked.clear()
@@ -1087,7 +1098,9 @@ class Simulation:
         if kind == "power_loss_leader" and leader is not None and leader.alive and len(alive) > 1:
             self._crash(leader, rng.randint(*config.fast_restart_ms))
         elif kind in ("crash", "power_loss_leader") and len(alive) > 1:
-            self._crash(rng.choice(alive), rng.randint(*config.downtime_ms))
+            victim, downtime_ms = rng.choice(alive), rng.randint(*config.downtime_ms)
+            power_loss = not (config.process_crash_share and rng.random() < config.process_crash_share)
+            self._crash(victim, downtime_ms, power_loss=power_loss)
         elif kind == "partition":
             a, b = rng.sample([*config.brokers], 2)
             self._cut(a, b, rng.randint(*config.partition_ms))
@@ -1095,14 +1108,16 @@ class Simulation:
             self._cut(rng.choice(config.brokers), CONTROLLER, rng.randint(*config.partition_ms))
         self._schedule_fault()
 
-    def _crash(self, victim: Broker, downtime_ms: int) -> None:
-        """Power loss: the victim keeps only what it had fsynced, and restarts after `downtime_ms`."""
+    def _crash(self, victim: Broker, downtime_ms: int, *, power_loss: bool = True) -> None:
+        """Power loss: the victim keeps only what it had fsynced; a process crash keeps its whole log
+        (the page cache). Either way it restarts after `downtime_ms` as a new incarnation."""
         leo_before = victim.log.log_end_offset
-        victim.crash()
+        victim.crash(power_loss=power_loss)
         self.crashes += 1
         self.checker.on_crash(victim.id, victim.log.log_end_offset, leo_before)
+        what = "crash" if power_loss else "process crash"
         self.trace.append(
-            f"t={self.loop.now} crash {victim.id} (LEO {leo_before} -> {victim.log.log_end_offset}), "
+            f"t={self.loop.now} {what} {victim.id} (LEO {leo_before} -> {victim.log.log_end_offset}), "
             f"back in {downtime_ms} ms"
         )
         self.loop.after(downtime_ms, victim.restart)

@@ -137,7 +137,13 @@ class QuorumControllerShell:
 
     def register(self, broker: int, incarnation: int, on_answer: Callable[[Any], None] | None = None) -> None:
         listeners = (Listener("PLAINTEXT", "127.0.0.1", 9092 + broker),)
-        request = BrokerRegistrationRequest(broker, CLUSTER_ID, f"broker-{broker}-inc-{incarnation}", listeners)
+        # After a process crash the log is whole: the broker names the epoch of its last registration
+        # (KIP-966's PreviousBrokerEpoch), and the controller keeps it among the eligible leaders.
+        earlier = [e for (b, i), e in self.controller_epoch.items() if b == broker and i < incarnation]
+        previous = max(earlier) if earlier and self.sim.brokers[broker].clean_restart else -1
+        request = BrokerRegistrationRequest(
+            broker, CLUSTER_ID, f"broker-{broker}-inc-{incarnation}", listeners, None, previous
+        )
         result = self.harness.send(request, self.sim.loop.now)
         if isinstance(result.response, BrokerRegistrationResponse):
             epoch = result.response.broker_epoch
