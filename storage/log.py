@@ -902,6 +902,11 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def failure(self) -> str | None:
+        """Why the log stopped taking writes after an I/O error (its close then skips the flush), else None."""
+        return self._failed
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogStorageError(f"log {self.directory} is closed")

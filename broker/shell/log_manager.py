@@ -99,6 +99,8 @@ class LogManager:
         self._opener: asyncio.Task[None] | None = None
         self._stopping = False
         self.open_batches = 0  # batches opened (each one fsync of the partitions directory at most)
+        # A batch still opening when stop gave up: its logs are never closed, so never flushed by this process.
+        self.opens_abandoned = False
         # The scrubber: one thread of its own, so a slow pass never holds up flushes or opens.
         self._scrub_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftpy-log-scrub")
         self.on_corrupt: Callable[[HostedPartition, str], None] = lambda p, reason: None
@@ -304,6 +306,7 @@ class LogManager:
             # A thread cannot be cancelled: a log it opens after this gives up stays open until exit.
             done, _ = await asyncio.wait({self._opener}, timeout=open_wait_ms / 1000)
             if not done:
+                self.opens_abandoned = True
                 log.warning("a batch of logs was still opening after %d ms; not waiting longer", open_wait_ms)
         for task in self._tasks:
             task.cancel()
@@ -316,21 +319,25 @@ class LogManager:
         if self._deletions:
             await asyncio.gather(*self._deletions, return_exceptions=True)
 
-    async def close_logs(self, partitions: list[HostedPartition], unclaimed: Sequence[PartitionLog] = ()) -> None:
+    async def close_logs(self, partitions: list[HostedPartition], unclaimed: Sequence[PartitionLog] = ()) -> bool:
         """Flush and close every log (checkpoints included), in the worker threads.
 
         `unclaimed`: logs opened for partitions that were never hosted (the broker stopped first).
+        Returns whether every one was flushed: a log that failed earlier closes without its flush.
         """
 
-        def close(plog: PartitionLog) -> None:
+        def close(plog: PartitionLog) -> bool:
             try:
                 plog.close()
             except LogStorageError as exc:
                 log.error("closing %s failed: %s", plog.directory.name, exc)
+                return False
+            return plog.failure is None
 
         logs = [p.log for p in partitions] + list(unclaimed)
-        await asyncio.gather(*(self.run(close, plog) for plog in logs))
+        flushed = await asyncio.gather(*(self.run(close, plog) for plog in logs))
         self._executor.shutdown(wait=False)
+        return all(flushed)
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
         interval = max(interval_ms, 1) / 1000

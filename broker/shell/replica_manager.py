@@ -144,6 +144,7 @@ class ReplicaManager:
         self._tick_task: asyncio.Task[None] | None = None
         self._started = False
         self._stopped = False
+        self.logs_flushed = False  # set by stop(): every log this process opened was flushed and closed
         self._broker_epoch = -1
         # Woken when a replica goes offline, so the next heartbeat reports it at once (set by the broker).
         self.offline_listener: Callable[[], None] = lambda: None
@@ -203,10 +204,14 @@ class ReplicaManager:
         await self.logs.stop()  # waits (bounded) for logs being opened
         unclaimed = [o.future.result().log for o in self._opening.values() if _opened(o.future)]
         self._opening.clear()
-        await self.logs.close_logs([p for p in hosted if p.offline is None], unclaimed)
-        for p in hosted:
-            if p.offline is not None and not p.log.closed:
+        closed = await self.logs.close_logs([p for p in hosted if p.offline is None], unclaimed)
+        offline = [p for p in hosted if p.offline is not None]
+        for p in offline:
+            if not p.log.closed:
                 p.log.discard()
+        # What a clean-shutdown record may claim (broker/shell/restart_record.py): an offline log is
+        # discarded unflushed, and a log still opening when the wait gave up is never closed.
+        self.logs_flushed = closed and not offline and not self.logs.opens_abandoned
         self.partitions.clear()
         log.info("replica manager of broker %d stopped (%s)", self.broker_id, "graceful" if graceful else "abrupt")
 

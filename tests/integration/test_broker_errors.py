@@ -147,6 +147,20 @@ async def test_a_batch_larger_than_a_segment_is_refused_and_the_partition_stays_
         assert (answer["error_code"], answer["base_offset"]) == (0, 0)
 
 
+async def test_a_stop_says_whether_every_log_was_flushed(tmp_path: Path) -> None:
+    """What lets the broker record a clean shutdown (broker/shell/restart_record.py): an offline log is
+    discarded unflushed, so a broker that had one does not claim it."""
+    async with BrokerCluster(tmp_path) as cluster:
+        cluster.create_topic("flushed", assignments=[(1, 2, 3)])
+        answer = part_of(await cluster.call(1, "/kafka/produce", produce("flushed", build_batch([(None, b"v")]))))
+        assert answer["error_code"] == 0
+        cluster.hosted(2, "flushed").go_offline("a disk error, as a test says")
+        healthy, broken = cluster.rm(1), cluster.rm(2)
+        await cluster.stop_broker(1)
+        await cluster.stop_broker(2)
+        assert healthy.logs_flushed and not broken.logs_flushed
+
+
 MALFORMED = [
     ("produce", {"timeout_ms": 10, "topics": []}, "'acks'"),
     (

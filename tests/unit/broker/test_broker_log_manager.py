@@ -11,7 +11,7 @@ import pytest
 from kraftpy.broker.replica_settings import ReplicaManagerSettings
 from kraftpy.broker.shell.log_manager import LogManager, read_partition_metadata
 from kraftpy.protocol.records.batch import build_batch
-from kraftpy.storage import LogConfig
+from kraftpy.storage import LogConfig, LogStorageError
 
 
 def manager(root: Path) -> LogManager:
@@ -73,6 +73,31 @@ async def test_background_jobs_flush_checkpoint_and_apply_retention(tmp_path: Pa
     assert events == ["retention"] and plog.log_start_offset > 0
     await logs.close_logs([hosted])  # type: ignore[list-item]
     assert plog.closed
+
+
+async def test_close_logs_says_whether_every_log_was_flushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean-shutdown record relies on it (broker/shell/restart_record.py)."""
+
+    def hosted(name: str) -> SimpleNamespace:
+        plog = logs.open_log(name, uuid.uuid4(), 0, LogConfig())
+        plog.append_as_leader(build_batch([(None, b"v")]), 0, now_ms=0)
+        return SimpleNamespace(log=plog)
+
+    logs = manager(tmp_path)
+    assert await logs.close_logs([hosted("a"), hosted("b")])  # type: ignore[list-item]
+    logs = manager(tmp_path)
+    failing = hosted("c")
+
+    def fsync_fails(up_to_offset: int | None = None) -> None:
+        raise LogStorageError("fsync failed: EIO")
+
+    monkeypatch.setattr(failing.log, "flush", fsync_fails)
+    assert not await logs.close_logs([hosted("d"), failing])  # type: ignore[list-item]
+    logs = manager(tmp_path)
+    failed_earlier = hosted("e")
+    failed_earlier.log._failed = "a write failed"  # as after an append's I/O error: close() skips the flush
+    assert not await logs.close_logs([failed_earlier])  # type: ignore[list-item]
+    assert failed_earlier.log.closed
 
 
 def test_settings_take_node_config_values_and_reject_nonsense() -> None:
