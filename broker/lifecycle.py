@@ -49,6 +49,7 @@ class BrokerLifecycle:
         rack: str | None,
         voters: Mapping[int, Address],
         heartbeat_interval_ms: int,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -57,6 +58,9 @@ class BrokerLifecycle:
         self.rack = rack
         self.voters = dict(voters)
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # KIP-966: decided once at start (broker/clean_restart.py) and sent with every registration of this
+        # process, as Kafka does: a re-registration in the same process lost nothing since that start.
+        self.previous_broker_epoch = previous_broker_epoch
         self.state = BrokerState.STARTING
         self.broker_epoch = -1
         self.fenced = True
@@ -115,7 +119,12 @@ class BrokerLifecycle:
         self.in_flight = True
         if not self.registered:
             request = BrokerRegistrationRequest(
-                self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.rack
+                self.broker_id,
+                self.cluster_id,
+                self.incarnation_id,
+                self.listeners,
+                self.rack,
+                previous_broker_epoch=self.previous_broker_epoch,
             )
             return Outgoing(address, REGISTRATION, wire.broker_registration_body(request))
         heartbeat = BrokerHeartbeatRequest(

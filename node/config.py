@@ -175,6 +175,9 @@ class NodeConfig:
     # Authentication (docs/security.md): the credentials this node accepts, its own `node.credential` among them
     secrets_dir: Path | None = None
     auth_max_clock_skew_ms: int = DEFAULT_MAX_CLOCK_SKEW_MS
+    # The kernel's boot id, which tells a restart after a process death from one after a power loss
+    # (broker/clean_restart.py); fault runs point it at a file of their own (docs/operations.md).
+    boot_id_path: Path = Path("/proc/sys/kernel/random/boot_id")
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -299,6 +302,12 @@ def _coerce(key: str, value: Any) -> Any:
         if bad or not roles:
             raise config_error(f"process_roles must be broker, controller or both; got {value!r}")
         return roles
+    if key == "boot_id_path":
+        if isinstance(value, Path):
+            value = str(value)
+        if not isinstance(value, str) or not value.strip() or "\0" in value:
+            raise config_error(f"boot_id_path must be a file path, got {value!r}")
+        return Path(value)
     if key in ("data_dir", "log_file", "secrets_dir"):
         return Path(value)
     annotation = str((_FIELDS.get(key) or _COMPONENT_FIELDS[key]).type)

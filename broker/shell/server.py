@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftpy.broker.kafka.shell.dispatcher import BrokerApis
-from kraftpy.broker.lifecycle import BrokerLifecycle, BrokerState, Outgoing
+from kraftpy.broker.lifecycle import REGISTRATION, BrokerLifecycle, BrokerState, Outgoing
+from kraftpy.broker.shell.restart_record import RestartRecordFile
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.metadata.records import Listener
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -51,6 +52,17 @@ class BrokerComponent:
         self.node = node
         self.raft = raft
         self.metadata = metadata
+        # Here, not in start(): the node binds its port between building and starting its components, and
+        # the record must say "not clean" before this process serves or writes anything.
+        self.restart_record = RestartRecordFile(config.data_dir, config.boot_id_path)
+        restart = self.restart_record.at_start()
+        log.info(
+            "broker %d restart: %s, registering with previous broker epoch %d (%s)",
+            config.node_id,
+            "clean" if restart.clean else "unclean",
+            restart.previous_broker_epoch,
+            restart.reason,
+        )
         self.lifecycle = BrokerLifecycle(
             broker_id=config.node_id,
             cluster_id=node.cluster_id,
@@ -59,6 +71,7 @@ class BrokerComponent:
             rack=config.rack,
             voters=config.voter_addresses(),
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            previous_broker_epoch=restart.previous_broker_epoch,
         )
         self.controlled_shutdown_ms = min(config.broker_session_timeout_ms, MAX_CONTROLLED_SHUTDOWN_MS)
         self._wake = asyncio.Event()
@@ -147,6 +160,10 @@ class BrokerComponent:
         try:
             answer = await self.node.rpc.call(outgoing.address, outgoing.path, outgoing.body, timeout_ms=timeout_ms)
             self.lifecycle.on_answer(outgoing, answer, monotonic_ms())
+            if outgoing.path == REGISTRATION:
+                # On the loop, not in a thread: a rare small write, and the clean-shutdown write in stop()
+                # must come after it.
+                self.restart_record.registered(self.lifecycle.broker_epoch)
             if not self.lifecycle.partition_roles_allowed:
                 self._maybe_publish(self.metadata.image)  # the registration may have been replayed already
         except KafkaError as e:
@@ -188,6 +205,7 @@ class BrokerComponent:
         if self.replica_manager is not None and self._replica_manager_started:
             self._replica_manager_started = False
             await self.replica_manager.stop(graceful)
+            self.restart_record.stopped(getattr(self.replica_manager, "logs_flushed", False))
 
     async def _start_kafka_listeners(self) -> None:
         """Bind the Kafka listeners before registering, so the registration carries their real ports."""
@@ -231,6 +249,8 @@ class BrokerComponent:
 
     def status(self) -> dict[str, Any]:
         out = self.lifecycle.status(self.metadata.committed_offset, monotonic_ms())
+        if self.restart_record.decision is not None:
+            out["restart"] = self.restart_record.decision.status()
         if self.replica_manager is not None:
             with contextlib.suppress(Exception):
                 out["replicas"] = self.replica_manager.status()

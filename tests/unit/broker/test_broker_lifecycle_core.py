@@ -13,7 +13,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 VOTERS = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002), 3: ("127.0.0.1", 9003)}
 
 
-def lifecycle() -> BrokerLifecycle:
+def lifecycle(previous_broker_epoch: int = -1) -> BrokerLifecycle:
     return BrokerLifecycle(
         broker_id=4,
         cluster_id="c1",
@@ -22,6 +22,7 @@ def lifecycle() -> BrokerLifecycle:
         rack=None,
         voters=VOTERS,
         heartbeat_interval_ms=300,
+        previous_broker_epoch=previous_broker_epoch,
     )
 
 
@@ -95,6 +96,17 @@ def test_a_lost_registration_registers_again_with_the_same_incarnation(code: Err
     assert not lc.registered and lc.fenced and lc.state is BrokerState.STARTING
     again = lc.next_request(300, 5, 1)
     assert again.path == REGISTRATION and again.body["incarnation_id"] == "inc-1"
+
+
+def test_every_registration_of_the_process_carries_the_previous_epoch_decided_at_start() -> None:
+    lc = lifecycle(previous_broker_epoch=7)
+    first = lc.next_request(0, -1, 1)
+    assert first.path == REGISTRATION and first.body["previous_broker_epoch"] == 7
+    lc.on_answer(first, {"broker_epoch": 9}, 0)
+    lc.on_error(lc.next_request(0, 5, 1), KafkaError("gone", ErrorCode.STALE_BROKER_EPOCH), 0)
+    # Nothing was lost since the start, and a registration the controller lost left epoch 7 registered there.
+    assert lc.next_request(0, 5, 1).body["previous_broker_epoch"] == 7
+    assert lifecycle().next_request(0, -1, 1).body["previous_broker_epoch"] == -1
 
 
 def test_fenced_again_after_running_goes_back_to_recovery() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,59 @@ async def test_without_a_replica_manager_the_broker_still_registers(tmp_path: Pa
     await until(lambda: component.lifecycle.state is BrokerState.RUNNING, "unfenced")
     await component.stop(graceful=False)
     assert component.lifecycle.state is BrokerState.RUNNING  # not graceful: no controlled shutdown
+
+
+class FlushingReplicaManager(FakeReplicaManager):
+    """A replica manager whose stop says whether every log it opened was flushed and closed."""
+
+    logs_flushed = True
+
+
+async def test_registers_with_the_recorded_epoch_and_records_each_registration(tmp_path: Path) -> None:
+    boot_id_path = tmp_path / "boot_id"
+    boot_id_path.write_text("0b7e6b3c-5d1f-4a34-9a2e-1f0c2d3e4f50\n")
+    record = tmp_path / "broker_epoch.json"
+
+    def start(flushed: bool) -> tuple[BrokerComponent, FakeNode]:
+        node = FakeNode(4, tmp_path, roles="broker", broker_heartbeat_interval_ms=50, boot_id_path=str(boot_id_path))
+        node.rpc = FakeRpc(ScriptedController())
+        raft = FakeRaft(2)
+        raft.elect(2)
+        manager = FlushingReplicaManager if flushed else FakeReplicaManager
+        return BrokerComponent(node, raft, MetadataComponent(node, raft), replica_manager_class=manager), node
+
+    def registration_bodies(node: FakeNode) -> list[dict]:
+        return [body for _, path, body in node.rpc.calls if path.endswith("broker_registration")]
+
+    # A killed broker (same boot) registers with its last epoch; the answer's epoch is recorded at once.
+    record.write_text('{"broker_epoch": 8, "boot_id": "0b7e6b3c-5d1f-4a34-9a2e-1f0c2d3e4f50", "clean_shutdown": false}')
+    component, node = start(flushed=True)
+    assert component.status()["restart"] == {"previous_broker_epoch": 8, "clean": True, "reason": "same boot id"}
+    await component.start()
+    await until(lambda: component.lifecycle.registered, "registered")
+    assert [b["previous_broker_epoch"] for b in registration_bodies(node)] == [8]
+    assert json.loads(record.read_text())["broker_epoch"] == 11
+    await component.stop(graceful=True)
+    # Its start was after a kill: logs it never reopened may hold dirty pages, so no clean-shutdown mark.
+    assert json.loads(record.read_text())["clean_shutdown"] is False
+
+    boot_id_path.write_text("9c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e9f\n")  # a power loss
+    component, node = start(flushed=False)
+    assert component.status()["restart"] == {"previous_broker_epoch": -1, "clean": False, "reason": "boot id changed"}
+    await component.start()
+    await until(lambda: component.lifecycle.registered, "registered")
+    assert [b["previous_broker_epoch"] for b in registration_bodies(node)] == [-1]
+    await component.stop(graceful=True)
+    assert json.loads(record.read_text())["clean_shutdown"] is False  # a log was not flushed
+
+    # Rebooted again, and stopped with every log flushed: a clean shutdown, whatever the boot id next time.
+    boot_id_path.write_text("0b7e6b3c-5d1f-4a34-9a2e-1f0c2d3e4f50\n")
+    component, node = start(flushed=True)
+    assert component.status()["restart"]["reason"] == "boot id changed"
+    await component.start()
+    await until(lambda: component.lifecycle.registered, "registered")
+    await component.stop(graceful=True)
+    assert json.loads(record.read_text())["clean_shutdown"] is True
+    boot_id_path.write_text("9c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e9f\n")
+    component, node = start(flushed=True)
+    assert component.status()["restart"] == {"previous_broker_epoch": 11, "clean": True, "reason": "clean shutdown"}

@@ -58,6 +58,10 @@ def test_toml_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "node.toml"
     path.write_text(config.to_toml())
     assert load_config(path) == config
+    assert config.boot_id_path == Path("/proc/sys/kernel/random/boot_id")
+    faulted = build_config({**BASE, "boot_id_path": str(tmp_path / "boot_id")})
+    path.write_text(faulted.to_toml())
+    assert load_config(path).boot_id_path == tmp_path / "boot_id"
 
 
 def test_component_settings_are_node_settings(tmp_path: Path) -> None:
@@ -128,6 +132,9 @@ def test_kafka_spellings_and_flag_overrides(tmp_path: Path) -> None:
         ({"log_retention_check_interval_ms": "soon"}, "log_retention_check_interval_ms must be an integer"),
         ({"replica_tick_interval_ms": 0}, "replica manager settings: replica_lag_time_max_ms and replica_tick"),
         ({"log_cleaner_enable": "maybe"}, "log_cleaner_enable must be true or false"),
+        ({"boot_id_path": ""}, "boot_id_path must be a file path, got ''"),
+        ({"boot_id_path": 7}, "boot_id_path must be a file path, got 7"),
+        ({"boot_id_path": "a\0b"}, "boot_id_path must be a file path"),
     ],
 )
 def test_bad_values_are_invalid_config(change: dict, message: str) -> None:
