@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,8 @@ def new_layout(
     return ClusterLayout(directory.resolve(), meta_properties.random_cluster_id(), entries)
 
 
-def write_node_files(layout: ClusterLayout) -> None:
+def write_node_files(layout: ClusterLayout, node_settings: Mapping[int, Mapping[str, Any]] | None = None) -> None:
+    """Each node's config and formatted data directory; `node_settings` adds settings per node id."""
     voters = ",".join(str(Voter(n.node_id, n.host, n.port)) for n in layout.nodes if "controller" in n.roles)
     create_cluster_secrets(layout.secrets_dir)
     for entry in layout.nodes:
@@ -241,6 +243,7 @@ def write_node_files(layout: ClusterLayout) -> None:
                 "offsets_topic_replication_factor": min(3, len(layout.nodes)),
                 "secrets_dir": str(layout.secrets_dir),
                 **LOCAL_CLUSTER_SETTINGS,
+                **(node_settings or {}).get(entry.node_id, {}),
             }
         )
         layout.node_dir(entry).mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,9 @@
 makes that node alone see ENOSPC and `free()` ends it. `cut_unsynced_tail` is what a power loss
 does to a SIGKILLed node: partitions flush only on segment roll (as Kafka), so the active segment
 is cut at a random position above the recovery point; the Raft log fsyncs every entry, so only a
-torn copy of an append in flight is left there. `stopped_by_full_disk` tells a node that stopped
-itself at start on its full disk (a clean stop) from one that died. Details: docs/jepsen.md.
+torn copy of an append in flight is left there; `new_boot_id` gives the node the new kernel boot id
+a reboot would (its `boot_id_path`). `stopped_by_full_disk` tells a node that stopped itself at start
+on its full disk (a clean stop) from one that died. Details: docs/jepsen.md.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import random
 import shutil
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from kraftpy.broker.shell.log_manager import PARTITIONS_DIR
 from kraftpy.storage import layout as storage_layout
 from kraftpy.storage.checkpoints import read_checkpoint
 from kraftpy.storage.scan import BatchSpan, CorruptSegmentError, walk_headers
+from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry
 
 CMD_TIMEOUT_S = 30
 METADATA_DIR = "__cluster_metadata-0"
@@ -29,6 +32,7 @@ METADATA_DIR = "__cluster_metadata-0"
 # node/process.py logs once a start is done.
 FULL_DISK_AT_START = "Error: no space left on the device holding "
 SERVING_MARK = " serving on "
+BOOT_ID_FILE = "boot_id"
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -205,6 +209,21 @@ def cut_unsynced_tails(data_dir: Path, topic: str, rng: random.Random) -> list[C
     if torn is not None:
         cuts.append(torn)
     return cuts
+
+
+def boot_id_path(layout: ClusterLayout, entry: NodeEntry) -> Path:
+    """A node's stand-in for /proc/sys/kernel/random/boot_id: in its node folder, off its (maybe small) disk."""
+    return layout.node_dir(entry) / BOOT_ID_FILE
+
+
+def new_boot_id(path: Path) -> str:
+    """Write a fresh boot id (uuid4) to `path`, replacing the old one whole: what a reboot does to the node."""
+    boot_id = str(uuid.uuid4())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(boot_id + "\n")
+    os.replace(tmp, path)
+    return boot_id
 
 
 def stopped_by_full_disk(log_since_start: str) -> str | None:

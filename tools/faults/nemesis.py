@@ -1,8 +1,8 @@
 """The nemesis of a fault run (a thin shell): does what the schedule's `Fault`s say to the cluster, then heals.
 
 - kill: SIGKILL and restart; pause: SIGSTOP/SIGCONT; partitions (client ones too): nftables drops (netns.py).
-- lose-tail: SIGKILL, the unsynced tails cut as on power loss (disk.py), a restart; first a bounded wait
-  until no partition would lose its last clean in-sync copy (tail_safety.py), else a logged skip.
+- lose-tail: SIGKILL, the unsynced tails cut as on power loss (disk.py), a new boot id, a restart; first a
+  bounded wait until no partition would lose its last clean in-sync copy (tail_safety.py), else a logged skip.
 - disk-full: the node's small disk filled; the heal frees it and restarts the node (stopping on a full
   disk is no death: disk.stopped_by_full_disk). Leader-targeted: the holder looked up in the metadata.
 Every fault is logged with its start and end; a node dead at a heal its fault did not take down fails
@@ -30,7 +30,14 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout, NodeEntry, process_is_node
 from kraftpy.tools.commands.cluster import LOCAL_CLUSTER_SETTINGS, fetch_statuses, spawn_node
-from kraftpy.tools.faults.disk import LoopDisk, cut_unsynced_tails, partition_dirs, stopped_by_full_disk
+from kraftpy.tools.faults.disk import (
+    LoopDisk,
+    boot_id_path,
+    cut_unsynced_tails,
+    new_boot_id,
+    partition_dirs,
+    stopped_by_full_disk,
+)
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet
 from kraftpy.tools.faults.partitions import CLIENT
@@ -246,6 +253,8 @@ class Nemesis:
             cuts = cut_unsynced_tails(data_dir, self.topic, random.Random(seed))
             # A power loss costs every partition its unsynced tail (the cut takes one): none is a clean copy now.
             self.tails.lost_tail(node, [p for p, _ in partition_dirs(data_dir, self.topic)])
+            # A power loss reboots the machine: the broker must see it, or it registers as a clean restart.
+            new_boot_id(boot_id_path(self.layout, self.entry(node)))
             self.start(self.entry(node))
         return [c.describe() for c in cuts]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_healthy, write_node_files
-from kraftpy.tools.faults.disk import LoopDisk
+from kraftpy.tools.faults.disk import LoopDisk, boot_id_path, new_boot_id
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
 from kraftpy.tools.faults.netns import FaultNet, LoopbackNet, enter_namespace
@@ -176,7 +176,11 @@ class FaultRun:
             except RuntimeError as exc:
                 raise CouldNotRun(f"the disk-full nemesis needs a loop-mounted ext4 (root, mkfs.ext4): {exc}") from None
             self.log(f"node {self.disk_node} keeps its data on a {SMALL_DISK_MIB} MiB file system of its own")
-        write_node_files(layout)
+        # Each node reads its own boot id file, so lose-tail can reboot one node (docs/jepsen.md, lose-tail).
+        boot_ids = {n.node_id: boot_id_path(layout, n) for n in layout.nodes}
+        for path in boot_ids.values():
+            new_boot_id(path)
+        write_node_files(layout, {node: {"boot_id_path": str(path)} for node, path in boot_ids.items()})
         layout.save()
         started = {n.node_id: spawn_node(layout, n) for n in layout.nodes}
         try:
