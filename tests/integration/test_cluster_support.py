@@ -141,13 +141,13 @@ class LocalCluster:
         layout = self.layout()
         return layout.read_pid(next(n for n in layout.nodes if n.node_id == node_id))
 
-    def kill(self, node_id: int) -> None:
-        """SIGKILL one node and wait (bounded) until its process is gone."""
+    def kill(self, node_id: int, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Signal one node (SIGKILL; SIGTERM stops it gracefully) and wait (bounded) until its process is gone."""
         layout = self.layout()
         entry = next(n for n in layout.nodes if n.node_id == node_id)
         pid = layout.read_pid(entry)
         assert pid is not None, f"node {node_id} is not running"
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
         wait_for(f"node {node_id} (pid {pid}) to die", lambda: not process_is_node(pid, layout.config_path(entry)))
 
     def bring_back(self, timeout_s: float = 90) -> None:
