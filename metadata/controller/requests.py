@@ -29,7 +29,7 @@ class BrokerRegistrationRequest:
     listeners: tuple[Listener, ...] = ()
     rack: str | None = None
     # Kafka's PreviousBrokerEpoch (KIP-966): the epoch of this broker's last registration when its
-    # logs hold everything it acknowledged (a clean shutdown, or no reboot since: node/clean_restart.py);
+    # logs hold everything it acknowledged (a clean shutdown, or no reboot since: broker/clean_restart.py);
     # -1 otherwise. Any other value makes the controller treat the restart as unclean.
     previous_broker_epoch: int = -1
 
