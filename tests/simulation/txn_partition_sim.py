@@ -63,8 +63,8 @@ class TxnLog(MemoryLog):
         super().truncate_fully_and_start_at(offset)
         self.aborted = []
 
-    def crash(self) -> None:
-        super().crash()
+    def crash(self, *, power_loss: bool = True) -> None:
+        super().crash(power_loss=power_loss)
         self.aborted = [a for a in self.aborted if a.last_offset < self.log_end_offset]
 
     def markers(self) -> list[tuple]:
