@@ -51,15 +51,13 @@ class DelayedProduces:
             request_id, base_offset, last_offset, deadline_ms, log_append_time_ms
         )
 
-    def try_complete(
-        self, high_watermark: int, maximal_isr_size: int, min_insync_replicas: int
-    ) -> list[CompleteProduce]:
-        """Kafka's checkEnoughReplicasReachOffset for every waiting produce."""
+    def try_complete(self, high_watermark: int, maximal_isr_size: int, min_isr: int) -> list[CompleteProduce]:
+        """Kafka's checkEnoughReplicasReachOffset for every waiting produce; `min_isr` is the effective one."""
         done: list[CompleteProduce] = []
         for request_id, pending in list(self._pending.items()):
             if high_watermark > pending.last_offset:
                 del self._pending[request_id]
-                if maximal_isr_size >= min_insync_replicas:
+                if maximal_isr_size >= min_isr:
                     done.append(
                         CompleteProduce(
                             request_id,
@@ -77,7 +75,7 @@ class DelayedProduces:
                             pending.base_offset,
                             pending.last_offset,
                             message=f"the batch is committed but the ISR has {maximal_isr_size} members, "
-                            f"fewer than min_insync_replicas={min_insync_replicas}",
+                            f"fewer than the effective min ISR {min_isr}",
                             log_append_time_ms=pending.log_append_time_ms,
                         )
                     )

@@ -42,7 +42,7 @@ from kraftpy.broker.replication.model import (
 )
 from kraftpy.broker.replication.producer_state import ProducerStateManager
 from kraftpy.broker.replication.replica import RemoteReplicaState
-from kraftpy.broker.replication.watermark import compute_high_watermark, min_isr_reached
+from kraftpy.broker.replication.watermark import compute_high_watermark, effective_min_isr
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.protocol.records.header import TIMESTAMP_TYPE_BIT, BatchHeader
 
@@ -209,14 +209,15 @@ class PartitionLeader:
     def handle_produce(self, request: ProduceRequest, now_ms: int) -> list[Action]:
         """Validate, deduplicate, assign offsets and register the wait; acks was validated by the caller."""
         rid, acks = request.request_id, request.acks
-        if acks == -1 and len(self.isr_state.isr) < self.config.min_insync_replicas:
+        if acks == -1 and len(self.isr_state.isr) < self.min_isr:
             return [
                 CompleteProduce(
                     rid,
                     ErrorCode.NOT_ENOUGH_REPLICAS,
                     acks=acks,
-                    message=f"the ISR has {len(self.isr_state.isr)} members, "
-                    f"fewer than min_insync_replicas={self.config.min_insync_replicas}",
+                    message=f"the ISR has {len(self.isr_state.isr)} members, fewer than the "
+                    f"effective min ISR {self.min_isr} (min_insync_replicas={self.config.min_insync_replicas}, "
+                    f"{len(self.replicas)} replicas)",
                 )
             ]
         marker = request.marker
@@ -411,11 +412,20 @@ class PartitionLeader:
         self.config = config
         return self._maybe_increment_high_watermark()
 
+    @property
+    def min_isr(self) -> int:
+        """The effective min ISR: min_insync_replicas, at most the replica count."""
+        return effective_min_isr(self.config.min_insync_replicas, len(self.replicas))
+
     def _maybe_increment_high_watermark(self) -> list[Action]:
-        if not min_isr_reached(len(self.isr_state.isr), self.config.min_insync_replicas, len(self.replicas)):
-            return []
         new_hw = compute_high_watermark(
-            self.high_watermark, self.replica_id, self.log_end_offset, self.isr_state.maximal_isr, self.remote
+            self.high_watermark,
+            self.replica_id,
+            self.log_end_offset,
+            self.isr_state.isr,
+            self.isr_state.maximal_isr,
+            self.remote,
+            self.min_isr,
         )
         if new_hw <= self.high_watermark:
             return []
@@ -424,11 +434,7 @@ class PartitionLeader:
         return [UpdateHighWatermark(new_hw), *self._complete_produces()]
 
     def _complete_produces(self) -> list[Action]:
-        return list(
-            self.produces.try_complete(
-                self.high_watermark, len(self.isr_state.maximal_isr), self.config.min_insync_replicas
-            )
-        )
+        return list(self.produces.try_complete(self.high_watermark, len(self.isr_state.maximal_isr), self.min_isr))
 
     # -- time --------------------------------------------------------------------------------------------------
 
