@@ -146,7 +146,9 @@ def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
     for p in partitions:
         leader = "[red]none[/]" if p["leader"] < 0 else str(p["leader"])
         isr = ",".join(map(str, p["isr"]))
-        if len(p["isr"]) < len(p["replicas"]):
+        if not p["isr"]:  # KIP-966 empties it when its last member is fenced: say so, not an empty cell
+            isr = "[red]none[/]"
+        elif len(p["isr"]) < len(p["replicas"]):
             isr = f"[yellow]{isr}[/]"
         table.add_row(str(p["partition"]), leader, str(p["leader_epoch"]), ",".join(map(str, p["replicas"])), isr)
     return header, table
