@@ -15,6 +15,13 @@ from typing import Any
 
 from aiohttp import web
 
+from kraftpy.metadata.configs import ConfigResourceType
+from kraftpy.metadata.controller.requests import (
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResource,
+    IncrementalAlterConfigsRequest,
+)
 from kraftpy.protocol.access import REPLICA_FETCH_PATH
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.records.batch import build_batch, decode_batches
@@ -160,3 +167,26 @@ async def test_fetch_from_a_replica_sees_the_log_end_a_consumer_only_the_hw(tmp_
         cluster.rm(2).fetchers.resume()
         cluster.rm(3).fetchers.resume()
         await cluster.wait_for_replicas_caught_up("hw")
+
+
+async def test_lowering_min_isr_below_the_isr_lets_the_hw_move_at_once(tmp_path: Path) -> None:
+    """The config change goes from the metadata image through the replica manager to the leader's core."""
+    async with BrokerCluster(tmp_path, replica_lag_time_max_ms=300) as cluster:
+        cluster.create_topic("lower", assignments=[(1, 2, 3)], configs={"min_insync_replicas": 2})
+        await cluster.settled()
+        await cluster.rm(2).fetchers.pause()
+        await cluster.rm(3).fetchers.pause()
+        # A follower at the leader's log end stays in sync: the write leaves them behind.
+        answer = part_of(await cluster.call(1, "/kafka/produce", produce("lower", b"alone", acks=1)))
+        assert answer["error_code"] == ErrorCode.NONE
+        await cluster.wait_for_isr("lower", 0, {1})
+        assert cluster.hosted(1, "lower").log.high_watermark == 0
+        resource = ConfigResource(ConfigResourceType.TOPIC, "lower")
+        request = IncrementalAlterConfigsRequest(
+            (AlterConfigsResource(resource, (AlterConfigOp("min_insync_replicas", value="1"),)),)
+        )
+        assert cluster.harness.send(request).response.results[0].error is None
+        cluster.publish()
+        assert cluster.hosted(1, "lower").log.high_watermark == 1  # applied with the image, no fetch needed
+        cluster.rm(2).fetchers.resume()
+        cluster.rm(3).fetchers.resume()
