@@ -61,6 +61,7 @@ _RANGES = (
     ApiRange(61, "DescribeProducers", 0, 0),
     ApiRange(65, "DescribeTransactions", 0, 0),
     ApiRange(66, "ListTransactions", 0, 1),
+    ApiRange(75, "DescribeTopicPartitions", 0, 0),
 )
 
 SUPPORTED_APIS: dict[int, ApiRange] = {r.api_key: r for r in _RANGES}
@@ -73,6 +74,7 @@ LIST_GROUPS = 16
 API_VERSIONS = 18
 DESCRIBE_LOG_DIRS = 35
 LIST_TRANSACTIONS = 66
+DESCRIBE_TOPIC_PARTITIONS = 75
 # Produce versions below Kafka 4's floor: decoded and answered, always with UNSUPPORTED_VERSION.
 PRODUCE_REFUSED_BELOW = 3
 

@@ -48,6 +48,8 @@ from kafka.protocol.admin.topics import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
 )
@@ -146,6 +148,7 @@ _MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (DescribeTransactionsRequest, DescribeTransactionsResponse),
         (ListTransactionsRequest, ListTransactionsResponse),
         (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     )
 }
 
