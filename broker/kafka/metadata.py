@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from kraftpy.metadata.controller.replication_control import validate_topic_name
-from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage, TopicImage
+from kraftpy.metadata.image.metadata_image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.topics import is_internal
 
@@ -82,19 +82,33 @@ def _brokers(image: MetadataImage, listener_name: str) -> list[Broker]:
     return out
 
 
+def alive_brokers(image: MetadataImage) -> set[int]:
+    """The brokers whose replicas are online: registered and unfenced."""
+    return {broker_id for broker_id, b in image.brokers.items() if not b.fenced}
+
+
+def offline_replicas(part: PartitionRegistration, alive: set[int]) -> list[int]:
+    """The replicas on fenced or unregistered brokers (Kafka's OfflineReplicas)."""
+    return [r for r in part.replicas if r not in alive]
+
+
+def partition_error(part: PartitionRegistration) -> ErrorCode:
+    """A leaderless partition (no ISR member left, KIP-966) is LEADER_NOT_AVAILABLE, as Kafka's Metadata says."""
+    return ErrorCode.LEADER_NOT_AVAILABLE if part.leader == NO_LEADER else ErrorCode.NONE
+
+
 def _topic(image: MetadataImage, topic: TopicImage, alive: set[int]) -> Topic:
     partitions = []
     for index, part in enumerate(topic.partitions):
-        error = ErrorCode.LEADER_NOT_AVAILABLE if part.leader == NO_LEADER else ErrorCode.NONE
         partitions.append(
             Partition(
-                error_code=int(error),
+                error_code=int(partition_error(part)),
                 partition_index=index,
                 leader_id=part.leader,
                 leader_epoch=part.leader_epoch,
                 replica_nodes=list(part.replicas),
                 isr_nodes=list(part.isr),
-                offline_replicas=[r for r in part.replicas if r not in alive],
+                offline_replicas=offline_replicas(part, alive),
             )
         )
     return Topic(
@@ -122,7 +136,7 @@ def metadata_response(
 ) -> MetadataResponse:
     """The answer to `ask` from `image`; `creating` are names whose auto-creation was just asked for."""
     creating = set(creating)
-    alive = {broker_id for broker_id, b in image.brokers.items() if not b.fenced}
+    alive = alive_brokers(image)
     topics: list[Topic] = []
     if ask.names is None:
         for name in sorted(image.topics.by_name):

@@ -1,15 +1,21 @@
-"""Metadata (with auto-creation of topics) on the Kafka listener."""
+"""Metadata (with auto-creation of topics) and DescribeTopicPartitions on the Kafka listener."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from kraftpy.broker.kafka.metadata import metadata_response, missing_topics, read_request
 from kraftpy.broker.kafka.shell.api_handler import ApiHandler
+from kraftpy.broker.kafka.topic_partitions import (
+    describe_topic_partitions_error,
+    describe_topic_partitions_response,
+)
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.kafka.apis import DESCRIBE_TOPIC_PARTITIONS
 from kraftpy.protocol.kafka.shell.listener import RequestContext
 
 if TYPE_CHECKING:
@@ -61,4 +67,13 @@ def metadata_error(request: MetadataRequest, version: int, error: KafkaError) ->
     return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=topics)
 
 
-HANDLERS = {METADATA: ApiHandler(handle_metadata, metadata_error)}
+async def handle_describe_topic_partitions(
+    apis: BrokerApis, ctx: RequestContext, request: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    return describe_topic_partitions_response(apis.image(), request)
+
+
+HANDLERS = {
+    METADATA: ApiHandler(handle_metadata, metadata_error),
+    DESCRIBE_TOPIC_PARTITIONS: ApiHandler(handle_describe_topic_partitions, describe_topic_partitions_error),
+}

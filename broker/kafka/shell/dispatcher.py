@@ -22,6 +22,7 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.kafka.apis import (
     API_VERSIONS,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_TOPIC_PARTITIONS,
     FETCH,
     LIST_GROUPS,
     LIST_TRANSACTIONS,
@@ -69,9 +70,18 @@ class BrokerApis:
         self.handlers = dict(handlers) if handlers is not None else load_handlers()
         # One at a time per API per connection (the listener's bound on answers a client leaves unread):
         # Fetch answers carry up to 32 MiB of records, and these others grow with the cluster (every
-        # topic, every partition a group committed, every group or transaction), not with the request.
+        # topic, every partition a group committed, every group or transaction; DescribeTopicPartitions
+        # up to its 2000-partition page), not with the request.
         self.one_at_a_time_api_keys = frozenset(
-            {FETCH, METADATA, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_LOG_DIRS, LIST_TRANSACTIONS}
+            {
+                FETCH,
+                METADATA,
+                OFFSET_FETCH,
+                LIST_GROUPS,
+                DESCRIBE_LOG_DIRS,
+                LIST_TRANSACTIONS,
+                DESCRIBE_TOPIC_PARTITIONS,
+            }
         )
         self.served = frozenset({API_VERSIONS, *self.handlers})
         self.requests_by_api: dict[int, int] = {}
