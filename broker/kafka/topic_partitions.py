@@ -16,7 +16,7 @@ import uuid
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
-from kraftpy.broker.kafka.metadata import alive_brokers, offline_replicas, partition_error
+from kraftpy.broker.kafka.metadata import alive_brokers, offline_replicas
 from kraftpy.metadata.controller.replication_control import validate_topic_name
 from kraftpy.metadata.image.metadata_image import MetadataImage, TopicImage
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -62,7 +62,8 @@ def _asked_names(image: MetadataImage, request: DescribeTopicPartitionsRequest) 
 def _partitions(topic: TopicImage, start: int, count: int, alive: set[int]) -> list[Partition]:
     return [
         Partition(
-            error_code=int(partition_error(part)),
+            # Kafka's handler sets no partition error, a leaderless partition included (leader -1).
+            error_code=0,
             partition_index=index,
             leader_id=part.leader,
             leader_epoch=part.leader_epoch,
