@@ -6,6 +6,7 @@ Design notes: docs/metadata.md, section "metadata/records.py".
 from __future__ import annotations
 
 import dataclasses
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -145,8 +146,9 @@ class MetadataRecord:
     TYPE: ClassVar[int]
     VERSION: ClassVar[int] = 1
     _encoders: ClassVar[tuple[tuple[str, Callable[[Any], Any]], ...]]
-    # (version, number of fields it has, default of each later field) from the newest down to 1
-    _layouts: ClassVar[tuple[tuple[int, int, tuple[Any, ...]], ...]]
+    # The versions before VERSION, newest first: (version, number of fields it has, a getter of the
+    # later fields' values as a tuple, their defaults).
+    _older_layouts: ClassVar[tuple[tuple[int, int, Callable[[Any], tuple[Any, ...]], tuple[Any, ...]], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +312,12 @@ for _cls in RECORD_TYPES:
         # Later fields come last, so an older version is a prefix of the newer ones.
         assert _own == list(_fields[: len(_own)]), (_cls, _version)
         _DECODERS[(_cls.TYPE, _version)] = (_cls, tuple(_CODECS[f.metadata["codec"]][1] for f in _own))
-        _layouts.append((_version, len(_own), tuple(f.default for f in _fields[len(_own) :])))
-    _cls._layouts = tuple(_layouts)
+        _later = _fields[len(_own) :]
+        _getter = operator.attrgetter(*(f.name for f in _later)) if _later else (lambda record: ())
+        if len(_later) == 1:  # attrgetter of one name returns the value, not a 1-tuple
+            _getter = (lambda get: lambda record: (get(record),))(_getter)
+        _layouts.append((_version, len(_own), _getter, tuple(f.default for f in _later)))
+    _cls._older_layouts = tuple(_layouts[1:])
     assert _cls.TYPE not in _BY_TYPE, _cls
     _BY_TYPE[_cls.TYPE] = _cls
 
@@ -319,14 +325,15 @@ for _cls in RECORD_TYPES:
 def record_to_list(record: MetadataRecord) -> list[Any]:
     """The CBOR-ready array form `[type_id, version, *fields]`, in the oldest version that holds it."""
     cls = type(record)
-    values = [getattr(record, name) for name, _ in cls._encoders]
-    version, count = cls.VERSION, len(values)
-    for older, older_count, later_defaults in cls._layouts[1:]:
-        if tuple(values[older_count:]) != later_defaults:
+    encoders = cls._encoders
+    version = cls.VERSION
+    for older, count, later_values, later_defaults in cls._older_layouts:
+        if later_values(record) != later_defaults:
             break
-        version, count = older, older_count
+        version, encoders = older, encoders[:count]
     out = [cls.TYPE, version]
-    for (_, enc), value in zip(cls._encoders[:count], values[:count], strict=True):
+    for name, enc in encoders:
+        value = getattr(record, name)
         out.append(value if enc is _same else enc(value))
     return out
 
