@@ -854,17 +854,27 @@ class PartitionLog:
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush everything, write the checkpoints, release the directory."""
+        """Flush everything, write the checkpoints, release the directory.
+
+        A flush that fails is raised after the files and the directory are released anyway: a log
+        whose close failed is closed (without its checkpoints), so nothing keeps it half open.
+        """
         with self._lock:
             if self._closed:
                 return
+        flush_error: BaseException | None = None
         if self._failed is None:
-            self.flush()
+            try:
+                self.flush()
+            except BaseException as exc:  # raised again below, once the files are released
+                flush_error = exc
         with self._lock:
             if self._closed:
+                if flush_error is not None:
+                    raise flush_error
                 return
             try:
-                if self._failed is None:
+                if self._failed is None and flush_error is None:
                     self._recovery_point = max(self._recovery_point, self._leo)
                     for seg in self._segments:
                         seg.write_indexes()
@@ -875,6 +885,8 @@ class PartitionLog:
                     seg.close()
                 self._closed = True
                 self._dir_lock.release()
+        if flush_error is not None:
+            raise flush_error
 
     def discard(self) -> None:
         """Release the files without flushing or writing checkpoints: the directory is about to be deleted.

@@ -341,6 +341,25 @@ def test_a_directory_opens_once(tmp_path: Path) -> None:
         open_log(tmp_path / "t-0")
 
 
+def test_a_close_whose_flush_fails_still_releases_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flush's error is raised, but the segments are closed and the directory lock released: the
+    log can be opened again (recovering what was not flushed) instead of staying half open."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(make_batch(2), 0, now_ms=0)
+
+    def flush_fails(up_to_offset: int | None = None) -> None:
+        raise LogStorageError("fsync failed: EIO")
+
+    monkeypatch.setattr(log, "flush", flush_fails)
+    with pytest.raises(LogStorageError, match="EIO"):
+        log.close()
+    assert log.closed
+    with open_log(tmp_path / "t-0") as again:
+        assert again.log_end_offset == 2
+
+
 def test_a_closed_log_refuses_work(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.close()
