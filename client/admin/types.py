@@ -47,6 +47,10 @@ class PartitionDescription:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # KIP-966 (DescribeTopicPartitions): replicas out of the ISR that hold every committed record, and
+    # the last leader of an ISR that became empty. Metadata carries neither, so both stay () from it.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

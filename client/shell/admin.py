@@ -6,10 +6,10 @@ until default_api_timeout_ms. Group calls go to the group's coordinator,
 found with FindCoordinator; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and
 lost connections look it up again, COORDINATOR_LOAD_IN_PROGRESS waits, both
 with backoff until default_api_timeout_ms. ListGroups asks every broker and
-merges their answers, as Kafka. Topic listings and descriptions come from
-broker metadata. Batched calls return one result per item (an error does not
-hide the others); `raise_for(what, results)` turns failures
-into one exception when that is what the caller wants.
+merges their answers, as Kafka. Topic listings come from broker metadata,
+descriptions from DescribeTopicPartitions (with ELR) or else Metadata.
+Batched calls return one result per item (an error does not hide the
+others); `raise_for(what, results)` turns failures into one exception.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kraftpy.client.admin import describe_topics as describe
 from kraftpy.client.admin import protocol as proto
 from kraftpy.client.admin import transactions as txn_admin
 from kraftpy.client.admin.types import (
@@ -34,7 +35,6 @@ from kraftpy.client.admin.types import (
     ListConsumerGroupsResult,
     NewTopic,
     OperationResult,
-    PartitionDescription,
     TopicDescription,
 )
 from kraftpy.client.config import admin_config, parse_bootstrap_servers
@@ -185,25 +185,69 @@ class AdminClient:
     async def describe_topics(
         self, names: Iterable[str], timeout_ms: float | None = None
     ) -> dict[str, TopicDescription]:
-        """Descriptions from metadata; a missing topic raises UNKNOWN_TOPIC_OR_PARTITION naming it."""
-        cluster = await self._cluster_snapshot(timeout_ms)
-        out = {}
-        for name in names:
-            partitions = cluster.partitions_for_topic(name)
-            if not partitions:
-                code = cluster.topic_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                raise KafkaError(f"topic {name!r} does not exist or has no partitions", code)
-            out[name] = TopicDescription(
-                name,
-                cluster.topic_ids.get(name),
-                tuple(
-                    PartitionDescription(
-                        p.partition, p.leader_id if p.has_leader else None, p.leader_epoch, p.replicas, p.isr
+        """Each topic's partitions, with their eligible leader replicas where the broker asked serves
+        DescribeTopicPartitions (KIP-966), else from Metadata as before it; a missing topic raises
+        UNKNOWN_TOPIC_OR_PARTITION naming it."""
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return {}
+        await self.start()
+        assert self._cluster is not None
+        deadline, timeout = self._deadline(timeout_ms)
+        backoff = self._backoff()
+        last: KafkaError | None = None
+        while True:
+            use_metadata = False
+            for address in self._metadata.candidates(monotonic_ms()):
+                remaining = deadline - monotonic_ms()
+                if remaining <= 0:
+                    break
+                try:
+                    versions = await self._cluster.api_versions(
+                        address, timeout_ms=int(min(remaining, self.config["request_timeout_ms"]))
                     )
-                    for p in partitions
-                ),
+                    if not describe.uses_describe_topic_partitions(versions):
+                        use_metadata = True
+                        break
+                    return await self._describe_topic_partitions(address, wanted, deadline, timeout)
+                except KafkaTimeoutError:
+                    raise
+                except KafkaError as exc:
+                    if exc.code == ErrorCode.UNSUPPORTED_VERSION:  # it stopped serving the API since we connected
+                        use_metadata = True
+                        break
+                    if exc.code not in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT):
+                        raise
+                    last = exc
+                    self._metadata.node_failed(address, monotonic_ms())
+            if use_metadata:
+                return describe.from_metadata(await self._cluster_snapshot(max(1.0, deadline - monotonic_ms())), wanted)
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"describe_topics did not complete within {timeout} ms (last error: {last})")
+            await asyncio.sleep(min(backoff.next_ms(), remaining) / 1000)
+
+    async def _describe_topic_partitions(
+        self, address: tuple[str, int], names: list[str], deadline: float, timeout: float
+    ) -> dict[str, TopicDescription]:
+        """Every page from one broker, so the pages follow one image's cursor."""
+        assert self._cluster is not None
+        paging = describe.TopicPartitionsPaging(names)
+        while not paging.done:
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"describe_topics did not complete within {timeout} ms ({paging.pages} pages read)"
+                )
+            answer = await self._cluster.call(
+                address,
+                describe.DESCRIBE_TOPIC_PARTITIONS_PATH,
+                paging.request(),
+                timeout_ms=int(min(remaining, self.config["request_timeout_ms"])),
             )
-        return out
+            paging.on_answer(answer)
+        self._metadata.node_succeeded(address)
+        return paging.descriptions()
 
     async def describe_cluster(self, timeout_ms: float | None = None) -> ClusterDescription:
         cluster = await self._cluster_snapshot(timeout_ms)

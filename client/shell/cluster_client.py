@@ -144,6 +144,10 @@ class ClusterClient:
     ) -> dict[str, Any]:
         return await self.rpc.call(address, path, body, timeout_ms=timeout_ms, raise_errors=raise_errors)
 
+    async def api_versions(self, address: Address, *, timeout_ms: int | None = None) -> dict[int, int]:
+        """The API versions negotiated with `address` (ApiVersions on connecting): what it serves."""
+        return await self.rpc.api_versions(address, timeout_ms)
+
     async def exchange(
         self,
         address: Address | None,

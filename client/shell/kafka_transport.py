@@ -85,6 +85,11 @@ class KafkaTransport:
         self._connections[address] = conn
         return conn
 
+    async def api_versions(self, address: Address, timeout_ms: int | None = None) -> dict[int, int]:
+        """{api_key: version} negotiated with `address` (dialling it if needed): which APIs it serves."""
+        conn = await self.connection(address, self.request_timeout_ms if timeout_ms is None else timeout_ms)
+        return dict(conn.versions)
+
     async def call(
         self,
         address: Address,

@@ -1,5 +1,5 @@
 """The admin APIs on Kafka's wire: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs, ElectLeaders.
+IncrementalAlterConfigs, ElectLeaders, and DescribeTopicPartitions (answered by the broker itself).
 
 The admin core names these by their controller paths; any broker takes them
 on its Kafka listener and forwards them to the active controller (KRaft), so
@@ -27,6 +27,7 @@ from kraftpy.protocol.config_names import (
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = (
     19, 20, 32, 37, 43, 44,
 )  # fmt: skip
+DESCRIBE_TOPIC_PARTITIONS = 75
 # How long the broker may wait for the controller's answer (Kafka's AdminClient sends its request timeout).
 ADMIN_TIMEOUT_MS = 30_000
 RESOURCE_TYPES = {"topic": 2, "broker": 4}
@@ -258,6 +259,52 @@ def read_elect_leaders(response: Any, version: int) -> dict[str, Any]:
     }
 
 
+def build_describe_topic_partitions(body: Mapping[str, Any], version: int) -> Any:
+    cls = request_class(DESCRIBE_TOPIC_PARTITIONS)
+    cursor = body.get("cursor")
+    return cls(
+        topics=[cls.TopicRequest(name=n) for n in body["topics"]],
+        response_partition_limit=int(body["response_partition_limit"]),
+        cursor=None
+        if cursor is None
+        else cls.Cursor(topic_name=cursor["topic_name"], partition_index=int(cursor["partition_index"])),
+    )
+
+
+def read_describe_topic_partitions(response: Any, version: int) -> dict[str, Any]:
+    topics = []
+    for t in response.topics or []:
+        partitions = [
+            {
+                **error_fields(p.error_code),
+                "partition": p.partition_index,
+                "leader_id": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replica_nodes or ()),
+                "isr_nodes": list(p.isr_nodes or ()),
+                "elr": list(p.eligible_leader_replicas or ()),
+                "last_known_elr": list(p.last_known_elr or ()),
+            }
+            for p in t.partitions or []
+        ]
+        topics.append(
+            {
+                **error_fields(t.error_code),
+                "name": t.name,
+                "topic_id": topic_id_text(getattr(t, "topic_id", None)),
+                "partitions": partitions,
+            }
+        )
+    cursor = response.next_cursor
+    return {
+        "error_code": 0,
+        "topics": topics,
+        "next_cursor": None
+        if cursor is None
+        else {"topic_name": cursor.topic_name, "partition_index": cursor.partition_index},
+    }
+
+
 APIS: dict[str, tuple[int, Callable[[Mapping[str, Any], int], Any], Callable[[Any, int], dict[str, Any]]]] = {
     "/controller/create_topics": (CREATE_TOPICS, build_create_topics, read_create_topics),
     "/controller/delete_topics": (DELETE_TOPICS, build_delete_topics, read_delete_topics),
@@ -269,4 +316,9 @@ APIS: dict[str, tuple[int, Callable[[Mapping[str, Any], int], Any], Callable[[An
         read_incremental_alter_configs,
     ),
     "/controller/elect_leaders": (ELECT_LEADERS, build_elect_leaders, read_elect_leaders),
+    "/kafka/describe_topic_partitions": (
+        DESCRIBE_TOPIC_PARTITIONS,
+        build_describe_topic_partitions,
+        read_describe_topic_partitions,
+    ),
 }

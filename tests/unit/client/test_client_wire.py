@@ -202,6 +202,11 @@ BODIES: dict[str, dict[str, Any]] = {
         "election_type": "preferred",
         "topic_partitions": [{"topic": "a", "partitions": [0]}],
     },
+    "/kafka/describe_topic_partitions": {
+        "topics": ["a", "b"],
+        "response_partition_limit": 2000,
+        "cursor": {"topic_name": "a", "partition_index": 3},
+    },
     **TXN_BODIES,
 }
 
@@ -428,3 +433,60 @@ def test_describe_configs_answers_come_back_under_kraftpy_names_and_sources() ->
         ("retention_ms", 1000, "broker", False),  # typed by Kafka's config_type, as kraftpy's answers were
         ("segment_ms", 604800000, "default", True),
     ]
+
+
+def test_describe_topic_partitions_carries_the_cursor_and_reads_back_the_elr() -> None:
+    request = _through_the_wire(
+        75, 0, admin.build_describe_topic_partitions(BODIES["/kafka/describe_topic_partitions"], 0)
+    )
+    assert [t.name for t in request.topics] == ["a", "b"] and request.response_partition_limit == 2000
+    assert (request.cursor.topic_name, request.cursor.partition_index) == ("a", 3)
+    first = admin.build_describe_topic_partitions({"topics": ["a"], "response_partition_limit": 5, "cursor": None}, 0)
+    assert _through_the_wire(75, 0, first).cursor is None
+
+    cls = message_classes(75)[1]
+    topic_cls = cls.DescribeTopicPartitionsResponseTopic
+    topic_id = uuid.uuid4()
+    response = cls(
+        throttle_time_ms=0,
+        topics=[
+            topic_cls(
+                error_code=0,
+                name="a",
+                topic_id=topic_id,
+                is_internal=False,
+                partitions=[
+                    topic_cls.DescribeTopicPartitionsResponsePartition(
+                        error_code=0,
+                        partition_index=3,
+                        leader_id=-1,
+                        leader_epoch=4,
+                        replica_nodes=[1, 2, 3],
+                        isr_nodes=[],
+                        eligible_leader_replicas=[2],
+                        last_known_elr=[1],
+                        offline_replicas=[1],
+                    )
+                ],
+                topic_authorized_operations=-(2**31),
+            ),
+            topic_cls(error_code=3, name="b", topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]),
+        ],
+        next_cursor=cls.Cursor(topic_name="a", partition_index=4),
+    )
+    answer = admin.read_describe_topic_partitions(_answer(75, 0, response), 0)
+    a, b = answer["topics"]
+    assert a["topic_id"] == str(topic_id) and a["partitions"] == [
+        {
+            "error_code": 0,
+            "partition": 3,
+            "leader_id": -1,
+            "leader_epoch": 4,
+            "replica_nodes": [1, 2, 3],
+            "isr_nodes": [],
+            "elr": [2],
+            "last_known_elr": [1],
+        }
+    ]
+    assert b["error_code"] == 3 and b["topic_id"] is None
+    assert answer["next_cursor"] == {"topic_name": "a", "partition_index": 4}
