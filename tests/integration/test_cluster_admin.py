@@ -75,7 +75,8 @@ def test_create_describe_alter_configure_and_delete_a_topic(cluster: LocalCluste
     assert described["configs"] == {"cleanup_policy": "compact", "retention_ms": 60000}
     assert [p["partition"] for p in described["partitions"]] == [0, 1, 2, 3]
     for p in described["partitions"]:
-        assert set(p) == {"partition", "leader", "leader_epoch", "replicas", "isr"}
+        assert set(p) == {"partition", "leader", "leader_epoch", "replicas", "isr", "elr", "last_known_elr"}
+        assert p["elr"] == [] and p["last_known_elr"] == []  # a healthy partition has no eligible replicas
         assert sorted(p["replicas"]) == [1, 2, 3] and p["leader"] == p["replicas"][0] and p["leader_epoch"] == 0
     assert {p["leader"] for p in described["partitions"]} == {1, 2, 3}  # leaders striped over the brokers
     table = cluster.ok("topics", "describe", "orders").stdout

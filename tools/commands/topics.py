@@ -1,12 +1,12 @@
 """`kraftpy topics create|list|describe|alter|delete`: kafka-topics over the AdminClient.
 
-Writes go to the active controller (`/controller/...`), reads come from broker
-metadata, as in Kafka. Tables for people, `--json` for scripts; a failure
-prints `Error: <ERROR_NAME>: <message>` on stderr and exits 1 (2 for a usage
-error). `create` returns once the topic is visible in broker metadata with a
-leader for every partition (bounded, with a progress line), so `describe`
-right after it finds the topic. The helpers at the top are shared by the
-`configs` and `quorum` commands.
+Writes go to the active controller (`/controller/...`), reads come from the
+brokers (DescribeTopicPartitions, with each partition's ELR), as in Kafka.
+Tables for people, `--json` for scripts; a failure prints `Error: NAME:
+message` on stderr and exits 1 (2 for a usage error). `create` returns
+once brokers show the topic with a leader for every partition (bounded,
+with a progress line), so `describe` right after it finds the topic. The
+helpers at the top are shared by the `configs` and `quorum` commands.
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ def topic_json(description: Any, overrides: dict[str, Any]) -> dict[str, Any]:
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                # KIP-966, from DescribeTopicPartitions; [] from a broker that only answers Metadata.
+                "elr": list(p.elr),
+                "last_known_elr": list(p.last_known_elr),
             }
             for p in sorted(description.partitions, key=lambda p: p.partition)
         ],
@@ -134,7 +137,7 @@ async def describe_with_configs(admin: Any, names: list[str] | None) -> list[dic
 
 
 def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
-    """kafka-topics' summary line, then one row per partition."""
+    """kafka-topics' summary line, then one row per partition (with Kafka 3.8's Elr and LastKnownElr)."""
     partitions = topic["partitions"]
     rf = len(partitions[0]["replicas"]) if partitions else 0
     configs = ",".join(f"{k}={v}" for k, v in topic["configs"].items()) or "-"
@@ -142,7 +145,7 @@ def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
         f"[bold]Topic: {topic['name']}[/]  TopicId: {topic['topic_id']}  PartitionCount: {len(partitions)}  "
         f"ReplicationFactor: {rf}  Configs: {configs}"
     )
-    table = narrow_table("partition", "leader", "leader epoch", "replicas", "isr")
+    table = narrow_table("partition", "leader", "leader epoch", "replicas", "isr", "elr", "last known elr")
     for p in partitions:
         leader = "[red]none[/]" if p["leader"] < 0 else str(p["leader"])
         isr = ",".join(map(str, p["isr"]))
@@ -150,8 +153,21 @@ def render_topic(topic: dict[str, Any]) -> tuple[str, Table]:
             isr = "[red]none[/]"
         elif len(p["isr"]) < len(p["replicas"]):
             isr = f"[yellow]{isr}[/]"
-        table.add_row(str(p["partition"]), leader, str(p["leader_epoch"]), ",".join(map(str, p["replicas"])), isr)
+        table.add_row(
+            str(p["partition"]),
+            leader,
+            str(p["leader_epoch"]),
+            ",".join(map(str, p["replicas"])),
+            isr,
+            _nodes_cell(p["elr"]),
+            _nodes_cell(p["last_known_elr"]),
+        )
     return header, table
+
+
+def _nodes_cell(nodes: list[int]) -> str:
+    """An ELR is empty on every healthy partition: "-" keeps those columns one character wide."""
+    return ",".join(map(str, nodes)) or "-"
 
 
 async def wait_until_visible(admin: Any, name: str, partitions: int, deadline: float) -> bool:
@@ -279,7 +295,7 @@ def describe(
     cluster_dir: Path,
     bootstrap_servers: list[tuple[str, int]] | None,
 ) -> None:
-    """Describe topic NAME (every topic without NAME): partitions, leaders, ISR and config overrides."""
+    """Describe topic NAME (every topic without NAME): partitions, leaders, ISR, ELR and config overrides."""
     servers = servers_for(cluster_dir, bootstrap_servers)
     described = run_admin(
         servers, timeout_ms, lambda admin: describe_with_configs(admin, None if name is None else [name])

@@ -149,8 +149,13 @@ def test_topics_describe_shows_an_empty_isr_as_none() -> None:
         name="t",
         topic_id=TOPIC_ID,
         partitions=[
-            SimpleNamespace(partition=0, leader=1, leader_epoch=1, replicas=(1, 2, 3), isr=(1, 2)),
-            SimpleNamespace(partition=1, leader=None, leader_epoch=4, replicas=(1, 2, 3), isr=()),
+            SimpleNamespace(
+                partition=0, leader=1, leader_epoch=1, replicas=(1, 2, 3), isr=(1, 2), elr=(), last_known_elr=()
+            ),
+            # KIP-966: the fenced last member joins the ELR.
+            SimpleNamespace(
+                partition=1, leader=None, leader_epoch=4, replicas=(1, 2, 3), isr=(), elr=(3,), last_known_elr=()
+            ),
         ],
     )
     described = topic_json(description, {})
@@ -160,10 +165,12 @@ def test_topics_describe_shows_an_empty_isr_as_none() -> None:
         "leader_epoch": 4,
         "replicas": [1, 2, 3],
         "isr": [],
+        "elr": [3],
+        "last_known_elr": [],
     }
     _, table = render_topic(described)
     console = Console(width=120, file=io.StringIO(), record=True)
     console.print(table)
     cells = [line.split() for line in console.export_text().splitlines()]
-    assert ["0", "1", "1", "1,2,3", "1,2"] in cells
-    assert ["1", "none", "4", "1,2,3", "none"] in cells
+    assert ["0", "1", "1", "1,2,3", "1,2", "-", "-"] in cells
+    assert ["1", "none", "4", "1,2,3", "none", "3", "-"] in cells
