@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kraftpy.tools.commands.cluster import spawn_node
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 TOPIC = "elr-last-member"
 LEADER, FOLLOWER = 1, 2  # node 3 holds no replica: with it, the leader alone keeps the quorum
 RECORDS = 200
+LEADER_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT}
 
 
 @pytest.fixture
@@ -76,7 +77,13 @@ def read_all(cluster: LocalCluster, deadline: float) -> list[bytes]:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         values: list[bytes] = []
         while time.monotonic() < deadline:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)
+            except KafkaException as exc:  # the client's metadata may still name the old leader
+                if exc.args[0].code() not in LEADER_MOVING:
+                    raise
+                time.sleep(0.2)
+                continue
             if len(values) >= high:
                 return values
             for message in consumer.consume(500, 0.5):
