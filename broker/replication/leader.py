@@ -417,6 +417,12 @@ class PartitionLeader:
         """The effective min ISR: min_insync_replicas, at most the replica count."""
         return effective_min_isr(self.config.min_insync_replicas, len(self.replicas))
 
+    @property
+    def under_min_isr(self) -> bool:
+        """Kafka's UnderMinIsr: the committed ISR is below min ISR, so the HW stands still (acks=all is
+        refused, acks=0/1 records wait to become readable) until it is back."""
+        return len(self.isr_state.isr) < self.min_isr
+
     def _maybe_increment_high_watermark(self) -> list[Action]:
         new_hw = compute_high_watermark(
             self.high_watermark,

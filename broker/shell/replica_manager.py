@@ -232,6 +232,10 @@ class ReplicaManager:
             "repairs_done": self.repairs_done,
             "scrub": self.logs.scrub_status(),
             "under_replicated": under_replicated,
+            # Led partitions whose HW stands still (Kafka's UnderMinIsrPartitionCount).
+            "under_min_isr": sum(
+                1 for p in self.partitions.values() if p.core.leader is not None and p.core.leader.under_min_isr
+            ),
             "metadata_offset": self._applied.offset if self._applied is not None else -1,
             "fetchers": self.fetchers.status(),
             "alter_partition_pending": self.alter_partitions.pending,

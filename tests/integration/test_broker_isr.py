@@ -10,6 +10,7 @@ NOT_CONTROLLER hints; consumers never see data above the high watermark.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ async def test_min_isr_refuses_before_and_holds_the_hw_after_the_append(tmp_path
         answer = part_of(await cluster.call(1, "/kafka/produce", produce("minisr", b"during-shrink", timeout_ms=3_000)))
         assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.REQUEST_TIMED_OUT, 0)
         assert set(cluster.partition("minisr").isr) == {1}
+        assert cluster.rm(1).status()["under_min_isr"] == 1  # what an operator sees: its HW stands still
         answer = part_of(await cluster.call(1, "/kafka/produce", produce("minisr", b"refused")))
         assert answer["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
         assert cluster.hosted(1, "minisr").log.log_end_offset == 1  # nothing appended for the refused one
@@ -91,6 +93,11 @@ async def test_min_isr_refuses_before_and_holds_the_hw_after_the_append(tmp_path
         cluster.rm(3).fetchers.resume()
         await cluster.wait_for_isr("minisr", 0, {1, 2, 3})
         await cluster.wait_for_replicas_caught_up("minisr")
+        for _ in range(100):  # the leader applies the ISR's image a moment after the controller's view
+            if cluster.rm(1).status()["under_min_isr"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert cluster.rm(1).status()["under_min_isr"] == 0
         consumer_view = part_of(await cluster.call(1, "/kafka/fetch", fetch("minisr", 0, epoch=epoch)))
         values = [r.value for b in decode_batches(consumer_view["records"]) for r in b.records]
         assert values == [b"during-shrink", b"acks-1"]
