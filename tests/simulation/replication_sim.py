@@ -478,6 +478,10 @@ class Broker:
         self.broker_epoch = 0
         self.registered = True
         self.clean_restart = False  # whether the last crash kept the whole log (it registers naming its epoch)
+        # What broker/shell/restart_record.py keeps (KIP-966): the controller's epoch of the last answered
+        # registration, rewritten at each start with what that start decided; and each incarnation's decision.
+        self.recorded_epoch = -1
+        self.previous_epoch_of: dict[int, int] = {}
         self.replication_config = ReplicationConfig(
             replica_lag_time_max_ms=sim.config.replica_lag_time_max_ms,
             min_insync_replicas=sim.config.min_insync_replicas,
@@ -603,6 +607,10 @@ class Broker:
         self.alive = True
         self.registered = False
         self.broker_epoch += 1
+        # broker/clean_restart.py: a start after a process crash names the recorded epoch, any other -1;
+        # the record then holds that decision, so a later crash before registering stays unclean.
+        self.recorded_epoch = self.recorded_epoch if self.clean_restart else -1
+        self.previous_epoch_of[self.broker_epoch] = self.recorded_epoch
         self.partition = Partition(self.id, self.replication_config, broker_epoch=self.broker_epoch)
         self.partition.load_producer_state(rebuild_producer_state(self.log, self.replication_config))
         if self.sim.config.broken_roles_before_registration and self.persisted is not None:

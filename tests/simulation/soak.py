@@ -139,8 +139,8 @@ class QuorumControllerShell:
         listeners = (Listener("PLAINTEXT", "127.0.0.1", 9092 + broker),)
         # After a process crash the log is whole: the broker names the epoch of its last registration
         # (KIP-966's PreviousBrokerEpoch), and the controller keeps it among the eligible leaders.
-        earlier = [e for (b, i), e in self.controller_epoch.items() if b == broker and i < incarnation]
-        previous = max(earlier) if earlier and self.sim.brokers[broker].clean_restart else -1
+        node = self.sim.brokers.get(broker)  # none yet while bootstrapping
+        previous = node.previous_epoch_of.get(incarnation, -1) if node is not None else -1
         request = BrokerRegistrationRequest(
             broker, CLUSTER_ID, f"broker-{broker}-inc-{incarnation}", listeners, None, previous
         )
@@ -264,7 +264,12 @@ class SoakSimulation(replication_sim.Simulation):
 
         def answer(response: Any) -> None:
             if isinstance(response, BrokerRegistrationResponse):
-                self.net.send(CONTROLLER, broker, lambda: target.on_registered(broker_epoch))
+                self.net.send(CONTROLLER, broker, lambda: registered(response.broker_epoch))
+
+        def registered(controller_epoch: int) -> None:
+            if target.alive and target.broker_epoch == broker_epoch:
+                target.recorded_epoch = controller_epoch  # the restart record, written on the answer
+            target.on_registered(broker_epoch)
 
         self.controller.register(broker, broker_epoch, answer)
 

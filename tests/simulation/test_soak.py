@@ -126,6 +126,16 @@ def test_clean_restarts_keep_eligible_leaders_and_lose_nothing_in_a_soak() -> No
     assert elr_elections > 0, "no leader came from an ELR: the clean-restart soak exercised nothing"
 
 
+def test_a_power_loss_whose_restart_never_registered_keeps_the_next_restart_unclean() -> None:
+    """Harsh seed 128 with process crashes: node 1 lost its tail in a power loss while cut off from the
+    controller, so that restart's (unclean) registration never arrived; two process crashes later it
+    registered naming its last *answered* epoch, which the controller still held, and was taken for
+    clean: elected from the ELR without the records it lost. The broker's restart record keeps what
+    each start decided (broker/clean_restart.py), so the later start names -1 too."""
+    result = run(soak_config(128, duration_ms=60_000, process_crash_share=0.5, **HARSH))
+    assert result.ok, f"{result.violations}\n  trace: {result.trace[-10:]}"
+
+
 def test_the_same_seed_gives_the_same_soak() -> None:
     a, b = (run(soak_config(5, duration_ms=5_000)) for _ in range(2))
     assert a == b
