@@ -38,7 +38,10 @@ async def test_running_out_of_descriptors_stalls_raft_and_it_recovers(
     tmp_path: Path, reserve_ports: Callable[[int], list[int]]
 ) -> None:
     (port,) = reserve_ports(1)
-    config = RaftConfig(election_timeout_ms=200, fetch_timeout_ms=400, request_timeout_ms=500)
+    # The first election must come after the descriptors run out; under a loaded suite (two workers,
+    # node processes) start() can take long enough for a 200-400 ms election to come first (seen twice
+    # in session 24), so the window is 1-2 s.
+    config = RaftConfig(election_timeout_ms=1000, fetch_timeout_ms=2000, request_timeout_ms=500)
     rpc = RpcClient(request_timeout_ms=500)
     stops: list[bool] = []
     component = RaftComponent(
@@ -57,9 +60,10 @@ async def test_running_out_of_descriptors_stalls_raft_and_it_recovers(
     held: list[int] = []
     try:
         await component.start()
-        # Out of descriptors before the first election (200-400 ms away): its vote cannot be persisted.
+        # Out of descriptors before the first election (1-2 s away): its vote cannot be persisted.
         resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
         held = hog_descriptors()
+        assert component.status()["epoch"] == 0, "the first election came before the descriptors ran out"
         async with asyncio.timeout(WAIT_S):
             while not stops and not component.status().get("storage", {}).get("stalled"):
                 await asyncio.sleep(0.01)
