@@ -47,7 +47,6 @@ from kraftpy.broker.shell.partition_host import (
 from kraftpy.broker.shell.producer_id_manager import ProducerIdManager
 from kraftpy.broker.txn.shell.coordinator_shell import TransactionCoordinatorShell
 from kraftpy.broker.txn.shell.settings import TxnShellSettings
-from kraftpy.metadata.configs import ConfigSource, resolve
 from kraftpy.metadata.image.local_changes import LocalPartition, local_replica_changes
 from kraftpy.metadata.image.metadata_image import MetadataImage
 from kraftpy.protocol.access import REPLICA_FETCH_PATH, VERIFY_TXN_PARTITIONS_PATH, WRITE_TXN_MARKERS_PATH
@@ -440,10 +439,7 @@ class ReplicaManager:
 
     def _replication_config(self, image: MetadataImage, topic: str) -> ReplicationConfig:
         s = self.settings
-        value, source = resolve(
-            "min_insync_replicas", image.topic_config_overrides(topic), image.broker_config_overrides("")
-        )
-        min_isr = s.min_insync_replicas if source == ConfigSource.DEFAULT else int(value)
+        min_isr = image.min_insync_replicas(topic, s.min_insync_replicas)
         timestamp_type = image.topic_config_value(topic, "message_timestamp_type")
         # Every replication setting the broker's settings name; min.insync.replicas and
         # message.timestamp.type may be a topic's own.
