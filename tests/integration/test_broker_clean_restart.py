@@ -54,8 +54,7 @@ def test_kill_reboot_and_graceful_stop(cluster: LocalCluster) -> None:
     entry = next(n for n in layout.nodes if n.node_id == NODE)
     boot_id_path = layout.node_dir(entry) / "boot_id"
     boot_id_path.write_text(f"{uuid.uuid4()}\n")
-    config = layout.config_path(entry)
-    config.write_text(config.read_text().replace("/proc/sys/kernel/random/boot_id", str(boot_id_path)))
+    cluster.write_setting("boot_id_path", f'"{boot_id_path}"', node_ids=(NODE,))
 
     # The first start on the test's boot id file: the recorded boot id was the kernel's.
     moved = restart(cluster, signal.SIGKILL, boot_id_path, new_boot=False)

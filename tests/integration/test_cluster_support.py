@@ -213,9 +213,14 @@ class LocalCluster:
             self.write_setting(key, value)
         self.start()
 
-    def write_setting(self, key: str, value: int) -> None:
-        """Add a setting to every node's config (takes effect at the nodes' next start)."""
+    def write_setting(self, key: str, value: int | str, node_ids: Iterable[int] | None = None) -> None:
+        """Set a setting in every node's config, or in `node_ids`' (takes effect at the nodes' next start).
+
+        `value` is written as a TOML literal: a string value brings its own quotes."""
+        wanted = None if node_ids is None else set(node_ids)
         for entry in self.layout().nodes:
+            if wanted is not None and entry.node_id not in wanted:
+                continue
             path = self.layout().config_path(entry)
             lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key} =")]
             path.write_text("\n".join([*lines, f"{key} = {value}"]) + "\n")

@@ -48,10 +48,7 @@ def partition(cluster: LocalCluster) -> dict:
 def use_boot_id_file(cluster: LocalCluster, node_id: int, path: Path) -> None:
     """Point the node at a boot id file the test owns (as a fault run does) and restart it gracefully."""
     path.write_text(f"{uuid.uuid4()}\n")
-    layout = cluster.layout()
-    config = layout.config_path(next(n for n in layout.nodes if n.node_id == node_id))
-    lines = [line for line in config.read_text().splitlines() if not line.startswith("boot_id_path =")]
-    config.write_text("\n".join([*lines, f'boot_id_path = "{path}"']) + "\n")
+    cluster.write_setting("boot_id_path", f'"{path}"', node_ids=(node_id,))
     cluster.kill(node_id, signal.SIGTERM)
     cluster.start()
 

@@ -34,7 +34,7 @@ READ_COMMITTED = 1
 
 def restart_with_verification(cluster: LocalCluster, enabled: bool) -> None:
     cluster.ok("cluster", "stop", "--dir", str(cluster.dir))
-    cluster.write_setting("transaction_partition_verification_enable", "true" if enabled else "false")  # type: ignore[arg-type]
+    cluster.write_setting("transaction_partition_verification_enable", "true" if enabled else "false")
     # After a full restart the first node up leads every partition; the controller would spread them
     # back 10 s later, coordinators with them, under the next test.
     cluster.bring_back()
