@@ -152,6 +152,31 @@ def test_not_enough_replicas_is_reported_on_the_first_failure(cluster: LocalClus
         failed(produce(cluster, "strict", "x\n", "--retries", "3", timeout_s=60), "NOT_ENOUGH_REPLICAS")
 
 
+def test_a_stopped_first_bootstrap_broker_leaves_admin_commands_working(cluster: LocalCluster) -> None:
+    """The first server a command asks accepts connections and never answers (SIGSTOP): `topics describe`
+    and `quorum status` give up on it after their request's share of --timeout-ms and ask the next.
+    (They once spent the whole timeout on it and failed although two brokers were serving.)"""
+    cluster.ok("topics", "create", "hung-first", "--replication-factor", "3", "--if-not-exists")
+    layout = cluster.layout()
+    first = next(n for n in layout.nodes if "broker" in n.roles and n.kafka_address)
+    assert layout.kafka_bootstrap_servers.split(",")[0] == first.kafka_address  # the one asked first
+    pid = cluster.pid(first.node_id)
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        described = cluster.ok("topics", "describe", "hung-first", "--json", "--timeout-ms", "30000").json()
+        assert [p["partition"] for p in described["partitions"]] == [0], described
+        quorum = cluster.ok("quorum", "status", "--json", "--timeout-ms", "30000").json()
+        assert quorum["leader_id"] >= 0, quorum
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(
+        "the stopped broker back in the ISR",
+        lambda: first.node_id in cluster.describe("hung-first")["partitions"][0]["isr"],
+        timeout_s=60,
+    )
+
+
 def test_produce_bounds_are_honoured(cluster: LocalCluster) -> None:
     """The delivery timeout bounds a record the brokers keep refusing (here NOT_ENOUGH_REPLICAS, retried)."""
     with under_min_isr(cluster):

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.tools.commands.topics import echo_json, err_console, run_admin, timeout_option
+from kraftpy.tools.commands.topics import echo_json, err_console, request_timeout_within, run_admin, timeout_option
 from kraftpy.tools.options import client_options, servers_for
 from kraftpy.tools.tables import narrow_table
 
@@ -230,7 +230,9 @@ async def log_offsets(
     out = LogOffsets()
     if not wanted:
         return out
-    consumer = Consumer(servers, default_api_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms)
+    consumer = Consumer(
+        servers, default_api_timeout_ms=timeout_ms, request_timeout_ms=request_timeout_within(timeout_ms)
+    )
     try:
         out.end = await consumer.end_offsets(wanted, timeout_ms)
         if start:

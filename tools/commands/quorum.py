@@ -18,7 +18,7 @@ from rich.table import Table
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.types import Address, parse_address
-from kraftpy.tools.commands.topics import DEFAULT_TIMEOUT_MS, echo_json, fail, timeout_option
+from kraftpy.tools.commands.topics import echo_json, fail, request_timeout_within, timeout_option
 from kraftpy.tools.options import client_options, rpc_servers_for
 from kraftpy.tools.tables import narrow_table
 
@@ -34,7 +34,7 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
     from kraftpy.protocol.shell.clock import monotonic_ms
     from kraftpy.protocol.shell.rpc import RpcClient
 
-    rpc = RpcClient(request_timeout_ms=min(timeout_ms, DEFAULT_TIMEOUT_MS))
+    rpc = RpcClient(request_timeout_ms=request_timeout_within(timeout_ms))
     deadline = monotonic_ms() + timeout_ms
     last: KafkaError | None = None
     try:
@@ -50,7 +50,12 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
                         ErrorCode.REQUEST_TIMED_OUT,
                     )
                 try:
-                    answer = await rpc.call(address, DESCRIBE_QUORUM_PATH, {}, timeout_ms=int(remaining))
+                    answer = await rpc.call(
+                        address,
+                        DESCRIBE_QUORUM_PATH,
+                        {},
+                        timeout_ms=int(min(remaining, request_timeout_within(timeout_ms))),
+                    )
                 except KafkaError as exc:
                     last = exc
                     hint = parse_address(exc.details.get("leader_address"))

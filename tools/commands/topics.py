@@ -34,6 +34,16 @@ DEFAULT_TIMEOUT_MS = 30_000
 VISIBLE_POLL_S = 0.1
 
 
+def request_timeout_within(timeout_ms: int) -> int:
+    """One request's bound inside a command bounded by `timeout_ms`: a third of it, at most Kafka's 30 s.
+
+    A broker that accepts a connection and never answers (stopped, swapping) must not take the whole
+    budget, or the command fails although two other brokers would answer: Kafka's admin tools leave
+    the same room (request.timeout.ms 30 s inside default.api.timeout.ms 60 s).
+    """
+    return min(DEFAULT_TIMEOUT_MS, max(1, timeout_ms // 3))
+
+
 def timeout_option(func: Any) -> Any:
     return click.option(
         "--timeout-ms",
@@ -61,7 +71,7 @@ def run_admin(servers: list[tuple[str, int]], timeout_ms: int, action: Callable[
         admin = AdminClient(
             servers,
             default_api_timeout_ms=timeout_ms,
-            request_timeout_ms=min(timeout_ms, DEFAULT_TIMEOUT_MS),
+            request_timeout_ms=request_timeout_within(timeout_ms),
         )
         try:
             async with asyncio.timeout(timeout_ms / 1000 + 5):  # the admin client bounds itself; this is a backstop
