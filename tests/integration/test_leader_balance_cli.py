@@ -22,10 +22,18 @@ def not_preferred(cluster: LocalCluster) -> list[int]:
 
 
 def restart(cluster: LocalCluster, delay_ms: int) -> None:
+    """Stop and start the cluster, then wait for every replica back in its ISR: a broker shut down
+    leaves the ISRs and rejoins once caught up, and until then a preferred leader outside its ISR
+    cannot be elected (PREFERRED_LEADER_NOT_AVAILABLE, as Kafka answers)."""
     cluster.ok("cluster", "stop", "--timeout-ms", "20000")
     cluster.write_setting("preferred_leader_election_delay_ms", delay_ms)
     cluster.start()
     cluster.controller_id()
+    wait_for(
+        "every replica back in its ISR",
+        lambda: all(set(p["isr"]) == set(p["replicas"]) for p in cluster.describe(TOPIC)["partitions"]),
+        timeout_s=60,
+    )
 
 
 def test_elect_leaders_and_the_controllers_own_return_to_preferred_leaders(tmp_path) -> None:
