@@ -114,14 +114,16 @@ class QuorumController:
         self._leader_address = leader_address
         self._latest = self._committed
 
-    def not_controller_error(self) -> KafkaError:
+    def not_controller_error(self, *, refused: bool = False) -> KafkaError:
+        """NOT_CONTROLLER with the leader hint. `refused`: the request was turned away before any of it
+        was appended, so it can never take effect, and the answer says so (`appended: false`). Without
+        it (a write pending when this node renounced) the outcome is unknown: the new leader may
+        still commit what was appended."""
         hint = f"; the active controller is {self._leader_id}" if self._leader_id is not None else ""
-        return KafkaError(
-            f"This node is not the active controller{hint}",
-            ErrorCode.NOT_CONTROLLER,
-            leader_id=self._leader_id,
-            leader_address=self._leader_address,
-        )
+        details: dict[str, Any] = {"leader_id": self._leader_id, "leader_address": self._leader_address}
+        if refused:
+            details["appended"] = False
+        return KafkaError(f"This node is not the active controller{hint}", ErrorCode.NOT_CONTROLLER, **details)
 
     # --- writes --------------------------------------------------------------------------------
     def handle(self, request: Any, now_ms: int) -> ControllerResult:
@@ -137,7 +139,7 @@ class QuorumController:
 
     def _write(self, now_ms: int, decide: Callable[[], ControllerResult]) -> ControllerResult:
         if not self.is_active:
-            return ControllerResult((), self.not_controller_error())
+            return ControllerResult((), self.not_controller_error(refused=True))
         try:
             result = decide()
         except KafkaError as e:

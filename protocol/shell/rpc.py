@@ -313,6 +313,10 @@ class RpcClient:
             raise KafkaError(
                 f"{path} to {host}:{port} timed out after {total_ms} ms", ErrorCode.REQUEST_TIMED_OUT
             ) from None
+        except aiohttp.ClientConnectorError as exc:  # no connection: the request never left
+            raise KafkaError(
+                f"{path} to {host}:{port} failed: {exc}", ErrorCode.NETWORK_EXCEPTION, sent=False
+            ) from None
         except aiohttp.ClientError as exc:
             raise KafkaError(f"{path} to {host}:{port} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
         answer = decode_map(raw, "response")
@@ -398,10 +402,13 @@ class RpcClient:
             if stream is not None:
                 await stream.close()
             raise KafkaError(
-                f"connecting to {where} timed out after {self.connect_timeout_ms} ms", ErrorCode.NETWORK_EXCEPTION
+                f"connecting to {where} timed out after {self.connect_timeout_ms} ms",
+                ErrorCode.NETWORK_EXCEPTION,
+                sent=False,
             ) from None
         except OSError as exc:
-            raise KafkaError(f"connecting to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION) from None
+            # No connection, so no request left: a caller keeping a history may count it a definite failure.
+            raise KafkaError(f"connecting to {where} failed: {exc}", ErrorCode.NETWORK_EXCEPTION, sent=False) from None
         if status != 101:
             await stream.close()
             if status == 401:  # the peer refused our credential: say so, never fall back to HTTP

@@ -175,7 +175,8 @@ def run(
         guard.kill()
         guard.wait()
         watchdog.disarm_dump(threads_dump)
-    table = narrow_table("", "", title=f"fault run: {'valid' if result.valid else 'ANOMALIES'}")
+    title = "valid" if result.valid else "UNKNOWN" if result.valid is None else "ANOMALIES"
+    table = narrow_table("", "", title=f"fault run: {title}")
     table.show_header = False
     table.add_row("seed", str(seed))
     table.add_row("network", network)
@@ -186,13 +187,15 @@ def run(
         "ops", f"{result.invoked} invoked, {result.ok} ok, {result.fail} failed, {result.info} unknown (info)"
     )
     found = ", ".join(f"{k} x{len(v) if isinstance(v, list | dict) else v}" for k, v in result.anomalies.items())
-    table.add_row("verdict", "valid" if result.valid else found)
+    undecided = "undecided: " + ", ".join(sorted(result.undecided))
+    table.add_row("verdict", "valid" if result.valid else undecided if result.valid is None else found)
     table.add_row("audit", "not run" if result.audit is None else "ok" if result.audit["ok"] else "FINDINGS")
     table.add_row("history", str(result.history))
     table.add_row("report", str(out_dir.resolve() / "report.html"))
     table.add_row("replay", replay)
     Console().print(table)
-    sys.exit(0 if result.valid else 1)
+    # As Jepsen's :valid? true / false / :unknown; 2 is also "could not run": no verdict either way.
+    sys.exit(0 if result.valid else 2 if result.valid is None else 1)
 
 
 @faults.command("cleanup")

@@ -157,6 +157,14 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f'<table class="run">{head and f"<tr>{head}</tr>"}{body}</table>'
 
 
+def verdict_text(summary: dict[str, Any], anomalies: dict[str, Any]) -> str:
+    if summary["valid"]:
+        return "valid"
+    if summary["valid"] is None:  # a check gave up: neither valid nor invalid
+        return "UNKNOWN: undecided " + ", ".join(sorted(summary.get("undecided") or {}))
+    return "ANOMALIES: " + ", ".join(sorted(anomalies))
+
+
 def run_section(summary: dict[str, Any], replay: str, timeline: dict[str, Any]) -> str:
     faults = ", ".join(f"{n} \u00d7{c}" for n, c in sorted(summary["faults"].items())) or "none happened"
     sends = summary["sends"]
@@ -166,7 +174,7 @@ def run_section(summary: dict[str, Any], replay: str, timeline: dict[str, Any]) 
         {"": "replay", " ": replay},
         {"": "faults", " ": faults},
         {"": "sends", " ": f"{sends['invoked']} invoked, {sends['ok']} ok, {sends['info']} unknown (info)"},
-        {"": "verdict", " ": "valid" if summary["valid"] else "ANOMALIES: " + ", ".join(sorted(others))},
+        {"": "verdict", " ": verdict_text(summary, others)},
     ]
     if summary.get("skipped"):  # faults the model refused (a lose-tail on the last clean in-sync copy)
         skipped = ", ".join(f"{n} \u00d7{c}" for n, c in sorted(summary["skipped"].items()))

@@ -30,6 +30,7 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_healthy, write_node_files
+from kraftpy.tools.faults.checks import CHECK_TIMEOUT_S, CheckFailed, run_check
 from kraftpy.tools.faults.disk import LoopDisk, boot_id_path, new_boot_id
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
@@ -81,6 +82,7 @@ class RunResult:
     ops: dict[str, int] = field(default_factory=dict)
     allowed: dict[str, int] = field(default_factory=dict)  # reported classes the workload allows, by count
     anomalies: dict[str, Any] = field(default_factory=dict)
+    undecided: dict[str, Any] = field(default_factory=dict)  # checks that could decide nothing (valid: None)
     history: Path | None = None
     audit: dict[str, Any] | None = None
     hostile: dict[str, Any] | None = None
@@ -96,6 +98,7 @@ class RunResult:
             "sends": {"invoked": self.invoked, "ok": self.ok, "info": self.info, "fail": self.fail},
             "ops": self.ops,
             "anomalies": self.anomalies,
+            "undecided": self.undecided,
             "allowed": self.allowed,
             "audit": None if self.audit is None else {"ok": self.audit["ok"], "findings": self.audit["findings"]},
             "hostile": self.hostile,
@@ -253,7 +256,7 @@ class FaultRun:
         if self.audit:
             self._audit(result, seen)
             self.phase(result, "kraftpy audit")
-        result.valid = not result.anomalies
+        result.valid = False if result.anomalies else None if result.undecided else True
         (self.out / "summary.json").write_text(json.dumps({**result.summary(), "replay": self.replay}, indent=2) + "\n")
         from kraftpy.tools.faults.report import write_report
 
@@ -262,20 +265,23 @@ class FaultRun:
 
     def _judge(self, result: RunResult, stats: WorkloadStats, seen: dict[int, dict[int, str]]) -> None:
         assert self.nemesis is not None
-        check = self.cli("check", str(result.history), *self.spec.check_args(self.sub_via), "--json")
+        assert result.history is not None
         try:
-            verdict = json.loads(check.stdout)
-        except ValueError:
-            raise CouldNotRun(f"kraftpy check failed: {check.stderr.strip()[:500]}") from None
+            check = run_check(self.cli, result.history, self.spec.check_args(self.sub_via), CHECK_TIMEOUT_S)
+        except CheckFailed as exc:
+            raise CouldNotRun(str(exc)) from None
+        verdict = check.body
         (self.out / "check.json").write_text(json.dumps(verdict, indent=2) + "\n")
-        if not verdict.get("valid"):  # by class, as Jepsen reports them; allowed classes do not fail a run
-            for anomaly in verdict.get("anomalies", []):
-                if anomaly.get("failure", True):
-                    result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
-            if not result.anomalies:
-                result.anomalies["check"] = verdict
+        for anomaly in check.failures:  # by class, as Jepsen reports them; allowed classes do not fail a run
+            result.anomalies.setdefault(anomaly["type"], []).append(anomaly)
+        if check.valid is False and not result.anomalies:
+            result.anomalies["check"] = verdict
+        if check.valid is None:
+            result.undecided["check"] = check.undecided
         if self.spec.judge is not None:
-            result.anomalies.update(self.spec.judge(self.cli, self.out))
+            judged = self.spec.judge(self.cli, self.out)
+            result.anomalies.update(judged.anomalies)
+            result.undecided.update(judged.undecided)
         result.allowed = dict(Counter(a["type"] for a in verdict.get("anomalies", []) if not a.get("failure", True)))
         lost = {}
         for partition, acked in stats.acked.items():  # the workload's own view, apart from the checker's

@@ -304,7 +304,8 @@ def test_inactive_controller_answers_not_controller_with_the_hint() -> None:
     result = controller.handle(BrokerRegistrationRequest(1, "c", "inc"), 0)
     error = error_of(result)
     assert error.code == ErrorCode.NOT_CONTROLLER and result.records == ()
-    assert error.details == {"leader_id": 2, "leader_address": "127.0.0.2:9093"}
+    # Refused before anything was appended: it can never take effect, and the answer says so.
+    assert error.details == {"leader_id": 2, "leader_address": "127.0.0.2:9093", "appended": False}
     assert controller.tick(10_000).records == () and controller.next_deadline_ms(0) is None
 
 

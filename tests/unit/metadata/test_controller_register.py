@@ -81,6 +81,24 @@ async def test_a_deposed_leader_never_answers_a_read(tmp_path: Path) -> None:
     assert info.value.code is ErrorCode.NOT_CONTROLLER
 
 
+async def test_a_refused_write_says_it_was_not_appended_and_a_pending_one_does_not(tmp_path: Path) -> None:
+    """A Jepsen-style client may count a write refused before anything was appended as failed (it can
+    never happen); one pending when leadership moved may still commit, so its NOT_CONTROLLER says nothing
+    of the kind and the client must count it unknown."""
+    shell = Shell(tmp_path)
+    await shell.activate()
+    pending = shell.call("register_write", {"key": "x", "value": 1})
+    await shell.settle()
+    shell.raft.elect(2)  # what we appended may yet commit under the new leader
+    with pytest.raises(KafkaError) as lost:
+        await pending
+    assert lost.value.code is ErrorCode.NOT_CONTROLLER and "appended" not in lost.value.details
+    with pytest.raises(KafkaError) as refused:
+        await shell.call("register_write", {"key": "x", "value": 2})
+    assert refused.value.code is ErrorCode.NOT_CONTROLLER and refused.value.details["appended"] is False
+    assert refused.value.details["leader_id"] == 2
+
+
 async def test_malformed_register_bodies_answer_invalid_request(tmp_path: Path) -> None:
     shell = Shell(tmp_path)
     await shell.activate()

@@ -109,17 +109,39 @@ async def test_timeout_is_request_timed_out(server) -> None:
     assert info.value.code is ErrorCode.REQUEST_TIMED_OUT
 
 
-async def test_refused_connection_is_network_exception() -> None:
+@pytest.mark.parametrize("streams", [False, True], ids=["http", "stream"])
+async def test_refused_connection_is_network_exception_and_says_nothing_was_sent(streams: bool) -> None:
     with socket.socket() as s:  # a port nobody listens on: bind, read it, close
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = RpcClient(request_timeout_ms=1000)
+    client = RpcClient(request_timeout_ms=1000, peer_streams=streams)
     try:
         with pytest.raises(KafkaError) as info:
             await client.call(("127.0.0.1", port), "/echo", {"value": 1})
         assert info.value.code is ErrorCode.NETWORK_EXCEPTION
+        assert info.value.details.get("sent") is False  # a history may count the call a definite failure
     finally:
         await client.close()
+
+
+async def test_a_connection_lost_after_the_request_does_not_say_unsent() -> None:
+    """The peer read the request and hung up: it may have acted on it, so the error claims nothing."""
+
+    async def read_then_hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(read_then_hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = RpcClient(request_timeout_ms=2000)
+    try:
+        with pytest.raises(KafkaError) as info:
+            await client.call(("127.0.0.1", port), "/echo", {"value": 1})
+        assert info.value.code is ErrorCode.NETWORK_EXCEPTION and "sent" not in info.value.details
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
 
 
 def test_backoff_grows_exponentially_and_caps() -> None:

@@ -22,6 +22,7 @@ from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 
 if TYPE_CHECKING:
+    from kraftpy.tools.faults.checks import Judgement
     from kraftpy.tools.faults.workloads.runner import Workers
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]  # `kraftpy ARGS...` from the run's client namespace
@@ -76,7 +77,7 @@ class Workload:
     # Under the nemesis beside the workers; returns the faults it did itself, by name (summary's faults).
     beside: Callable[[Beside], Awaitable[Mapping[str, int]]] | None = None
     after_read: Callable[[RunCluster, HistoryWriter], Awaitable[Any]] | None = None  # after the read back
-    judge: Callable[[Cli, Path], dict[str, Any]] | None = None  # its own anomalies, by class
+    judge: Callable[[Cli, Path], Judgement] | None = None  # its own anomalies by class, and undecided checks
 
     def check_args(self, sub_via: str) -> list[str]:
         """The model arguments of `kraftpy check` over history.jsonl."""

@@ -4,8 +4,9 @@ Processes send `/controller/register_write` (a write, or a cas with `from`) to t
 heard is active, and `/controller/register_read` to any controller node (only the active one may answer,
 after Raft's read index; docs/metadata.md "Linearizable reads"). The history (its own file, so the
 send/poll history keeps its model) is judged by `kraftpy check --model cas-register`. A read that errs
-is `fail` (it changed nothing); a cas refused with INVALID_UPDATE_VERSION is `fail` (answered after what
-it compared with committed); any other write error is `info` and the process continues under a new number.
+is `fail` (it changed nothing); so is a write that certainly did not happen (`never_took_effect`: a
+refused cas, a controller that appended nothing, no connection); any other write error is `info` and the
+process continues under a new number. A search that gives up leaves the run undecided (checks.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import asyncio
 import contextlib
 import json
 import random
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,10 @@ from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.credential_files import load_credential
 from kraftpy.protocol.shell.rpc import RpcClient
 from kraftpy.tools.cluster_layout import ClusterLayout
+from kraftpy.tools.faults.checks import CHECK_TIMEOUT_S, CheckFailed, Judgement, run_check
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.workloads import queue
-from kraftpy.tools.faults.workloads.entry import Beside, Workload
+from kraftpy.tools.faults.workloads.entry import Beside, Cli, Workload
 
 CHECK_MODEL = "cas-register"
 HISTORY_FILE = "register.jsonl"
@@ -43,18 +43,31 @@ async def run_register(layout: ClusterLayout, out: Path, *, end: RunEnd, rng: ra
         return await _run(layout, history, end, rng)
 
 
-def judge(cli: Callable[..., subprocess.CompletedProcess[str]], out: Path) -> dict[str, Any]:
-    """`kraftpy check --model cas-register` over the register history: the anomalies found, by class."""
-    done = cli("check", str(out / HISTORY_FILE), "--model", CHECK_MODEL, "--json")
+def judge(cli: Cli, out: Path) -> Judgement:
+    """`kraftpy check --model cas-register` over the register history: not linearizable is an anomaly,
+    a search that gave up (its bound: checks.py) leaves the run undecided."""
     try:
-        verdict = json.loads(done.stdout)
-    except ValueError:
-        return {"register-check": done.stderr.strip()[-500:]}
-    (out / "register-check.json").write_text(json.dumps(verdict, indent=2) + "\n")
-    if verdict.get("valid") is True:
-        return {}
-    found = [a for a in verdict.get("anomalies", []) if a.get("failure", True)]
-    return {"register-not-linearizable": found[:5] or verdict}
+        check = run_check(cli, out / HISTORY_FILE, ["--model", CHECK_MODEL], CHECK_TIMEOUT_S)
+    except CheckFailed as exc:
+        return Judgement(anomalies={"register-check": str(exc)})
+    (out / "register-check.json").write_text(json.dumps(check.body, indent=2) + "\n")
+    if check.valid is None:
+        return Judgement(undecided={"register-check": check.undecided})
+    if check.valid is False:
+        return Judgement(anomalies={"register-not-linearizable": check.failures[:5] or check.body})
+    return Judgement()
+
+
+def never_took_effect(error: KafkaError) -> bool:
+    """Whether a failed write certainly did not happen: a failed cas, a controller that appended nothing
+    (NOT_CONTROLLER with `appended: false`), no connection to send it on. Any other failure may still
+    take effect (info): each such write stays open for the rest of the history, and the linearizability
+    search grows with every one, so none is left open that need not be."""
+    return (
+        error.code is ErrorCode.INVALID_UPDATE_VERSION
+        or error.details.get("appended") is False
+        or error.details.get("sent") is False
+    )
 
 
 async def _run(layout: ClusterLayout, history: HistoryWriter, end: RunEnd, rng: random.Random) -> dict[str, int]:
@@ -90,7 +103,7 @@ async def _run(layout: ClusterLayout, history: HistoryWriter, end: RunEnd, rng: 
             except KafkaError as exc:
                 if exc.code is ErrorCode.NOT_CONTROLLER:
                     note_leader(exc)
-                definite = f == "read" or exc.code is ErrorCode.INVALID_UPDATE_VERSION
+                definite = f == "read" or never_took_effect(exc)
                 counts["fail" if definite else "info"] += 1
                 history.event(process, "fail" if definite else "info", f, value=value, error=exc.code.name)
                 if not definite:  # the write may still take effect: this process may not invoke again
