@@ -132,7 +132,12 @@ def under_min_isr(cluster: LocalCluster) -> Iterator[None]:
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for("the ISR down to the leader", lambda: len(cluster.describe("strict")["partitions"][0]["isr"]) == 1)
+        # A probe may first ask the paused follower (random placement): a third of the CLI's 30 s each.
+        wait_for(
+            "the ISR down to the leader",
+            lambda: len(cluster.describe("strict")["partitions"][0]["isr"]) == 1,
+            timeout_s=60,
+        )
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -175,6 +180,24 @@ def test_a_stopped_first_bootstrap_broker_leaves_admin_commands_working(cluster:
         lambda: first.node_id in cluster.describe("hung-first")["partitions"][0]["isr"],
         timeout_s=60,
     )
+
+
+def test_a_silent_first_bootstrap_server_leaves_group_lag_working(cluster: LocalCluster) -> None:
+    """`groups describe` reads the lag with a consumer of its own (end offsets): named first in
+    --bootstrap-server, a server that accepts connections and never answers costs that consumer's
+    request a third of --timeout-ms too, and the next server answers."""
+    cluster.ok("topics", "create", "silent-first", "--partitions", "1", "--if-not-exists")
+    assert produce(cluster, "silent-first", "x\n").code == 0
+    cluster.ok("consume", "silent-first", "--group", "silent-g", "--from-beginning", "-n", "1")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel completes the handshakes; nothing ever reads or answers
+        servers = f"127.0.0.1:{silent.getsockname()[1]},{cluster.bootstrap_servers}"
+        result = cluster.ok(
+            "groups", "describe", "silent-g", "--json", "--bootstrap-server", servers, "--timeout-ms", "30000"
+        )
+    rows = result.json()["partitions"]
+    assert [(r["committed_offset"], r["log_end_offset"], r["lag"]) for r in rows] == [(1, 1, 0)], rows
 
 
 def test_produce_bounds_are_honoured(cluster: LocalCluster) -> None:
