@@ -48,6 +48,14 @@ class Judgement:
     undecided: dict[str, Any] = field(default_factory=dict)
 
 
+def run_verdict(anomalies: dict[str, Any], undecided: dict[str, Any]) -> bool | None:
+    """A run's verdict from all its judges: any anomaly fails it; else a check that decided nothing
+    leaves it unknown (None); else it is valid."""
+    if anomalies:
+        return False
+    return None if undecided else True
+
+
 def run_check(
     cli: Cli, history: Path, args: Sequence[str], process_timeout_s: float, search_s: float | None = None
 ) -> CheckVerdict:

@@ -30,7 +30,7 @@ from typing import Any
 
 from kraftpy.tools.cluster_layout import ClusterLayout
 from kraftpy.tools.commands.cluster import new_layout, spawn_node, wait_until_healthy, write_node_files
-from kraftpy.tools.faults.checks import CHECK_TIMEOUT_S, CheckFailed, run_check
+from kraftpy.tools.faults.checks import CHECK_TIMEOUT_S, CheckFailed, run_check, run_verdict
 from kraftpy.tools.faults.disk import LoopDisk, boot_id_path, new_boot_id
 from kraftpy.tools.faults.history import HistoryWriter, RunEnd
 from kraftpy.tools.faults.nemesis import Nemesis
@@ -256,7 +256,7 @@ class FaultRun:
         if self.audit:
             self._audit(result, seen)
             self.phase(result, "kraftpy audit")
-        result.valid = False if result.anomalies else None if result.undecided else True
+        result.valid = run_verdict(result.anomalies, result.undecided)
         (self.out / "summary.json").write_text(json.dumps({**result.summary(), "replay": self.replay}, indent=2) + "\n")
         from kraftpy.tools.faults.report import write_report
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.tools.faults.checks import CheckFailed, run_check
+from kraftpy.tools.faults.checks import CheckFailed, run_check, run_verdict
+from kraftpy.tools.faults.report import verdict_text
 from kraftpy.tools.faults.workloads.register import never_took_effect
 from tests.unit.tools.checker.generate import random_history
 
@@ -77,3 +78,13 @@ def test_output_that_is_no_verdict_is_a_failed_check(tmp_path: Path) -> None:
 )
 def test_only_writes_that_certainly_did_not_happen_are_definite(error: KafkaError, definite: bool) -> None:
     assert never_took_effect(error) is definite
+
+
+def test_an_undecided_check_makes_the_run_unknown_and_an_anomaly_still_fails_it() -> None:
+    undecided = {"register-check": [{"type": "undecided", "reason": "timeout"}]}
+    assert run_verdict({}, {}) is True
+    assert run_verdict({}, undecided) is None
+    assert run_verdict({"lost-write": [{}]}, undecided) is False
+    assert verdict_text({"valid": None, "undecided": undecided}, {}) == "UNKNOWN: undecided register-check"
+    assert verdict_text({"valid": True}, {}) == "valid"
+    assert verdict_text({"valid": False}, {"lost-write": []}) == "ANOMALIES: lost-write"
