@@ -10,6 +10,7 @@ the broker component does every heartbeat interval.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,13 @@ RECORDS = 300
 
 async def fill(cluster: BrokerCluster) -> list[bytes]:
     values = [f"value-{i:04d}".encode() for i in range(RECORDS)]
+    # One millisecond apart: batches sent within the same millisecond would share timestamps, and a
+    # lookup by one batch's max timestamp could be answered from an earlier batch without reading it.
+    first_ms = int(time.time() * 1000) - RECORDS
     async with Producer(cluster.bootstrap, acks="all", linger_ms=0) as producer:
         for i in range(0, RECORDS, 10):  # many small batches
-            for value in values[i : i + 10]:
-                await producer.send(TOPIC, value)
+            for n, value in enumerate(values[i : i + 10], i):
+                await producer.send(TOPIC, value, timestamp_ms=first_ms + n)
             await producer.flush()
     await cluster.wait_for_replicas_caught_up(TOPIC)
     for b in cluster.partition(TOPIC).replicas:
