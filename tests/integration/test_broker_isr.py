@@ -10,7 +10,6 @@ NOT_CONTROLLER hints; consumers never see data above the high watermark.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +92,8 @@ async def test_min_isr_refuses_before_and_holds_the_hw_after_the_append(tmp_path
         cluster.rm(3).fetchers.resume()
         await cluster.wait_for_isr("minisr", 0, {1, 2, 3})
         await cluster.wait_for_replicas_caught_up("minisr")
-        for _ in range(100):  # the leader applies the ISR's image a moment after the controller's view
-            if cluster.rm(1).status()["under_min_isr"] == 0:
-                break
-            await asyncio.sleep(0.05)
-        assert cluster.rm(1).status()["under_min_isr"] == 0
+        # The leader applies the ISR's image a moment after the controller's view.
+        await wait_until(lambda: cluster.rm(1).status()["under_min_isr"] == 0, timeout_s=5, what="under_min_isr 0")
         consumer_view = part_of(await cluster.call(1, "/kafka/fetch", fetch("minisr", 0, epoch=epoch)))
         values = [r.value for b in decode_batches(consumer_view["records"]) for r in b.records]
         assert values == [b"during-shrink", b"acks-1"]

@@ -34,7 +34,8 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
     from kraftpy.protocol.shell.clock import monotonic_ms
     from kraftpy.protocol.shell.rpc import RpcClient
 
-    rpc = RpcClient(request_timeout_ms=request_timeout_within(timeout_ms))
+    per_request_ms = request_timeout_within(timeout_ms)
+    rpc = RpcClient(request_timeout_ms=per_request_ms)
     deadline = monotonic_ms() + timeout_ms
     last: KafkaError | None = None
     try:
@@ -54,7 +55,7 @@ async def ask_quorum(servers: list[Address], timeout_ms: int) -> Any:
                         address,
                         DESCRIBE_QUORUM_PATH,
                         {},
-                        timeout_ms=int(min(remaining, request_timeout_within(timeout_ms))),
+                        timeout_ms=int(min(remaining, per_request_ms)),
                     )
                 except KafkaError as exc:
                     last = exc

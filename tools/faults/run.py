@@ -64,6 +64,14 @@ def run_bound_s(time_limit_s: float, audit: bool) -> float:
     return time_limit_s + phases + 3 * CLI_TIMEOUT_S + (AUDIT_TIMEOUT_S if audit else 0) + RUN_MARGIN_S
 
 
+def kraftpy_cli(*args: str, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """`kraftpy ARGS...` as a subprocess (from the run's client namespace once the run entered it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kraftpy.tools.cli", *args], capture_output=True, text=True,
+        timeout=timeout_s, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 class CouldNotRun(Exception):
     """The run could not happen (exit 2): the machine, the cluster's start, a stuck recovery, the audit."""
 
@@ -153,11 +161,7 @@ class FaultRun:
         self._phase_at = now
 
     # --- the cluster ---------------------------------------------------------------------------------
-    def cli(self, *args: str, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "kraftpy.tools.cli", *args], capture_output=True, text=True,
-            timeout=timeout_s, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+    cli = staticmethod(kraftpy_cli)
 
     def start(self, rng: random.Random) -> None:
         self.net.setup()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,16 +17,9 @@ import pytest
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.tools.faults.checks import CheckFailed, run_check, run_verdict
 from kraftpy.tools.faults.report import verdict_text
+from kraftpy.tools.faults.run import kraftpy_cli as cli
 from kraftpy.tools.faults.workloads.register import never_took_effect
 from tests.unit.tools.checker.generate import random_history
-
-
-def cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """`kraftpy ARGS`, as a fault run calls it."""
-    return subprocess.run(
-        [sys.executable, "-m", "kraftpy.tools.cli", *args],
-        capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def write_history(path: Path, seed: int, *, stale_read: bool = False) -> Path:
