@@ -6,6 +6,9 @@ for skips while a test runs and for skips at collection (a module-level
 `importorskip`); xfail stays allowed, strict (pyproject's `xfail_strict`), so
 an expected failure that starts passing fails too. tests/unit/test_skip_rule.py
 tests the rule itself.
+
+A module that leaves a librdkafka client running fails too (tests/native_threads.py says why;
+tests/unit/test_native_thread_rule.py tests that rule).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.native_threads import unreachable_librdkafka_clients_kept
 from tests.ports import PortReservation
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 _skipped: list[str] = []
+_librdkafka_clients = [0]  # running when the last module ended
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,6 +114,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # A module that names its group keeps it (network-namespace tests join the fault runs').
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    # Looked at once the module's last test is done: its module fixtures are torn down and the test's
+    # own fixture values released (pytest drops them after the teardown report, inside this protocol).
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    running = unreachable_librdkafka_clients_kept()
+    leaked, _librdkafka_clients[0] = running - _librdkafka_clients[0], running
+    if leaked > 0:  # blamed once, on the module that started them
+        message = (
+            f"{item.path.name} left {leaked} librdkafka client(s) running: a confluent-kafka client of its "
+            "tests was never destroyed (tests/native_threads.py says why that matters)"
+        )
+        item.ihook.pytest_runtest_logreport(
+            report=pytest.TestReport(item.nodeid, item.location, {}, "failed", message, "teardown")
+        )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
