@@ -12,8 +12,10 @@ from kraftpy.raft.election import (
     VoteTally,
     can_grant_prevote,
     can_grant_vote,
+    election_backoff_ms,
     election_timeout_ms,
     log_is_up_to_date,
+    successor_backoff_ms,
 )
 from kraftpy.raft.messages import (
     BeginQuorumEpochRequest,
@@ -58,6 +60,22 @@ def test_election_timeout_is_in_t_2t() -> None:
     draws = [election_timeout_ms(config, rng) for _ in range(2000)]
     assert min(draws) >= 1000 and max(draws) < 2000
     assert max(draws) - min(draws) > 900
+
+
+def test_election_backoff_is_randomised_up_to_a_doubling_cap() -> None:
+    # retry 20 ms, at most 1000: attempt k waits in [1, 20 * 2**k], never past the maximum
+    rng = random.Random(2)
+    config = RaftConfig()
+    for attempt, cap in [(0, 20), (1, 40), (3, 160), (5, 640), (6, 1000), (40, 1000)]:
+        draws = [election_backoff_ms(config, rng, attempt) for _ in range(2000)]
+        assert min(draws) >= 1 and max(draws) <= cap, (attempt, min(draws), max(draws))
+        assert max(draws) > cap * 0.9 and min(draws) < cap * 0.1 + 1, (attempt, min(draws), max(draws))
+
+
+def test_successor_backoff_lets_the_best_successor_run_first() -> None:
+    config = RaftConfig()
+    assert [successor_backoff_ms(config, p) for p in range(-1, 8)] == [0, 0, 40, 80, 160, 320, 640, 1000, 1000]
+    assert successor_backoff_ms(config, 10**6) == 1000
 
 
 def test_tally_won_and_lost() -> None:

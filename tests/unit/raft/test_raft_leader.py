@@ -20,6 +20,15 @@ def test_quorum_high_watermark_is_the_majority_position() -> None:
     assert quorum_high_watermark([5], 1) == 5
 
 
+def test_quorum_high_watermark_with_an_even_number_of_voters_needs_more_than_half() -> None:
+    # With an odd count the median is the majority position from either end; with an even count
+    # only the right end gives it: 7 is held by two of four voters, which is no majority.
+    assert quorum_high_watermark([10, 7, 3, 1], 4) == 3
+    assert quorum_high_watermark([1, 10, 3, 7], 4) == 3
+    assert quorum_high_watermark([10, 7], 2) == 7
+    assert quorum_high_watermark([4, 9], 2) == 4
+
+
 def test_figure_8_old_epoch_entry_is_not_committed_by_counting() -> None:
     """Raft paper, Figure 8: S1 leads epoch 4 with an epoch-2 entry at offset 2 replicated to a
     majority. It must not commit offset 2 until its own epoch-4 entry (offset 3) is on a
@@ -56,6 +65,12 @@ def test_check_quorum_counts_recent_fetches_of_voters() -> None:
     assert leader.check_quorum_deadline_ms(3000) == 5500
     leader.on_fetch(9, 5400, 0)  # an observer does not keep the leader alive
     assert not leader.quorum_alive(5500, 3000)
+
+
+def test_a_single_voter_leader_is_its_own_quorum_forever() -> None:
+    leader = LeaderState(epoch=1, node_id=1, voters=frozenset({1}), epoch_start_offset=0, now_ms=0)
+    assert leader.quorum_alive(10**9, 3000)
+    assert leader.check_quorum_deadline_ms(3000) == 1 << 62
 
 
 def test_preferred_successors_most_caught_up_first() -> None:
