@@ -31,10 +31,6 @@ class DelayedProduces:
     def __contains__(self, request_id: Hashable) -> bool:
         return request_id in self._pending
 
-    @property
-    def next_deadline_ms(self) -> int | None:
-        return min((p.deadline_ms for p in self._pending.values()), default=None)
-
     def add(
         self,
         request_id: Hashable,

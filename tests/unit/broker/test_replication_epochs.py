@@ -48,6 +48,20 @@ def test_truncation_from_either_end() -> None:
     assert c.latest_epoch == -1
 
 
+def test_assign_at_the_boundaries() -> None:
+    c = cache((1, 0), (2, 5))
+    assert not c.assign(2, 5)  # the same entry again
+    assert c.assign(3, 5)  # a new epoch starting where the latest did: epoch 2 held nothing, it goes
+    assert c.entries == (EpochEntry(1, 0), EpochEntry(3, 5))
+
+
+def test_truncation_from_the_start_exactly_at_an_epoch_start() -> None:
+    c = cache((1, 0), (3, 10), (5, 20))
+    c.truncate_from_start(10)  # offset 10 is epoch 3's first: epoch 1 is gone whole
+    assert c.entries == (EpochEntry(3, 10), EpochEntry(5, 20))
+    assert c.epoch_for_offset(10) == 3
+
+
 def test_copy_is_independent() -> None:
     c = cache((1, 0))
     d = c.copy()

@@ -181,6 +181,14 @@ def test_beyond_the_leaders_log_end_truncates_to_it() -> None:
     assert partition.on_fetch_response(request, response, 1)[:2] == [TruncateTo(20), RebuildProducerState(20)]
 
 
+def test_beyond_an_empty_leaders_log_truncates_to_nothing() -> None:
+    # The leader's end is 0 (an unclean election to an empty replica): everything here goes.
+    partition = follower(LogState(0, 5, 0, -1))
+    request = partition.build_fetch(LogState(0, 5, 0, -1), 0)
+    response = FetchPartitionResponse(ErrorCode.OFFSET_OUT_OF_RANGE, 0, log_start_offset=0, log_end_offset=0)
+    assert partition.on_fetch_response(request, response, 1)[:2] == [TruncateTo(0), RebuildProducerState(0)]
+
+
 def test_out_of_range_inside_the_leaders_range_just_retries() -> None:
     partition = follower(LogState(0, 10, 8, 4))
     request = partition.build_fetch(LogState(0, 10, 8, 4), 0)

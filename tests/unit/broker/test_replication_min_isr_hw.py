@@ -136,3 +136,13 @@ def test_a_waiting_acks_all_produce_completes_when_min_isr_is_lowered() -> None:
         a for a in partition.update_config(ReplicationConfig(min_insync_replicas=1)) if isinstance(a, CompleteProduce)
     ]
     assert [(d.request_id, d.error) for d in done] == [("all", ErrorCode.NONE)]
+
+
+def test_under_min_isr_is_an_isr_smaller_than_min_isr_not_equal_to_it() -> None:
+    assert not leader(isr=(0, 1), min_isr=2).leader.under_min_isr
+    assert leader(isr=(0,), min_isr=2).leader.under_min_isr
+    assert not leader(isr=(0, 1, 2), min_isr=3).leader.under_min_isr
+    assert leader(isr=(0, 1), min_isr=3).leader.under_min_isr
+    # min ISR is capped at the replica count: three replicas all in sync are never under it
+    assert not leader(isr=(0, 1, 2), min_isr=5).leader.under_min_isr
+    assert leader(isr=(0, 1), min_isr=5).leader.under_min_isr
