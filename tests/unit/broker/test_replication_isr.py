@@ -165,6 +165,27 @@ def test_fenced_or_outdated_proposals_wait_for_metadata_instead_of_retrying() ->
     assert partition.leader.isr == {0, 1, 2} and isinstance(partition.leader.isr_state, CommittedIsr)
 
 
+def test_a_committed_state_that_still_lacks_the_follower_lets_the_leader_propose_again() -> None:
+    partition = leader(isr=(0, 1), leo=10)
+    [request] = proposals(fetch(partition, 2, 10, now=1))
+    partition.on_alter_partition_response(request, AlterPartitionResponse(ErrorCode.INVALID_UPDATE_VERSION), 2)
+    partition.apply_registration(PartitionRegistration((0, 1, 2), (0, 1), 0, EPOCH, 9), LogState(0, 10, 0), 3)
+    [again] = proposals(fetch(partition, 2, 10, now=4))
+    assert again.partition_epoch == 9 and BrokerState(2, -1) in again.new_isr
+
+
+def test_a_reassignment_at_the_same_leader_epoch_tracks_the_new_replicas_and_drops_the_old() -> None:
+    partition = leader(isr=(0, 1, 2), leo=10)
+    fetch(partition, 1, 10, now=1)
+    partition.apply_registration(PartitionRegistration((0, 1, 3), (0, 1), 0, EPOCH, 5), LogState(0, 10, 0), 2)
+    assert set(partition.leader.remote) == {1, 3}
+    assert partition.leader.remote[1].log_end_offset == 10  # a kept replica keeps what it proved
+    assert partition.leader.remote[3].log_end_offset == -1
+    assert partition.leader.high_watermark == 10  # replica 2 no longer holds the HW back
+    [proposal] = proposals(fetch(partition, 3, 10, now=3))  # the new replica caught up: into the ISR
+    assert BrokerState(3, -1) in proposal.new_isr
+
+
 def test_an_unanswered_proposal_is_sent_again_after_the_retry_interval() -> None:
     partition = leader(isr=(0, 1), leo=10)
     [request] = proposals(fetch(partition, 2, 10, now=100))
