@@ -20,6 +20,7 @@ from kraftpy.raft.election import (
 from kraftpy.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
+    FetchRequest,
     FetchResponse,
     VoteRequest,
     VoteResponse,
@@ -186,6 +187,32 @@ def test_restarted_leader_comes_back_resigned() -> None:
     vote(node, 2, 7, 9, 9)
     (answer,) = sent(node.take_actions(), VoteResponse)
     assert not answer.granted
+
+
+def test_a_follower_never_votes_in_the_epoch_whose_leader_it_follows() -> None:
+    # It learned of leader 2 without voting (BeginQuorumEpoch): a vote for 3 in the same epoch
+    # could elect a second leader of epoch 4.
+    node, log = make_node(1, state=QuorumState(4, None, 2))
+    drain(node, log)
+    assert node.role is Role.FOLLOWER and node.voted_for is None
+    vote(node, 3, 4, 9, 9)
+    actions = drain(node, log)
+    (answer,) = sent(actions, VoteResponse)
+    assert not answer.granted and node.voted_for is None and node.leader_id == 2
+    assert not [a for a in actions if isinstance(a, PersistQuorumState)]
+
+
+def test_a_refused_fetch_names_the_leader_only_when_one_is_known() -> None:
+    follower, log = make_node(1, state=QuorumState(4, None, 2))
+    drain(follower, log)
+    follower.handle(FetchRequest(CLUSTER, 3, 1, 9, 4, 0, 0, 0), 0)
+    (answer,) = sent(drain(follower, log), FetchResponse)
+    assert answer.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.leader_id == 2
+    unattached, log = make_node(1, state=QuorumState(4))
+    drain(unattached, log)
+    unattached.handle(FetchRequest(CLUSTER, 3, 1, 9, 4, 0, 0, 0), 0)
+    (answer,) = sent(drain(unattached, log), FetchResponse)
+    assert answer.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.leader_id is None
 
 
 def test_messages_of_another_cluster_are_refused() -> None:

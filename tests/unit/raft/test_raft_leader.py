@@ -309,3 +309,10 @@ def test_uncommitted_backlog_is_bounded() -> None:
     fetch(node, 2, 3, 1, 5031)  # commits both: room again
     drain(node, log, now_ms=5031)
     assert node.append([b"z" * 30], 5032)[1] == 3
+
+
+def test_a_fetch_of_an_older_epoch_is_fenced_and_told_who_leads() -> None:
+    node, log, _ = elected(log=make_log(1, 1))
+    node.handle(FetchRequest(CLUSTER, 2, 1, 7, node.epoch - 1, 2, 1, 500), 5001)
+    (answer,) = sent(drain(node, log, now_ms=5001), FetchResponse)
+    assert answer.error is ErrorCode.FENCED_LEADER_EPOCH and answer.epoch == node.epoch and answer.leader_id == 1

@@ -3,8 +3,11 @@ epoch rule runs once per message, before the role sees it."""
 
 from __future__ import annotations
 
+import pytest
+
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.raft.actions import PersistQuorumState, RoleChanged, Send
+from kraftpy.raft.log import Entry
 from kraftpy.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -16,7 +19,7 @@ from kraftpy.raft.messages import (
     VoteResponse,
 )
 from kraftpy.raft.quorum_state import QuorumState, Role
-from kraftpy.raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Unattached
+from kraftpy.raft.roles import Candidate, Follower, Leader, Prospective, RaftInvariantError, Resigned, Unattached
 from tests.unit.raft.test_raft_support import CLUSTER, drain, make_log, make_node, sent
 
 
@@ -110,3 +113,40 @@ def test_a_response_that_moves_the_node_is_not_handled_by_its_new_role() -> None
     # a fetch answer nobody asked for carries no epoch news
     node.handle(FetchResponse(CLUSTER, 2, 1, 12345, 9, 2), 5001)
     assert node.epoch == 3
+
+
+def following(now_ms: int = 0):
+    """Node 2, a follower of leader 1 in epoch 4, with its first fetch in flight."""
+    node, log = make_node(2, state=QuorumState(4, None, 1), now_ms=now_ms)
+    drain(node, log, now_ms=now_ms)
+    assert node.role is Role.FOLLOWER and node._fetch_inflight is not None
+    return node, log
+
+
+def answer(node, **fields) -> FetchResponse:
+    return FetchResponse(CLUSTER, 1, 2, node._fetch_inflight, 4, 1, fetch_offset=0, **fields)
+
+
+def test_a_fetch_answer_with_a_gap_in_its_entries_is_not_appended() -> None:
+    node, log = following()
+    node.handle(answer(node, entries=(Entry(0, 4, b"a"), Entry(2, 4, b"c")), high_watermark=0), 10)
+    actions = drain(node, log, now_ms=10)
+    assert log.end_offset == 0 and not sent(actions, FetchRequest), "appended, or fetched again at once"
+
+
+def test_entries_of_an_epoch_beyond_the_followers_are_an_invariant_failure() -> None:
+    node, log = following()
+    with pytest.raises(RaftInvariantError):
+        node.handle(answer(node, entries=(Entry(0, 5, b"a"),), high_watermark=0), 10)
+    assert log.end_offset == 0
+
+
+def test_end_quorum_epoch_from_a_voter_that_does_not_lead_is_ignored() -> None:
+    node, log = following()
+    deadline = node.next_deadline_ms()
+    node.handle(EndQuorumEpochRequest(CLUSTER, 3, 2, 0, 4, 3, (2, 1)), 10)
+    drain(node, log, now_ms=10)
+    assert node.next_deadline_ms() == deadline, "a voter that does not lead ended the leader's epoch"
+    node.handle(EndQuorumEpochRequest(CLUSTER, 1, 2, 0, 4, 1, (2, 3)), 20)  # the leader's own does
+    drain(node, log, now_ms=20)
+    assert node.next_deadline_ms() == 20
