@@ -437,7 +437,9 @@ class Leader(RoleState):
                 self.answer_parked(node, replica)
         while leader.appends and leader.appends[0].deadline_ms <= now_ms:
             pending = leader.appends.popleft()
-            appended = pending.last_offset < node.view.end_offset
+            # Held in the accumulator is as good as appended: the linger appends it all the same, so
+            # the caller must not learn that it never took effect (AppendResolved.appended).
+            appended = pending.last_offset < node.view.end_offset + len(leader.accumulated)
             node._emit(
                 AppendResolved(
                     leader.epoch,

@@ -292,6 +292,22 @@ def test_proposal_times_out() -> None:
     assert [(a.error, a.appended) for a in failed] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
 
 
+def test_a_proposal_that_times_out_while_held_for_the_linger_may_still_commit() -> None:
+    # Timed out before the 25 ms linger appended it: it is appended afterwards all the same, so its
+    # answer must not say it never took effect (a caller would record a write that happened as failed).
+    node, log, _ = elected()
+    node.config = dataclasses.replace(node.config, proposal_timeout_ms=10)
+    fetch(node, 2, 1, 1, 5001)
+    drain(node, log, now_ms=5001)
+    node.append([b"held"], 5002)
+    node.tick(5012)
+    failed = [a for a in drain(node, log, now_ms=5012) if isinstance(a, AppendResolved)]
+    assert [(a.error, a.appended) for a in failed] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
+    node.tick(5027)
+    drain(node, log, now_ms=5027)
+    assert log.entries()[-1].data == b"held", "the held proposal was appended after its timeout"
+
+
 def test_uncommitted_backlog_is_bounded() -> None:
     import pytest
 

@@ -56,8 +56,8 @@ def test_follower_fetches_only_from_a_flushed_position() -> None:
     assert second.fetch_offset == 3 and second.last_fetched_epoch == 1
 
 
-def test_snapshot_is_served_in_chunks_and_installed() -> None:
-    # the leader has a snapshot at offset 4 and trimmed its log
+def leader_with_snapshot():
+    """Leader 1 of epoch 2 with a snapshot at offset 4 ("0123456789") and its log trimmed to it."""
     leader, leader_log, _ = elected(log=make_log(1, 1, 1, 1))
     for offset, src in ((5, 2), (5, 3)):
         fetch(leader, src, offset, 2, 5001, corr=src)
@@ -68,7 +68,11 @@ def test_snapshot_is_served_in_chunks_and_installed() -> None:
     leader.on_snapshot_created(snapshot_id, 5002)
     assert TrimLog(4) in drain(leader, leader_log, now_ms=5002)
     assert leader_log.log_start_offset == 4
+    return leader, leader_log, snapshot_id
 
+
+def test_snapshot_is_served_in_chunks_and_installed() -> None:
+    leader, leader_log, snapshot_id = leader_with_snapshot()
     follower, follower_log = make_node(3, state=QuorumState(2, None, 1), snapshot_chunk_bytes=4)
     request = sent(drain(follower, follower_log), FetchRequest)[0]
     now = 5003
@@ -89,6 +93,30 @@ def test_snapshot_is_served_in_chunks_and_installed() -> None:
     (next_fetch,) = requests
     assert isinstance(next_fetch, FetchRequest) and next_fetch.fetch_offset == 4
     assert next_fetch.last_fetched_epoch == snapshot_id.epoch == 1
+
+
+def test_a_snapshot_other_than_the_latest_is_not_served() -> None:
+    leader, leader_log, snapshot_id = leader_with_snapshot()
+    older = OffsetAndEpoch(snapshot_id.offset - 1, snapshot_id.epoch)
+    leader.handle(FetchSnapshotRequest(CLUSTER, 2, 1, 5, leader.epoch, older, 0, 100), 5003)
+    (answer,) = sent(drain(leader, leader_log, now_ms=5003), FetchSnapshotResponse)
+    assert answer.error is ErrorCode.SNAPSHOT_NOT_FOUND and answer.data == b""
+
+
+def test_a_snapshot_chunk_of_another_snapshot_is_not_written() -> None:
+    leader, leader_log, snapshot_id = leader_with_snapshot()
+    follower, follower_log = make_node(3, state=QuorumState(2, None, 1), snapshot_chunk_bytes=4)
+    request = sent(drain(follower, follower_log), FetchRequest)[0]
+    leader.handle(request, 5003)
+    follower.handle(sent(drain(leader, leader_log, now_ms=5003))[0], 5003)  # points it at the snapshot
+    (snapshot_request,) = sent(drain(follower, follower_log, now_ms=5003), FetchSnapshotRequest)
+    other = OffsetAndEpoch(snapshot_id.offset + 1, snapshot_id.epoch)
+    forged = FetchSnapshotResponse(
+        CLUSTER, 1, 3, snapshot_request.correlation_id, 2, 1, snapshot_id=other, position=0, size=4, data=b"evil"
+    )
+    follower.handle(forged, 5004)
+    actions = drain(follower, follower_log, now_ms=5004)
+    assert not [a for a in actions if isinstance(a, WriteSnapshotChunk | InstallSnapshot)]
 
 
 def test_fetch_snapshot_of_an_unknown_snapshot() -> None:
