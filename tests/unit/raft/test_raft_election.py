@@ -233,3 +233,31 @@ def test_observer_never_votes_nor_runs() -> None:
     vote(node, 2, 1, 0, 0)
     (answer,) = sent(drain(node, log), VoteResponse)
     assert not answer.granted and answer.error is ErrorCode.INCONSISTENT_VOTER_SET
+
+
+def candidate_of_epoch_5():
+    """Node 1, a candidate of epoch 5 (it won its pre-vote and voted for itself)."""
+    node, log = make_node(1, state=QuorumState(4))
+    node.tick(5000)
+    drain(node, log, now_ms=5000)
+    assert node.role is Role.PROSPECTIVE
+    for voter in (2, 3):
+        node.handle(VoteResponse(CLUSTER, voter, 1, node._election_round, 4, None, True, True), 5000)
+    drain(node, log, now_ms=5000)
+    assert node.role is Role.CANDIDATE and node.epoch == 5
+    return node, log
+
+
+def test_a_candidate_waits_for_its_election_deadline() -> None:
+    node, log = candidate_of_epoch_5()
+    deadline = node.next_deadline_ms()
+    node.tick(deadline - 1)
+    drain(node, log, now_ms=deadline - 1)
+    assert node.role is Role.CANDIDATE and node.epoch == 5
+
+
+def test_a_candidate_told_of_its_epochs_leader_follows_it() -> None:
+    node, log = candidate_of_epoch_5()
+    node.handle(VoteResponse(CLUSTER, 2, 1, node._election_round, 5, 3, False, False), 5001)
+    drain(node, log, now_ms=5001)
+    assert node.role is Role.FOLLOWER and node.leader_id == 3 and node.epoch == 5

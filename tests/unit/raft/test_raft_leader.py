@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from kraftpy.protocol.errors import ErrorCode
 from kraftpy.raft.actions import AppendResolved, CommitAdvanced
 from kraftpy.raft.leader import LeaderState, quorum_high_watermark
@@ -332,3 +334,38 @@ def test_a_fetch_of_an_older_epoch_is_fenced_and_told_who_leads() -> None:
     node.handle(FetchRequest(CLUSTER, 2, 1, 7, node.epoch - 1, 2, 1, 500), 5001)
     (answer,) = sent(drain(node, log, now_ms=5001), FetchResponse)
     assert answer.error is ErrorCode.FENCED_LEADER_EPOCH and answer.epoch == node.epoch and answer.leader_id == 1
+
+
+def test_begin_quorum_epoch_is_resent_only_to_voters_that_have_not_answered() -> None:
+    from kraftpy.raft.messages import BeginQuorumEpochRequest, BeginQuorumEpochResponse
+
+    node, log, actions = elected()
+    assert sorted(m.dst for m in sent(actions, BeginQuorumEpochRequest)) == [2, 3]
+    node.handle(BeginQuorumEpochResponse(CLUSTER, 2, 1, 0, node.epoch, 1), 5001)
+    drain(node, log, now_ms=5001)
+    resend_at = 5000 + node.config.request_timeout_ms
+    node.tick(resend_at)
+    assert [m.dst for m in sent(drain(node, log, now_ms=resend_at), BeginQuorumEpochRequest)] == [3]
+
+
+@pytest.mark.parametrize(
+    ("offset", "last_epoch"), [(-1, 0), (0, 5), (0, -1)], ids=["negative offset", "future epoch", "negative epoch"]
+)
+def test_a_fetch_with_an_impossible_position_is_an_invalid_request(offset: int, last_epoch: int) -> None:
+    node, log, _ = elected()
+    node.handle(FetchRequest(CLUSTER, 2, 1, 7, node.epoch, offset, last_epoch, 500), 5001)
+    (answer,) = sent(drain(node, log, now_ms=5001), FetchResponse)
+    assert answer.error is ErrorCode.INVALID_REQUEST
+    assert node.state.state.progress[2].end_offset == 0, "an invalid fetch acknowledged something"
+
+
+def test_a_fetch_at_the_log_end_waits_at_most_the_leaders_max_wait_and_not_at_all_when_asked() -> None:
+    node, log, _ = elected()
+    fetch(node, 2, 1, 1, 5001, corr=1, wait=500)  # acknowledges the leader-change entry: news, answered
+    drain(node, log, now_ms=5001)
+    fetch(node, 2, 1, 1, 5002, corr=2, wait=0)
+    (answer,) = sent(drain(node, log, now_ms=5002), FetchResponse)
+    assert answer.correlation_id == 2, "a fetch that asked not to wait was parked"
+    fetch(node, 2, 1, 1, 5003, corr=3, wait=3_600_000)
+    assert not sent(drain(node, log, now_ms=5003), FetchResponse)
+    assert node.state.state.parked[2].deadline_ms == 5003 + node.config.fetch_max_wait_ms
