@@ -62,6 +62,28 @@ def test_a_retry_of_one_of_the_last_five_batches_gets_its_original_offsets() -> 
     assert manager.check_append(header(11, count=2)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_a_batch_sharing_only_its_first_or_last_sequence_with_a_remembered_one_is_not_its_duplicate() -> None:
+    # Java's producer splits a batch that was too large and resends the halves from the same first
+    # sequence: a half is not the whole, and answering it as a duplicate would lose its records.
+    manager = state_with(header(0, count=4), header(4, count=2))  # seqs 0-3, then 4-5
+    assert manager.check_append(header(0, count=4)).duplicate is not None
+    for first, count in ((0, 2), (2, 2), (4, 1), (5, 1)):
+        check = manager.check_append(header(first, count=count))
+        assert check.duplicate is None, f"seqs {first}-{first + count - 1} answered as a duplicate"
+
+
+def test_a_control_batch_never_moves_a_producers_last_timestamp_back() -> None:
+    manager = state_with(header(0, ts=5_000))
+    manager.update(
+        parse_header(
+            build_batch([(None, b"m", (), 1_000)], producer_id=PID, producer_epoch=0, base_sequence=-1, is_control=True)
+        ),
+        1,
+        1,
+    )
+    assert manager.entry(PID).last_timestamp == 5_000
+
+
 def test_an_older_epoch_is_fenced_and_a_new_epoch_restarts_at_zero() -> None:
     manager = state_with(header(0, epoch=3), header(1, epoch=3))
     assert manager.check_append(header(2, epoch=2)).error == ErrorCode.INVALID_PRODUCER_EPOCH

@@ -80,6 +80,8 @@ def test_producer_state_tracks_an_open_transaction_until_its_marker() -> None:
     assert state.entry(1).current_txn_first_offset == -1 and state.entry(1).coordinator_epoch == 4
     # Until the HW passes the marker it may still be truncated away: the LSO stays at the transaction.
     assert state.last_stable_offset(high_watermark=8) == 0
+    state.on_high_watermark(8)  # the HW at the marker: not below it yet
+    assert state.last_stable_offset(high_watermark=8) == 0
     state.on_high_watermark(9)
     assert state.last_stable_offset(high_watermark=9) == 9
 
@@ -135,6 +137,42 @@ def test_the_lso_is_the_earliest_open_transaction_and_never_above_the_hw() -> No
     assert state.stable_offset_after(done) == 3  # producer 1's transaction is still open
     state.on_high_watermark(5)
     assert state.last_stable_offset(10) == 3
+
+
+def test_an_aborted_transaction_records_the_earliest_of_the_others_still_open() -> None:
+    # The aborted-transaction index entry's LSO bounds what read_committed fetches look up: the
+    # earliest open transaction, whichever producer opened it first.
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0), 0))
+    state.update(at(txn(2, 0), 5))
+    state.update(at(txn(3, 0), 2))
+    done = state.update(marker_header(1, committed=False), 6, 6, TxnMarker(False, 0))
+    assert done is not None and done.aborted
+    assert state.stable_offset_after(done) == 2
+
+
+def test_retention_keeps_a_transaction_whose_marker_is_the_first_retained_offset() -> None:
+    state = ProducerStateManager()
+    state.update(at(txn(1, 0), 0))
+    state.update(marker_header(1, committed=True), 3, 3, TxnMarker(True, 0))  # HW not past it yet
+    state.evict_unretained(3)
+    assert state.first_unstable_offset() == 0, "a marker still in the log (at the log start) was forgotten"
+    state.evict_unretained(4)
+    assert state.first_unstable_offset() is None
+
+
+def test_who_must_be_verified_before_opening_a_transaction_here() -> None:
+    state = ProducerStateManager()
+    assert state.needs_verification(parse_header(txn(1, 0, epoch=2)))  # a new transaction, unverified
+    assert not state.needs_verification(parse_header(plain()))
+    assert not state.needs_verification(marker_header(1, committed=True, epoch=2))
+    assert not state.needs_verification(parse_header(txn(-1, 0)))
+    assert not state.needs_verification(parse_header(txn(1, 0, epoch=-1)))
+    state.update(at(txn(1, 0, epoch=2), 0))  # producer 1's transaction is open here at epoch 2
+    assert state.has_ongoing_txn(1, 2) and not state.has_ongoing_txn(1, 3) and not state.has_ongoing_txn(2, 2)
+    assert not state.needs_verification(parse_header(txn(1, 1, epoch=2)))
+    assert not state.needs_verification(parse_header(txn(1, 0, epoch=1)))  # older epoch: refused anyway
+    assert state.needs_verification(parse_header(txn(1, 0, epoch=3)))  # a bumped epoch opens a new one
 
 
 def test_plain_writes_inside_a_transaction_and_stale_markers_are_refused() -> None:
