@@ -67,7 +67,12 @@ class PartitionChangeBuilder:
         return self.without(broker_id)
 
     def resolve(self) -> PartitionRegistration:
-        """The partition this change leads to (epochs as `merged` derives them)."""
+        """The partition this change leads to: its record (`_change_to`) applied as every node applies it
+        (`merged`), so the epochs have one rule. The simulation's broken-controller proofs patch this."""
+        return merged(self.partition, self._change_to(*self._target()))
+
+    def _target(self) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """The leader, ISR, ELR and last known ELR this change leads to."""
         part = self.partition
         isr = self.target_isr if self.target_isr is not None else part.isr
         elr = self._target_elr(isr)
@@ -84,10 +89,7 @@ class PartitionChangeBuilder:
             known = ()
         elif not isr and part.isr and part.leader != NO_LEADER:
             known = (part.leader,)  # the ISR empties now: remember who led last (Kafka's balanced recovery)
-        leader_epoch = part.leader_epoch + (leader != part.leader)
-        return PartitionRegistration(
-            part.replicas, tuple(isr), leader, leader_epoch, part.partition_epoch + 1, elr, known
-        )
+        return leader, tuple(isr), elr, known
 
     def _target_elr(self, isr: tuple[int, ...]) -> tuple[int, ...]:
         part = self.partition
@@ -125,15 +127,22 @@ class PartitionChangeBuilder:
         return NO_LEADER, False
 
     def build(self) -> PartitionChangeRecord | None:
+        """The record of this change; None when it changes nothing."""
         after = self.resolve()
+        return self._change_to(after.leader, after.isr, after.elr, after.last_known_elr)
+
+    def _change_to(
+        self, leader: int, isr: tuple[int, ...], elr: tuple[int, ...], known: tuple[int, ...]
+    ) -> PartitionChangeRecord | None:
+        """The record that takes this partition to `leader`, `isr`, `elr` and `known` (its changed fields only)."""
         part = self.partition
         change = PartitionChangeRecord(
             self.topic_id,
             self.partition_id,
-            leader=None if after.leader == part.leader else after.leader,
-            isr=None if after.isr == part.isr else after.isr,
-            elr=None if after.elr == part.elr else after.elr,
-            last_known_elr=None if after.last_known_elr == part.last_known_elr else after.last_known_elr,
+            leader=None if leader == part.leader else leader,
+            isr=None if isr == part.isr else isr,
+            elr=None if elr == part.elr else elr,
+            last_known_elr=None if known == part.last_known_elr else known,
         )
         if change.leader is None and change.isr is None and change.elr is None and change.last_known_elr is None:
             return None
