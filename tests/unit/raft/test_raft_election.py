@@ -261,3 +261,12 @@ def test_a_candidate_told_of_its_epochs_leader_follows_it() -> None:
     node.handle(VoteResponse(CLUSTER, 2, 1, node._election_round, 5, 3, False, False), 5001)
     drain(node, log, now_ms=5001)
     assert node.role is Role.FOLLOWER and node.leader_id == 3 and node.epoch == 5
+
+
+def test_a_candidate_asks_again_only_once_the_request_timeout_passed() -> None:
+    node, log = candidate_of_epoch_5()
+    node.tick(5001)
+    assert not sent(drain(node, log, now_ms=5001), VoteRequest)
+    retry_at = 5000 + node.config.request_timeout_ms
+    node.tick(retry_at)
+    assert sorted(m.dst for m in sent(drain(node, log, now_ms=retry_at), VoteRequest)) == [2, 3]

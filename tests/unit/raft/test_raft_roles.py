@@ -150,3 +150,23 @@ def test_end_quorum_epoch_from_a_voter_that_does_not_lead_is_ignored() -> None:
     node.handle(EndQuorumEpochRequest(CLUSTER, 1, 2, 0, 4, 1, (2, 3)), 20)  # the leader's own does
     drain(node, log, now_ms=20)
     assert node.next_deadline_ms() == 20
+
+
+def test_an_answer_from_another_node_with_the_fetch_in_flights_id_is_not_claimed() -> None:
+    node, log = following()
+    stray = FetchResponse(CLUSTER, 3, 2, node._fetch_inflight, 4, 1, fetch_offset=0, entries=(Entry(0, 4, b"x"),))
+    node.handle(stray, 10)
+    drain(node, log, now_ms=10)
+    assert log.end_offset == 0 and node._fetch_inflight is not None
+
+
+def test_no_role_moves_on_before_its_deadline() -> None:
+    unattached, log = make_node(1, state=QuorumState(4))
+    deadline = unattached.next_deadline_ms()
+    unattached.tick(deadline - 1)
+    drain(unattached, log, now_ms=deadline - 1)
+    assert unattached.role is Role.UNATTACHED
+    resigned, log = make_node(1, state=QuorumState(7, 1, 1))  # a restarted leader comes back resigned
+    resigned.tick(1)
+    drain(resigned, log, now_ms=1)
+    assert resigned.role is Role.RESIGNED
