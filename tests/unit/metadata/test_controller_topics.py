@@ -147,6 +147,11 @@ def test_create_topic_validation(h, topic, code, fragment) -> None:
     assert got_code == code and fragment in message
 
 
+def test_a_topic_of_exactly_the_partition_limit_is_created(h) -> None:
+    _, (item,) = create(h, CreatableTopic("at-limit", 100))
+    assert item.error is None and len(h.committed.topic("at-limit").partitions) == 100
+
+
 def test_replication_factor_counts_only_unfenced_brokers(h) -> None:
     h.register(3)  # registered but fenced
     assert create_error(h, CreatableTopic("t", 1, 4))[0] == ErrorCode.INVALID_REPLICATION_FACTOR
