@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.native_threads import unreachable_librdkafka_clients_kept
+from tests.native_threads import librdkafka_clients_still_running
 from tests.ports import PortReservation
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +123,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     # own fixture values released (pytest drops them after the teardown report, inside this protocol).
     if nextitem is not None and nextitem.path == item.path:
         return
-    running = unreachable_librdkafka_clients_kept()
+    running = librdkafka_clients_still_running()
     leaked, _librdkafka_clients[0] = running - _librdkafka_clients[0], running
     if leaked > 0:  # blamed once, on the module that started them
         message = (

@@ -30,7 +30,7 @@ def librdkafka_clients() -> int:
     return count
 
 
-def unreachable_librdkafka_clients_kept() -> int:
+def librdkafka_clients_still_running() -> int:
     """The librdkafka clients still running once unreachable objects are collected (a client in a
     reference cycle is destroyed only by the cyclic collector)."""
     if not librdkafka_clients():
