@@ -316,6 +316,9 @@ def kraftpy_perf(cluster: Cluster, kind: str, *args: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+NATSBENCH_COUNTED_ERRORS = 3  # natsbench's exit code when a run counted errors (shared/anchors/natsbench)
+
+
 def run_nats(runs: int) -> dict | None:
     """The anchor as run_nats_go.sh runs it (its cluster script and Go client), writing only our own files."""
     binary = Path(os.environ.get("NATSBENCH_BIN", "/tmp/natsbench/natsbench"))
@@ -333,10 +336,15 @@ def run_nats(runs: int) -> dict | None:
                                   capture_output=True, text=True, timeout=3600)  # fmt: skip
         finally:
             subprocess.run([str(cluster), "stop"], capture_output=True, timeout=120)
-        if proc.returncode != 0 or not out.exists():
+        # natsbench exits 3 when it counted publish or ack errors, or a stream holding fewer messages than
+        # were acknowledged: its figures are still measured, and kept beside that count (errors_total).
+        if proc.returncode not in (0, NATSBENCH_COUNTED_ERRORS) or not out.exists():
             log(f"NATS anchor failed: {proc.stderr[-1000:]}")
             return None
-        return json.loads(out.read_text())
+        result = json.loads(out.read_text())
+        if proc.returncode == NATSBENCH_COUNTED_ERRORS:
+            log(f"NATS anchor counted {result.get('errors_total')} error(s); its figures are kept with that count")
+        return result
 
 
 def median(rows: list[dict], key: str) -> float:
