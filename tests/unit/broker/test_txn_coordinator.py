@@ -319,6 +319,26 @@ def test_oversized_partition_list_is_refused_without_a_write():
     assert len(h.log[h.c.partition_for(TXN)]) == written and h.state() is S.EMPTY
 
 
+def test_a_transaction_may_span_exactly_the_partition_limit():
+    h = Harness(transaction_max_partitions=3)
+    r = h.init()
+    assert h.add(r["producer_id"], r["producer_epoch"], [("t", i) for i in range(3)])["error_code"] == 0
+    assert h.state() is S.ONGOING
+    assert h.add(r["producer_id"], r["producer_epoch"], [("u", 0)])["error_code"] == E.INVALID_REQUEST
+
+
+def test_end_txn_while_the_abort_markers_are_written():
+    # Kafka's answers: the same decision again is retriable (CONCURRENT_TRANSACTIONS), the other is not.
+    h = Harness()
+    r = h.init()
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    h.add(pid, epoch)
+    h.end(pid, epoch, False)
+    assert h.state() is S.PREPARE_ABORT
+    assert h.end(pid, epoch, False)["error_code"] == E.CONCURRENT_TRANSACTIONS
+    assert h.end(pid, epoch, True)["error_code"] == E.INVALID_TXN_STATE
+
+
 def test_not_coordinator_and_loading():
     c = TransactionCoordinator(TransactionCoordinatorConfig(transaction_state_log_num_partitions=1))
     out = c.init_producer_id(1, TXN, 1000, -1, -1, 5, T0)
@@ -468,6 +488,11 @@ def test_describe_and_list():
     assert len(h.c.list_transactions([], [], -1, T0)["states"]) == 2
     assert h.c.list_transactions([], [], 1000, T0 + 999)["states"] == []
     assert len(h.c.list_transactions([], [], 1000, T0 + 1000)["states"]) == 1
+    # KIP-994's producer id filter keeps only the producers asked for.
+    only = h.c.list_transactions([], [r["producer_id"]], -1, T0)["states"]
+    assert [s["transactional_id"] for s in only] == [TXN]
+    # A duration filter of 0 keeps the transactions that have started, not the idle ids.
+    assert [s["transactional_id"] for s in h.c.list_transactions([], [], 0, T0)["states"]] == [TXN]
 
 
 def test_illegal_transitions_are_refused():
