@@ -91,13 +91,19 @@ class TxnMetadata:
             partitions=group_partitions(self.partitions if partitions is None else partitions),
             last_update_timestamp_ms=now_ms,
             start_timestamp_ms=self.start_timestamp_ms if start_timestamp_ms is None else start_timestamp_ms,
-            previous_producer_id=self.previous_producer_id,
+            # A new producer id (the epoch was exhausted) names the one it replaces, as Kafka's
+            # prepareProducerIdRotation does. Only value v1 stores it; we write v0, as Kafka does
+            # without transaction version 2, so it lives in memory until a failover.
+            previous_producer_id=(
+                self.producer_id
+                if producer_id is not None and producer_id != self.producer_id and self.producer_epoch >= 0
+                else self.previous_producer_id
+            ),
         )
 
     def apply(self, value: TxnLogValue) -> None:
         """The write of `value` is durable: take it as the current state."""
-        if value.producer_id != self.producer_id:
-            self.previous_producer_id = self.producer_id
+        self.previous_producer_id = value.previous_producer_id
         self.producer_id = value.producer_id
         self.producer_epoch = value.producer_epoch
         self.txn_timeout_ms = value.txn_timeout_ms
@@ -110,7 +116,5 @@ class TxnMetadata:
     @classmethod
     def from_value(cls, transactional_id: str, partition: int, value: TxnLogValue) -> TxnMetadata:
         meta = cls(transactional_id, partition, value.producer_id, value.producer_epoch, value.txn_timeout_ms)
-        meta.previous_producer_id = value.previous_producer_id
         meta.apply(value)
-        meta.previous_producer_id = value.previous_producer_id
         return meta
