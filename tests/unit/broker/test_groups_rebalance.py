@@ -264,6 +264,7 @@ def test_session_timeouts_outside_the_broker_bounds_and_empty_group_ids_are_refu
     assert h.answers[h.join(session=5_999)]["error_code"] == E.INVALID_SESSION_TIMEOUT
     assert h.answers[h.join(session=1_800_001)]["error_code"] == E.INVALID_SESSION_TIMEOUT
     assert h.answers[h.join(session=6_000)]["error_code"] == E.MEMBER_ID_REQUIRED
+    assert h.answers[h.join(session=1_800_000)]["error_code"] == E.MEMBER_ID_REQUIRED  # both bounds allowed
     assert h.answers[h.join(group="")]["error_code"] == E.INVALID_GROUP_ID
     assert h.heartbeat("m", 1, group="") == E.INVALID_GROUP_ID
 
