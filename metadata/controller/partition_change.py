@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from kraftpy.metadata.image.metadata_image import NO_LEADER, PartitionRegistration
 from kraftpy.metadata.records import PartitionChangeRecord
 
+# What a change leads to: the leader, ISR, ELR and last known ELR.
+ChangeTarget = tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
 
 class Election(enum.Enum):
     IF_NEEDED = "if_needed"  # only when the current leader cannot stay
@@ -67,12 +70,13 @@ class PartitionChangeBuilder:
         return self.without(broker_id)
 
     def resolve(self) -> PartitionRegistration:
-        """The partition this change leads to: its record (`_change_to`) applied as every node applies it
-        (`merged`), so the epochs have one rule. The simulation's broken-controller proofs patch this."""
-        return merged(self.partition, self._change_to(*self._target()))
+        """The partition this change leads to: its record applied as every node applies it (`merged`),
+        so the epochs have one rule."""
+        return merged(self.partition, self.build())
 
-    def _target(self) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """The leader, ISR, ELR and last known ELR this change leads to."""
+    def _target(self) -> ChangeTarget:
+        """The leader, ISR, ELR and last known ELR this change leads to (the simulation's
+        broken-controller proofs patch this)."""
         part = self.partition
         isr = self.target_isr if self.target_isr is not None else part.isr
         elr = self._target_elr(isr)
@@ -127,14 +131,8 @@ class PartitionChangeBuilder:
         return NO_LEADER, False
 
     def build(self) -> PartitionChangeRecord | None:
-        """The record of this change; None when it changes nothing."""
-        after = self.resolve()
-        return self._change_to(after.leader, after.isr, after.elr, after.last_known_elr)
-
-    def _change_to(
-        self, leader: int, isr: tuple[int, ...], elr: tuple[int, ...], known: tuple[int, ...]
-    ) -> PartitionChangeRecord | None:
-        """The record that takes this partition to `leader`, `isr`, `elr` and `known` (its changed fields only)."""
+        """The record of this change (its changed fields only); None when it changes nothing."""
+        leader, isr, elr, known = self._target()
         part = self.partition
         change = PartitionChangeRecord(
             self.topic_id,

@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.broker.replication import follower
-from kraftpy.metadata.controller.partition_change import PartitionChangeBuilder
+from kraftpy.metadata.controller.partition_change import ChangeTarget, PartitionChangeBuilder
 from kraftpy.metadata.image.metadata_image import NO_LEADER
-from kraftpy.metadata.image.metadata_image import PartitionRegistration as MetadataPartition
 from tests.simulation import controller_sim, soak
 from tests.simulation.soak import SoakSimulation, run, soak_config
 
@@ -32,18 +31,18 @@ PROOF_DURATION_MS = 30_000
 
 def elects_outside_the_isr(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken controller: every election takes the first usable replica, in the ISR or not, and adds it."""
-    resolve = PartitionChangeBuilder.resolve
+    target = PartitionChangeBuilder._target
 
-    def broken(self: PartitionChangeBuilder) -> MetadataPartition:
-        after = resolve(self)
-        if after.leader != self.partition.leader:
+    def broken(self: PartitionChangeBuilder) -> ChangeTarget:
+        leader, isr, elr, known = target(self)
+        if leader != self.partition.leader:
             anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
-            if anyone not in (NO_LEADER, after.leader):
-                isr = tuple(dict.fromkeys((*after.isr, anyone)))
-                return after._replace(leader=anyone, isr=isr, elr=tuple(b for b in after.elr if b not in isr))
-        return after
+            if anyone not in (NO_LEADER, leader):
+                isr = tuple(dict.fromkeys((*isr, anyone)))
+                return anyone, isr, tuple(b for b in elr if b not in isr), known
+        return leader, isr, elr, known
 
-    monkeypatch.setattr(PartitionChangeBuilder, "resolve", broken)
+    monkeypatch.setattr(PartitionChangeBuilder, "_target", broken)
 
 
 def first_violation(**changes) -> tuple[int, list[str]]:
