@@ -95,9 +95,7 @@ class TxnMetadata:
             # prepareProducerIdRotation does. Only value v1 stores it; we write v0, as Kafka does
             # without transaction version 2, so it lives in memory until a failover.
             previous_producer_id=(
-                self.producer_id
-                if producer_id is not None and producer_id != self.producer_id and self.producer_epoch >= 0
-                else self.previous_producer_id
+                self.producer_id if producer_id not in (None, self.producer_id) else self.previous_producer_id
             ),
         )
 

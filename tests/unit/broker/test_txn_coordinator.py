@@ -132,6 +132,7 @@ def test_init_new_id_then_epoch_bumps():
     assert h.init() == {"error_code": 0, "producer_id": 1000, "producer_epoch": 0}
     assert h.init() == {"error_code": 0, "producer_id": 1000, "producer_epoch": 1}
     assert h.state() is S.EMPTY
+    assert h.c.txns[TXN].previous_producer_id == -1  # an epoch bump keeps the producer id: no previous one
     key, value = h.log[h.c.partition_for(TXN)][-1]
     assert decode_record(key, value)[1].producer_epoch == 1
 
