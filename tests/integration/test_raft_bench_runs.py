@@ -44,3 +44,20 @@ def test_a_missing_zookeeper_anchor_is_refused_before_anything_runs(tmp_path: Pa
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"--zookeeper: no {tmp_path / 'zk_cluster.sh'}" in proc.stderr
     assert "starting 3 voters" not in proc.stderr
+
+
+def test_the_floor_bench_measures_the_real_quorum_beside_its_floor() -> None:
+    """benchmarks/raft_floor_bench.py --quorum: each floor round is followed by raft_bench's
+    one-at-a-time phase on real node processes, reported beside it."""
+    floor_bench = BENCH.parent / "raft_floor_bench.py"
+    proc = subprocess.run(
+        [sys.executable, str(floor_bench), "--commits", "20", "--rounds", "2", "--quorum", "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert [r["commits"] for r in result["rounds"]] == [20, 20]
+    assert [q["entries"] for q in result["quorum_rounds"]] == [20, 20]
+    assert all(
+        q["leader_p50_ms"] > 0 and len(q["cpu_us_per_commit"]["followers"]) == 2 for q in result["quorum_rounds"]
+    )
