@@ -70,6 +70,29 @@ def test_the_initial_delay_stretches_while_members_arrive_but_never_beyond_the_r
     assert h.now <= 2_500 + 900  # bounded by the rebalance timeout, not by the arrivals
 
 
+def test_the_initial_delay_is_cut_to_the_rebalance_timeout() -> None:
+    h = Harness(GroupCoordinatorConfig(group_initial_rebalance_delay_ms=3_000, offsets_topic_num_partitions=4))
+    rid = h.join(member_id=h.new_member(), rebalance=500)
+    h.advance(499)
+    assert rid not in h.answers
+    h.advance(1)
+    assert h.answers[rid]["error_code"] == 0
+
+
+def test_a_stretched_initial_delay_adds_one_more_delay_and_then_completes() -> None:
+    """Delay 1 s, rebalance timeout 5 s: a member arriving in the first second stretches the wait by
+    one more delay (to 2 s), not by what is left of the timeout; nobody arriving after that ends it."""
+    h = Harness(GroupCoordinatorConfig(group_initial_rebalance_delay_ms=1_000, offsets_topic_num_partitions=4))
+    first = h.join(member_id=h.new_member(), rebalance=5_000)
+    h.advance(900)
+    second = h.join(member_id=h.new_member(), rebalance=5_000)
+    h.advance(1_099)  # 1,999 ms
+    assert first not in h.answers
+    h.advance(1)
+    assert h.answers[first]["error_code"] == 0 and h.answers[second]["error_code"] == 0
+    assert h.answers[first]["generation_id"] == 1 and len(h.answers[first]["members"]) == 2
+
+
 def test_with_no_initial_delay_the_first_member_starts_alone() -> None:
     h = no_delay()
     a = h.new_member()
@@ -274,6 +297,34 @@ def test_group_max_size_refuses_new_members() -> None:
     h.form_group(2)
     assert h.answers[h.join()]["error_code"] == E.GROUP_MAX_SIZE_REACHED
     assert len(h.c.group("g").members) == 2
+
+
+def test_while_preparing_group_max_size_counts_members_awaiting_and_ids_handed_out() -> None:
+    """Kafka's acceptJoiningMember in PreparingRebalance: members already awaiting a join, and ids
+    handed out but not yet used, fill the group; the one that would go over is refused."""
+    h = Harness(GroupCoordinatorConfig(group_max_size=3, offsets_topic_num_partitions=4))
+    joins = []
+    for _ in range(3):
+        member = h.new_member()  # while preparing, an id is handed out only if there is room
+        joins.append(h.join(member_id=member))  # its own pending id does not count against it
+    assert h.c.group("g").state is GroupState.PREPARING_REBALANCE
+    assert h.answers[h.join()]["error_code"] == E.GROUP_MAX_SIZE_REACHED  # a fourth, at exactly the limit
+    while joins[0] not in h.answers:  # the initial delay, stretched by each arrival
+        h.advance(3_000)
+    assert [h.answers[rid]["error_code"] for rid in joins] == [0, 0, 0]
+    assert len(h.c.group("g").members) == 3
+
+
+def test_an_id_handed_out_while_preparing_holds_a_place_until_it_is_used() -> None:
+    h = Harness(GroupCoordinatorConfig(group_max_size=2, offsets_topic_num_partitions=4))
+    first = h.new_member()
+    h.join(member_id=first)
+    second = h.new_member()  # handed out, not yet used: one awaiting + one pending is the limit
+    assert h.answers[h.join()]["error_code"] == E.GROUP_MAX_SIZE_REACHED
+    rid = h.join(member_id=second)
+    while rid not in h.answers:  # the initial delay, stretched by the second arrival
+        h.advance(3_000)
+    assert h.answers[rid]["error_code"] == 0 and len(h.c.group("g").members) == 2
 
 
 def test_a_retried_join_supersedes_the_earlier_one_which_is_still_answered() -> None:
