@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kraftpy.protocol.validate import INT64_MAX
-from kraftpy.storage.scan import ValidatingScan, span_of
+from kraftpy.storage.scan import ValidatingScan, damaging_gap, span_of
 from kraftpy.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def recover_segments(
 def _segment_start_problem(base_offset: int, expected: int, allow_gaps_below: int) -> str | None:
     if base_offset < expected:
         return f"segment starts at offset {base_offset}, inside the previous segment (which ends at {expected})"
-    if base_offset > expected and base_offset >= allow_gaps_below:
+    if damaging_gap(base_offset, expected, allow_gaps_below):
         return f"segment starts at offset {base_offset}, leaving a gap after {expected} in a log without gaps"
     return None
 

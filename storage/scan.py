@@ -119,6 +119,18 @@ def iter_file_batches(
         pos += header.size
 
 
+def damaging_gap(base_offset: int, expected: int, allow_gaps_below: int) -> bool:
+    """Whether a batch or segment starting at `base_offset`, where `expected` was next, leaves a gap
+    no writer leaves: one reaching past `allow_gaps_below`.
+
+    The cleaner removes records only below its checkpoint, so the offsets it leaves missing all lie
+    below it, and the first batch it never touched starts at the checkpoint itself: a gap ending
+    exactly there is the cleaner's (recovery once cut a log that had changed from compact to delete
+    there, losing everything after it). INT64_MAX allows every gap (a compacted log), 0 none.
+    """
+    return base_offset > expected and base_offset > allow_gaps_below
+
+
 class ValidatingScan:
     """Iterate the sound batches of [start, end), stopping at the first bad one.
 
@@ -126,9 +138,10 @@ class ValidatingScan:
     the range was sound to its end) and `reason` says what was wrong. Offsets must
     not go backwards (each base offset >= the previous batch's next offset, the
     first >= `next_offset`), leader epochs must not decrease nor be below -1, and:
-    - a batch must start exactly at the previous batch's next offset, unless its
-      base offset is below `allow_gaps_below` (compacted logs have gaps; a
-      non-compacted log never does, so a gap there is a damaged baseOffset);
+    - a batch must start exactly at the previous batch's next offset, unless the
+      offsets it skips all lie below `allow_gaps_below` (`damaging_gap`: compacted
+      logs have gaps; a non-compacted log has them only where the cleaner was, so
+      a gap elsewhere is a damaged baseOffset);
     - if `epoch_at` is given, a batch's leader epoch must be the one it says for
       the batch's base offset (the leader-epoch checkpoint is written before any
       batch of a new epoch, so it knows every surviving batch's epoch). Both
@@ -181,7 +194,7 @@ class ValidatingScan:
             if base < self.next_offset:
                 self._stop(pos, f"base offset {base} is below the expected {self.next_offset}")
                 return
-            if base > self.next_offset and base >= self._allow_gaps_below:
+            if damaging_gap(base, self.next_offset, self._allow_gaps_below):
                 self._stop(pos, f"base offset {base} leaves a gap after {self.next_offset} in a log without gaps")
                 return
             epoch = header.partition_leader_epoch

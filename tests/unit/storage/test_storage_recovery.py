@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from kraftpy.storage import CorruptCheckpointError, PartitionLog
-from kraftpy.storage.checkpoints import write_checkpoint
+from kraftpy.storage.checkpoints import OffsetCheckpoint, write_checkpoint
 from kraftpy.storage.layout import (
+    CLEANER_OFFSET_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -249,3 +250,97 @@ def test_recovery_from_a_point_inside_an_epoch_keeps_where_that_epoch_started(tm
         assert recovered.last_recovery.recovery_point == 10
         assert recovered.leader_epoch_cache.entries == [(0, 0), (1, 20), (2, 40)]
         assert recovered.end_offset_for_epoch(0) == (0, 20)
+
+
+def test_a_gap_the_cleaner_left_right_below_its_checkpoint_survives_a_change_to_delete(tmp_path: Path) -> None:
+    """Found by a mutation run: a compacted log switched to cleanup.policy=delete allows gaps only
+    below the cleaner's checkpoint. A tombstone removed as the last record below it leaves a gap
+    ending exactly there, and recovery took the untouched segment starting at the checkpoint for a
+    damaged one: it cut the log there and lost every record after it."""
+    from kraftpy.storage.cleaner import LogCleaner
+    from tests.unit.storage.test_storage_cleaner import DAY, compacted, put, records
+
+    live = compacted(tmp_path / "live-0", delete_retention_ms=DAY, segment_bytes=100_000)
+    put(live, "a", "1")
+    put(live, "b", "2")
+    put(live, "a", None)  # a tombstone: the last record below the roll
+    live.roll(now_ms=1000)
+    checkpoint = live.active_segment.base_offset
+    for i in range(5):
+        put(live, f"later-{i}", "x")
+    live.high_watermark = live.log_end_offset
+    cleaner = LogCleaner()
+    assert cleaner.clean(live, now_ms=2000, force=True) is not None
+    assert cleaner.clean(live, now_ms=1000 + DAY + 1) is not None  # the tombstone's delete horizon passed
+    expected = records(live)
+    assert [offset for offset, _, _ in expected] == [1, *range(checkpoint, checkpoint + 5)]  # 0 and 2 gone
+    directory = crash_copy(live, tmp_path / "t-0")
+    live.close()
+    (directory / RECOVERY_POINT_CHECKPOINT).unlink()  # an unclean stop: everything is validated
+    with open_log(directory, cleanup_policy="delete", segment_bytes=100_000) as log:
+        assert log.last_recovery.first_bad is None
+        assert records(log) == expected and log.log_end_offset == checkpoint + 5
+
+
+@pytest.mark.parametrize("past", [0, 1])
+def test_in_a_delete_log_a_gap_reaching_past_the_cleaners_checkpoint_is_still_damage(tmp_path: Path, past: int) -> None:
+    """The other side of the boundary: the cleaner never removes a record at or past its checkpoint,
+    so a gap ending beyond it (a damaged baseOffset) is cut as before."""
+    live = open_log(tmp_path / "live-0", segment_bytes=100_000)
+    for i in range(4):
+        live.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)  # offsets 0..7
+    directory = crash_copy(live, tmp_path / "t-0")
+    live.close()
+    OffsetCheckpoint(directory / CLEANER_OFFSET_CHECKPOINT).write(6 + past)  # as if cleaned below 6 (7)
+    (directory / RECOVERY_POINT_CHECKPOINT).unlink()
+    _patch_batch_field(directory, 0, 3, 0, (7).to_bytes(8, "big"))  # the last batch claims 7, after 6
+    with open_log(directory, segment_bytes=100_000) as log:
+        if past:  # the gap [6, 7) lies below the checkpoint 7: the cleaner's, kept
+            assert log.last_recovery.first_bad is None and log.log_end_offset == 9
+        else:  # it reaches past the checkpoint 6: damage, cut before the batch
+            assert "gap" in log.last_recovery.first_bad[2] and log.log_end_offset == 6
+
+
+def test_a_log_whose_very_first_batch_is_damaged_recovers_empty_and_takes_appends(tmp_path: Path) -> None:
+    live = open_log(tmp_path / "live-0", **CONFIG)
+    for i in range(3):
+        live.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)
+    directory = crash_copy(live, tmp_path / "t-0")  # nothing flushed: recovery point 0
+    live.close()
+    _patch_batch_field(directory, 0, 0, 70, b"\xff")  # inside the first batch's records: CRC mismatch
+    with open_log(directory, **CONFIG) as log:
+        assert log.last_recovery.first_bad[:2] == (0, 0) and "CRC" in log.last_recovery.first_bad[2]
+        assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 0  # emptied, kept
+        log.append_as_leader(make_batch(2, tag=9), 1, now_ms=0)
+        assert offsets_of(read_all(log)) == [(0, 1)]
+
+
+def test_batches_without_a_leader_epoch_add_no_epoch_entry(tmp_path: Path) -> None:
+    live = open_log(tmp_path / "live-0", **CONFIG)
+    live.append_as_follower(make_batch(2, base_offset=0, epoch=-1, tag=0))  # written before epochs (v0/v1 era)
+    live.append_as_follower(make_batch(2, base_offset=2, epoch=-1, tag=1))
+    live.append_as_follower(make_batch(2, base_offset=4, epoch=3, tag=2))
+    directory = crash_copy(live, tmp_path / "t-0")
+    live.close()
+    (directory / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)  # rebuilt from the batches alone
+    with open_log(directory, **CONFIG) as log:
+        assert log.last_recovery.first_bad is None
+        assert log.last_recovery.epochs == [(3, 4)]
+        assert log.leader_epoch_cache.entries == [(3, 4)]
+
+
+def test_in_a_compacted_log_a_batch_below_its_segments_base_offset_is_damage(tmp_path: Path) -> None:
+    """A segment's file name is where its offsets start: a first batch claiming less (inside a
+    compaction gap, so contiguity alone cannot tell) is a damaged baseOffset."""
+    live = open_log(tmp_path / "live-0", cleanup_policy="compact", segment_bytes=400)
+    for i in range(12):
+        live.append_as_follower(make_batch(2, base_offset=10 * i, epoch=0, tag=i))
+    directory = crash_copy(live, tmp_path / "t-0")
+    bases = [s.base_offset for s in live.segments]
+    live.close()
+    second = bases[1]
+    _patch_batch_field(directory, second, 0, 0, (second - 5).to_bytes(8, "big"))  # after the gap, below the base
+    with open_log(directory, cleanup_policy="compact", segment_bytes=400) as log:
+        assert log.last_recovery.first_bad[:2] == (second, 0)
+        assert "below the expected" in log.last_recovery.first_bad[2]
+        assert [s.base_offset for s in log.segments] == bases[:1]
