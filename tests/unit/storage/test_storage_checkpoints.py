@@ -88,6 +88,30 @@ def test_assign_drops_entries_that_would_break_monotonicity(tmp_path: Path) -> N
     assert c.entries == [(1, 0), (2, 10), (3, 15)]
 
 
+def test_assign_replaces_an_older_epoch_starting_at_the_same_offset(tmp_path: Path) -> None:
+    """Epoch 1 began at 5 but wrote nothing before epoch 2 took over there: two epochs cannot
+    start at one offset, so the older entry goes (Kafka's startOffset >= newStartOffset)."""
+    c = cache(tmp_path, [(0, 0), (1, 5)])
+    assert c.assign(2, 5)
+    assert c.entries == [(0, 0), (2, 5)]
+    assert LeaderEpochCache.load(c.path, lambda: 0).entries == [(0, 0), (2, 5)]
+
+
+def test_assigning_the_latest_epoch_at_its_own_start_changes_nothing(tmp_path: Path) -> None:
+    c = cache(tmp_path, [(0, 0), (1, 5)])
+    assert not c.assign(1, 5) and not c.assign(1, 9)
+    assert c.assign(1, 3)  # the latest epoch moved earlier (a truncated log refilled): replaced
+    assert c.entries == [(0, 0), (1, 3)]
+
+
+@pytest.mark.parametrize(("epoch", "start"), [(-1, 5), (3, -1), (-1, -1)])
+def test_assign_refuses_a_negative_epoch_or_offset(tmp_path: Path, epoch: int, start: int) -> None:
+    c = cache(tmp_path, [(0, 0)])
+    with pytest.raises(ValueError, match="must be >= 0"):
+        c.assign(epoch, start)
+    assert c.entries == [(0, 0)]
+
+
 @pytest.mark.parametrize(
     "requested,expected",
     [
@@ -118,13 +142,34 @@ def test_truncate_from_end_and_from_start(tmp_path: Path) -> None:
     assert LeaderEpochCache.load(c.path, lambda: 0).entries == [(2, 15)]
 
 
+def test_truncate_from_start_at_an_epochs_start_or_inside_the_first_epoch(tmp_path: Path) -> None:
+    c = cache(tmp_path, [(1, 0), (2, 10), (3, 20)])
+    assert c.truncate_from_start(10)  # exactly where epoch 2 starts: it stays as it is, epoch 1 goes
+    assert c.entries == [(2, 10), (3, 20)]
+    assert c.truncate_from_start(12)  # inside the first remaining epoch: it now starts there
+    assert c.entries == [(2, 12), (3, 20)]
+    assert not c.truncate_from_start(5)  # below every entry: nothing to forget
+    assert not c.truncate_from_end(21) and c.entries == [(2, 12), (3, 20)]  # nothing starts at 21 or later
+
+
 def test_epoch_for_offset(tmp_path: Path) -> None:
     c = cache(tmp_path, [(1, 10), (3, 20)])
     assert [c.epoch_for_offset(o) for o in (5, 10, 19, 20, 500)] == [-1, 1, 1, 3, 3]
 
 
-def test_non_monotonic_checkpoint_is_corrupt(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [(2, 10), (1, 20)],  # epochs going down
+        [(1, 10), (1, 20)],  # an epoch twice
+        [(1, 10), (2, 10)],  # two epochs starting at one offset
+        [(1, 20), (2, 10)],  # starts going down
+        [(-1, 0)],  # a negative epoch
+        [(0, -5)],  # a negative start
+    ],
+)
+def test_non_monotonic_checkpoint_is_corrupt(tmp_path: Path, entries: list[tuple[int, int]]) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
-    write_checkpoint(path, [(2, 10), (1, 20)])
+    write_checkpoint(path, entries)
     with pytest.raises(CorruptCheckpointError):
         LeaderEpochCache.load(path, lambda: 0)
