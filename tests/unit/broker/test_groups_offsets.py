@@ -45,6 +45,18 @@ def test_members_commit_with_their_generation_and_others_are_refused() -> None:
     assert h.fetch() == {("t", 0): 5}
 
 
+def test_generation_zero_is_a_generation_not_an_admin_commit() -> None:
+    """Only generation -1 (an admin client, a consumer without group management) commits outside
+    the group's membership; 0 is a generation like any other (Kafka's generationId >= 0 checks)."""
+    h = Harness()
+    unknown = h.commit({("t", 0): 3}, group="fresh", generation=0)
+    assert h.commit_codes(unknown) == {("t", 0): E.ILLEGAL_GENERATION}  # no such group: not created
+    assert h.c.group("fresh") is None
+    assert h.commit_codes(h.commit({("t", 0): 4}, group="empty")) == {("t", 0): 0}  # -1: creates it, empty
+    assert h.commit_codes(h.commit({("t", 0): 5}, group="empty", generation=0)) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.fetch("empty") == {("t", 0): 4}
+
+
 def test_commits_are_allowed_while_preparing_a_rebalance_but_not_while_completing_it() -> None:
     h = Harness()
     (a, b), gen = h.form_group(2)
