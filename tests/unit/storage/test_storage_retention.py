@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kraftpy.storage import PartitionLog
+from kraftpy.storage import LogConfig, PartitionLog
+from kraftpy.storage.retention import SegmentStats, deletable_prefix
 from tests.unit.storage.test_storage_fixtures import make_batch, offsets_of, open_log, read_all
 
 DAY = 24 * 3600 * 1000
@@ -83,3 +84,54 @@ def test_a_segment_without_timestamps_ages_by_its_file_time(tmp_path: Path) -> N
         now_ms = os.stat(tmp_path / "t-0" / f"{0:020d}.log").st_mtime_ns // 1_000_000
         assert log.delete_retention_segments(now_ms=now_ms + DAY // 2) == 0
         assert log.delete_retention_segments(now_ms=now_ms + 2 * DAY) == 1
+
+
+# deletable_prefix on its own: each rule at its exact boundary, as Kafka's UnifiedLog draws it.
+
+
+def _segments(*sizes: int) -> list[SegmentStats]:
+    out, base = [], 0
+    for size in sizes:
+        out.append(SegmentStats(base, base + 10, size))
+        base += 10
+    return out
+
+
+def _prefix(closed: list[SegmentStats], *, hw: int = 10**9, log_start: int = 0, now_ms: int = 0,
+            active_bytes: int = 0, stamps: list[int] | None = None, **config: object) -> int:  # fmt: skip
+    count, _reason = deletable_prefix(
+        closed,
+        total_bytes=sum(s.size_bytes for s in closed) + active_bytes,
+        log_start_offset=log_start,
+        high_watermark=hw,
+        config=LogConfig(**config),  # type: ignore[arg-type]
+        now_ms=now_ms,
+        largest_timestamp=lambda i: (stamps or [0] * len(closed))[i],
+    )
+    return count
+
+
+def test_retention_ms_deletes_only_segments_strictly_older_than_it() -> None:
+    closed = _segments(100, 100, 100)
+    # now - newest record: 1001, 1000, 999 ms; retention 1000: only the first is older than it
+    assert _prefix(closed, now_ms=2000, stamps=[999, 1000, 1001], retention_ms=1000) == 1
+
+
+def test_retention_bytes_deletes_while_what_is_left_stays_at_or_above_it() -> None:
+    closed = _segments(100, 100, 100)  # and a 100-byte active segment: 400 bytes
+    assert _prefix(closed, active_bytes=100, retention_bytes=200, retention_ms=-1) == 2  # down to exactly 200
+    assert _prefix(closed, active_bytes=100, retention_bytes=201, retention_ms=-1) == 1
+    assert _prefix(closed, active_bytes=100, retention_bytes=0, retention_ms=-1) == 3  # 0: everything closed goes
+    assert _prefix(closed, active_bytes=100, retention_bytes=-1, retention_ms=-1) == 0  # -1: no size limit
+
+
+def test_a_segment_ending_exactly_at_the_high_watermark_is_eligible() -> None:
+    closed = _segments(100, 100, 100)  # segments end at 10, 20, 30
+    assert _prefix(closed, hw=20, retention_bytes=0, retention_ms=-1) == 2
+    assert _prefix(closed, hw=19, retention_bytes=0, retention_ms=-1) == 1
+
+
+def test_every_closed_segment_below_the_log_start_is_deletable() -> None:
+    closed = _segments(100, 100)
+    assert _prefix(closed, log_start=20, retention_ms=-1) == 2
+    assert _prefix(closed, log_start=19, retention_ms=-1) == 1
