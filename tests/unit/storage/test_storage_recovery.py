@@ -344,3 +344,28 @@ def test_in_a_compacted_log_a_batch_below_its_segments_base_offset_is_damage(tmp
         assert log.last_recovery.first_bad[:2] == (second, 0)
         assert "below the expected" in log.last_recovery.first_bad[2]
         assert [s.base_offset for s in log.segments] == bases[:1]
+
+
+def test_a_trusted_segment_becomes_the_active_one_when_the_next_loses_its_first_batch(tmp_path: Path) -> None:
+    """The recovery point at the last segment's base offset and that segment's first batch damaged:
+    recovery deletes the segment, and the trusted one before it, never validated, is the active
+    segment again, with its end, appends and reads right."""
+    live = open_log(tmp_path / "live-0", **CONFIG)
+    i = 0
+    while len(live.segments) < 3:
+        live.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)
+        i += 1
+    last_base = live.segments[-1].base_offset
+    expected = offsets_of(read_all(live))[:-1]  # all but the last segment's one batch
+    directory = crash_copy(live, tmp_path / "t-0")
+    live.close()
+    OffsetCheckpoint(directory / RECOVERY_POINT_CHECKPOINT).write(last_base)
+    _patch_batch_field(directory, last_base, 0, 70, b"\xff")  # its records: CRC mismatch
+    with open_log(directory, **CONFIG) as log:
+        assert log.last_recovery.first_bad[:2] == (last_base, 0)
+        assert len(log.segments) == 2 and log.log_end_offset == last_base
+        assert offsets_of(read_all(log)) == expected
+        log.append_as_leader(make_batch(2, tag=99), 1, now_ms=0)
+        assert offsets_of(log.read(last_base, 10_000)) == [(last_base, last_base + 1)]
+    with open_log(directory, **CONFIG) as reopened:  # and a clean reopen agrees
+        assert reopened.log_end_offset == last_base + 2
