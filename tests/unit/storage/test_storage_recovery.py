@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftpy.storage import CorruptCheckpointError, PartitionLog
+from kraftpy.storage import CorruptCheckpointError, LogStorageError, PartitionLog
 from kraftpy.storage.checkpoints import OffsetCheckpoint, write_checkpoint
 from kraftpy.storage.layout import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -131,6 +131,33 @@ def test_missing_and_corrupt_indexes_of_trusted_segments_are_rebuilt(tmp_path: P
         # Batch i holds timestamps 100+i, 101+i at offsets 2i, 2i+1: 113 is first at offset 25.
         assert log.offset_for_timestamp(113).offset == 25
     assert seg(tmp_path / "t-0", bases[0], ".index").stat().st_size > 0
+
+
+def test_indexes_rebuild_over_one_record_batches(tmp_path: Path) -> None:
+    """A rebuilt index walks the trusted batches from the segment's start, checking each one's
+    offsets: a batch of one record (last offset = base offset) at the start is sound."""
+    with open_log(tmp_path / "t-0", **CONFIG) as log:
+        for i in range(40):
+            log.append_as_leader(make_batch(1, tag=i), 0, now_ms=0)
+        bases = [s.base_offset for s in log.segments]
+        expected = read_all(log)
+    assert len(bases) > 2
+    for base in bases:
+        seg(tmp_path / "t-0", base, ".index").unlink()
+    with open_log(tmp_path / "t-0", **CONFIG) as log:
+        assert read_all(log, max_bytes=100) == expected
+        assert [offsets_of(log.read(o, 1)) for o in bases] == [[(o, o)] for o in bases]
+
+
+def test_a_rebuilt_index_refuses_trusted_batches_whose_offsets_overlap(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", **CONFIG) as log:
+        for i in range(30):
+            log.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)
+        first = log.segments[0].base_offset
+    seg(tmp_path / "t-0", first, ".index").unlink()
+    _patch_batch_field(tmp_path / "t-0", first, 3, 0, (5).to_bytes(8, "big"))  # batch 3 (offsets 6-7) now says 5
+    with open_log(tmp_path / "t-0", **CONFIG) as log, pytest.raises(LogStorageError, match="do not follow 5"):
+        log.read(0, 1)
 
 
 def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(crashed) -> None:
