@@ -17,6 +17,7 @@ from kraftpy.storage.leader_epoch_cache import EpochEntry, LeaderEpochCache
 from kraftpy.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     AppendInfo,
     PartitionLog,
     SegmentInfo,
@@ -26,6 +27,7 @@ from kraftpy.storage.log import (
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "AppendInfo",
     "CorruptCheckpointError",
     "EpochEntry",

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2  # Kafka's ListOffsets sentinels
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734: the record with the log's largest timestamp
 
 # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes a leader rewrites (outside the CRC).
 _PREFIX = struct.Struct(">qii")
@@ -506,10 +507,13 @@ class PartitionLog:
                     seg.txn_index.rewrite(wanted)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """ListOffsets: EARLIEST (-2), LATEST (-1) or the first record with timestamp >= `timestamp`.
+        """ListOffsets: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3) or the first record with
+        timestamp >= `timestamp`.
 
         LATEST is the log end offset; the caller applies the high watermark for
-        consumers. None when no record is that new.
+        consumers. MAX_TIMESTAMP is the first record holding the largest timestamp
+        of the log (Kafka's: the first segment with that maxTimestamp, and in it the
+        first record reaching it). None when no record is that new (or has a timestamp).
         """
         with self._lock:
             self._check_open()
@@ -518,8 +522,10 @@ class PartitionLog:
                 return TimestampOffset(-1, start, self._epochs.epoch_for_offset(start))
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampOffset(-1, self._leo, self._epochs.latest_epoch)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_record()
             if timestamp < 0:
-                raise KafkaError(f"timestamp {timestamp} is not a time, -1 or -2", ErrorCode.INVALID_REQUEST)
+                raise KafkaError(f"timestamp {timestamp} is not a time, -1, -2 or -3", ErrorCode.INVALID_REQUEST)
             for seg in self._segments:
                 if seg.size == 0 or seg.largest_timestamp() < timestamp:
                     continue
@@ -528,6 +534,21 @@ class PartitionLog:
                     continue
                 return self._record_at_timestamp(seg, span, timestamp)
             return None
+
+    def _max_timestamp_record(self) -> TimestampOffset | None:
+        best: tuple[LogSegment, int] | None = None
+        for seg in self._segments:
+            if seg.size == 0:
+                continue
+            seg.ensure_state()
+            # Strictly larger: on a tie the earlier segment holds the first such record (Kafka's maxBy).
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                best = (seg, seg.max_timestamp)
+        if best is None:
+            return None
+        seg, largest = best
+        span = seg.find_timestamp(largest, self._log_start, seg.size)
+        return None if span is None else self._record_at_timestamp(seg, span, largest)
 
     def _record_at_timestamp(self, seg: LogSegment, span: BatchSpan, timestamp: int) -> TimestampOffset:
         # The batch is found from headers alone; which record in it is first at or

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest (-2), latest (-1) or the first offset at or after a timestamp (Kafka's ListOffsets).
+"""ListOffsets: earliest (-2), latest (-1), max-timestamp (-3, KIP-734) or the first offset at or after a
+timestamp (Kafka's ListOffsets).
 
 Answered by the partition leader only, after the leader-epoch check
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is
@@ -6,7 +7,8 @@ bounded by the high watermark (the last stable offset with isolation_level 1,
 read_committed): "latest" is the HW or LSO (OFFSET_NOT_AVAILABLE
 while a new leader's HW has not reached its epoch start, as Kafka answers),
 and a timestamp lookup that lands at or above the HW finds nothing
-(offset -1). The leader epoch returned is that of the batch holding the
+(offset -1); so does max-timestamp when the record holding the log's largest
+timestamp is not below the HW yet, as Kafka filters it. The leader epoch returned is that of the batch holding the
 offset before the answer (for latest) or at it, so a consumer that starts
 there can later validate its position (KIP-320).
 """
@@ -20,7 +22,7 @@ from kraftpy.broker.api.common import error_fields, group_by_topic, leading_part
 from kraftpy.broker.replication.model import READ_COMMITTED
 from kraftpy.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kraftpy.protocol.validate import INT32_MAX, INT64_MAX, field
-from kraftpy.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kraftpy.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 if TYPE_CHECKING:
     from kraftpy.broker.shell.replica_manager import ReplicaManager
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 def _read_partition(part: Mapping[str, Any]) -> tuple[int, int]:
     epoch = field(part, "current_leader_epoch", int, default=-1, min_value=-1, max_value=INT32_MAX)
-    timestamp = field(part, "timestamp", int, min_value=EARLIEST_TIMESTAMP, max_value=INT64_MAX)
+    timestamp = field(part, "timestamp", int, min_value=MAX_TIMESTAMP, max_value=INT64_MAX)
     return epoch, timestamp
 
 

@@ -1,13 +1,13 @@
 """ListOffsets and OffsetForLeaderEpoch on the Kafka listener: to the broker's routes and back.
 
 ListOffsets v1-v11: latest (-1; the high watermark, or the last stable offset
-for isolation_level read_committed), earliest (-2) and
+for isolation_level read_committed), earliest (-2), max-timestamp (-3, KIP-734:
+the first record holding the log's largest timestamp) and
 timestamp lookups go to the `list_offsets` handler (leader only, KIP-320 epoch
 check). Without tiered storage earliest-local (-4) is earliest, and
 latest-tiered (-5) and earliest-pending-upload (-6) find nothing (offset -1),
-as Kafka answers without remote storage. Max-timestamp (-3) is not in the
-broker core yet: UNSUPPORTED_VERSION on its partition; any other negative
-timestamp is INVALID_REQUEST there. OffsetForLeaderEpoch v2-v4 maps to
+as Kafka answers without remote storage; any other negative
+timestamp is INVALID_REQUEST on its partition. OffsetForLeaderEpoch v2-v4 maps to
 the `offsets_for_leader_epoch` handler. Docs: docs/kafka-listener.md, "Data APIs".
 """
 
@@ -53,14 +53,12 @@ class ListOffsetsAsk:
 
 def _route_timestamp(timestamp: int) -> int | Mapping[str, Any]:
     """The timestamp to ask the route for, or the answer itself."""
-    if timestamp >= 0 or timestamp in (LATEST, EARLIEST):
+    if timestamp >= 0 or timestamp in (LATEST, EARLIEST, MAX_TIMESTAMP):
         return timestamp
     if timestamp == EARLIEST_LOCAL:
         return EARLIEST  # no tiered storage: the local log starts where the log starts
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return _NOT_FOUND  # nothing is tiered, nothing waits to be
-    if timestamp == MAX_TIMESTAMP:
-        return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION)}
     return {"error_code": int(ErrorCode.INVALID_REQUEST)}
 
 

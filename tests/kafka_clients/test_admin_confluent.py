@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -14,6 +14,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 
 from tests.integration.test_cluster_support import LocalCluster, wait_for
@@ -257,3 +258,30 @@ def test_alter_this_brokers_config(admin: AdminClient) -> None:
     # A broker describes only itself (librdkafka routes a broker resource to that broker).
     other = ConfigResource(ConfigResource.Type.BROKER, "2")
     assert _result(admin.describe_configs([other]), other)["log.retention.ms"].value == "604800000"
+
+
+def test_list_offsets_earliest_latest_by_time_and_max_timestamp(
+    admin: AdminClient, kafka_cluster: LocalCluster
+) -> None:
+    """AdminClient.list_offsets with each OffsetSpec; max_timestamp is KIP-734's ListOffsets -3: the
+    first record holding the partition's largest timestamp, wherever it is in the log."""
+    topic = "cfk-list-offsets"
+    assert _result(admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=20), topic) is None
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
+    stamps = [1_000, 5_000, 3_000, 5_000, 2_000]  # the largest twice: offsets 1 and 3
+    try:
+        for i, ts in enumerate(stamps):
+            producer.produce(topic, f"v{i}".encode(), partition=0, timestamp=ts)
+            assert producer.flush(TIMEOUT_S) == 0  # one batch per record: ties across batches
+    finally:
+        del producer
+    tp = TopicPartition(topic, 0)
+
+    def offset_of(spec: OffsetSpec) -> tuple[int, int]:
+        info = _result(admin.list_offsets({tp: spec}), tp)
+        return info.offset, info.timestamp
+
+    assert offset_of(OffsetSpec.earliest())[0] == 0
+    assert offset_of(OffsetSpec.latest())[0] == 5
+    assert offset_of(OffsetSpec.for_timestamp(2_500)) == (1, 5_000)  # the first record at or after 2,500
+    assert offset_of(OffsetSpec.max_timestamp()) == (1, 5_000)

@@ -189,7 +189,10 @@ def test_list_offsets_latest_earliest_timestamp_and_the_specials(
     assert one(1_700_000_000_000).offset == 0  # every record here carries that CreateTime
     assert one(-4).offset == 0  # earliest local: no tiered storage
     assert one(-5).offset == -1  # latest tiered: nothing is tiered
-    assert one(-3).error_code == int(ErrorCode.UNSUPPORTED_VERSION)
+    largest = one(-3)  # max-timestamp (KIP-734): the first record holding the largest timestamp
+    assert (largest.error_code, largest.offset, largest.timestamp) == (0, 0, 1_700_000_000_000)
+    assert largest.leader_epoch == epoch
+    assert one(-7).error_code == int(ErrorCode.INVALID_REQUEST)  # no such special
     assert one(-1, e=epoch + 1).error_code == int(ErrorCode.UNKNOWN_LEADER_EPOCH)
     assert one(-1, version=1).offset == latest.offset
 

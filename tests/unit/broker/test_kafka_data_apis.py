@@ -293,7 +293,13 @@ def test_list_offsets_round_trips_every_version(version: int) -> None:
     timestamps = [-1, -2, 1_700_000_000_000, -3, -4, -5, -6, -7]
     ask = offsets.read_list_offsets(received(2, version, list_offsets_request(timestamps)), version)
     routed = ask.body["topics"][0]["partitions"]
-    assert [(p["partition"], p["timestamp"]) for p in routed] == [(0, -1), (1, -2), (2, 1_700_000_000_000), (4, -2)]
+    assert [(p["partition"], p["timestamp"]) for p in routed] == [
+        (0, -1),
+        (1, -2),
+        (2, 1_700_000_000_000),
+        (3, -3),  # max-timestamp goes to the route too
+        (4, -2),
+    ]
     assert {p["current_leader_epoch"] for p in routed} == {5 if version >= 4 else -1}
     answer = {
         "topics": [
@@ -303,6 +309,7 @@ def test_list_offsets_round_trips_every_version(version: int) -> None:
                     {"partition": 0, "error_code": 0, "timestamp": -1, "offset": 100, "leader_epoch": 5},
                     {"partition": 1, "error_code": 0, "timestamp": -1, "offset": 3, "leader_epoch": 1},
                     {"partition": 2, "error_code": 0, "timestamp": 1_700_000_000_007, "offset": 50, "leader_epoch": 4},
+                    {"partition": 3, "error_code": 0, "timestamp": 1_700_000_000_009, "offset": 61, "leader_epoch": 4},
                     {"partition": 4, "error_code": int(ErrorCode.FENCED_LEADER_EPOCH), "offset": -1},
                 ],
             }
@@ -314,7 +321,7 @@ def test_list_offsets_round_trips_every_version(version: int) -> None:
         (0, 0, -1, 100),
         (1, 0, -1, 3),
         (2, 0, 1_700_000_000_007, 50),
-        (3, int(ErrorCode.UNSUPPORTED_VERSION), -1, -1),
+        (3, 0, 1_700_000_000_009, 61),
         (4, int(ErrorCode.FENCED_LEADER_EPOCH), -1, -1),
         (5, 0, -1, -1),
         (6, 0, -1, -1),

@@ -14,6 +14,7 @@ from kraftpy.protocol.records.header import parse_header
 from kraftpy.storage import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     LogStorageError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
@@ -168,6 +169,28 @@ def test_reads_outside_the_log_raise_offset_out_of_range(filled) -> None:
     assert info.value.details == {"log_start_offset": 0, "log_end_offset": 200}
     with pytest.raises(OffsetOutOfRangeError):
         filled.read(-1, 1000)
+
+
+def test_max_timestamp_finds_the_first_record_holding_the_largest_timestamp(tmp_path: Path) -> None:
+    """ListOffsets -3 (KIP-734): the first segment whose largest timestamp is the log's, and in it
+    the first record reaching it: ties go to the earliest, in a batch, across batches and segments."""
+    with open_log(tmp_path / "t-0", segment_bytes=400, index_interval_bytes=150) as log:
+        assert log.offset_for_timestamp(MAX_TIMESTAMP) is None  # empty: nothing to find
+        log.append_as_leader(make_batch(3, ts=500, tag=0), 0, now_ms=0)  # offsets 0-2 at 500, 501, 502
+        log.append_as_leader(make_batch(2, ts=900, tag=1), 1, now_ms=0)  # offsets 3-4 at 900, 901
+        log.append_as_leader(make_batch(3, ts=899, tag=2), 1, now_ms=0)  # offsets 5-7: 901 again at 7
+        while len(log.segments) < 3:  # later segments, every timestamp smaller
+            log.append_as_leader(make_batch(2, ts=100, tag=9), 2, now_ms=0)
+        log.append_as_leader(make_batch(2, ts=900, tag=3), 2, now_ms=0)  # 901 in a later segment too
+        found = log.offset_for_timestamp(MAX_TIMESTAMP)
+        assert (found.timestamp, found.offset, found.leader_epoch) == (901, 4, 1)
+    for index in (tmp_path / "t-0").glob("*index"):
+        index.unlink()  # rebuilt from the batches: the same answer
+    with open_log(tmp_path / "t-0", segment_bytes=400, index_interval_bytes=150) as log:
+        found = log.offset_for_timestamp(MAX_TIMESTAMP)
+        assert (found.timestamp, found.offset) == (901, 4)
+        log.append_as_leader(make_batch(1, ts=5_000, tag=4), 2, now_ms=0)
+        assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == log.log_end_offset - 1
 
 
 def test_offset_for_timestamp(filled) -> None:
