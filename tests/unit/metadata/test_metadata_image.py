@@ -82,6 +82,7 @@ def test_broker_lifecycle() -> None:
         ([PartitionRecord(T1, 0, (1,), (1,), 1)], "unknown topic id"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 1, (1,), (1,), 1)], "gap"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 1), (1,), 1)], "distinct"),
+        ([TopicRecord("a", T1), PartitionRecord(T1, 0, (), (), -1)], "non-empty"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (3,), 3)], "subset"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (), 1)], "not in isr"),
         ([TopicRecord("a", T1), PartitionRecord(T1, 0, (1, 2), (1,), 1, elr=(1,))], "outside isr"),
@@ -101,6 +102,24 @@ def test_broker_lifecycle() -> None:
 def test_replay_rejects_records_that_break_the_rules(records, message) -> None:
     with pytest.raises(MetadataRecordError, match=message):
         apply_records(MetadataImage.EMPTY, records)
+
+
+def test_a_change_to_a_partition_past_an_existing_topics_end_is_refused() -> None:
+    """The partition one past the end of a topic already in the image: a corrupt log or a controller
+    bug, refused as a record error (a mutant read past the base image's partitions instead)."""
+    image = apply_records(brokers_image(), topic_records("a", T1, [(0, 1)]))
+    with pytest.raises(MetadataRecordError, match="unknown partition"):
+        apply_records(image, [PartitionChangeRecord(T1, 1, leader=1)])
+    assert apply_records(image, [PartitionChangeRecord(T1, 0, leader=1)]).topic("a").partitions[0].leader == 1
+
+
+def test_a_topic_record_alone_makes_a_topic_without_partitions() -> None:
+    """Kafka's TopicsDelta: a TopicRecord whose partitions come in a later delta is in the image
+    meanwhile, so those PartitionRecords find it."""
+    image = apply_records(brokers_image(), [TopicRecord("a", T1)])
+    assert image.topic("a") is not None and len(image.topic("a").partitions) == 0
+    image = apply_records(image, [PartitionRecord(T1, 0, (0, 1), (0, 1), 0)])
+    assert image.topic("a").partitions[0].replicas == (0, 1)
 
 
 def test_eligible_leader_replicas_replay_and_survive_a_snapshot() -> None:
