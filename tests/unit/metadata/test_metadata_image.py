@@ -113,6 +113,19 @@ def test_a_change_to_a_partition_past_an_existing_topics_end_is_refused() -> Non
     assert apply_records(image, [PartitionChangeRecord(T1, 0, leader=1)]).topic("a").partitions[0].leader == 1
 
 
+def test_a_new_replica_set_moves_the_partition_between_brokers_replica_indexes() -> None:
+    """partitions_on_broker (what each broker hosts) follows a replica set change (a PartitionRecord
+    replacing a partition's registration, as replay allows): the broker left out no longer lists
+    the partition, the new one does."""
+    image = apply_records(brokers_image(), topic_records("a", T1, [(0, 1), (0, 1)]))
+    image = apply_records(image, [PartitionRecord(T1, 1, (1, 2), (1, 2), 1)])  # a new registration replaces it
+
+    def hosted(broker: int) -> list[int]:
+        return sorted(p for _, p, _ in image.partitions_on_broker(broker))
+
+    assert (hosted(0), hosted(1), hosted(2)) == ([0], [0, 1], [1])
+
+
 def test_a_topic_record_alone_makes_a_topic_without_partitions() -> None:
     """Kafka's TopicsDelta: a TopicRecord whose partitions come in a later delta is in the image
     meanwhile, so those PartitionRecords find it."""
