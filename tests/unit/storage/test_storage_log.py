@@ -121,6 +121,33 @@ def test_follower_refuses_an_older_leader_epoch(tmp_path: Path) -> None:
         assert info.value.code == ErrorCode.FENCED_LEADER_EPOCH
 
 
+@pytest.mark.parametrize(
+    ("before", "batches"),
+    [
+        ([1], [0]),  # epoch 0 after epoch 1: older too
+        ([], [2, 1]),  # going back inside one fetched chunk
+    ],
+)
+def test_follower_epochs_never_go_back_from_epoch_zero_up(
+    tmp_path: Path, before: list[int], batches: list[int]
+) -> None:
+    with open_log(tmp_path / "t-0") as log:
+        for i, epoch in enumerate(before):
+            log.append_as_follower(make_batch(1, base_offset=i, epoch=epoch))
+        chunk = b"".join(make_batch(1, base_offset=len(before) + i, epoch=e) for i, e in enumerate(batches))
+        with pytest.raises(KafkaError) as info:
+            log.append_as_follower(chunk)
+        assert info.value.code == ErrorCode.FENCED_LEADER_EPOCH and log.log_end_offset == len(before)
+
+
+def test_an_empty_follower_append_writes_nothing_and_says_so(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0") as log:
+        log.append_as_follower(make_batch(3, base_offset=0, epoch=2))
+        info = log.append_as_follower(b"")
+        assert (info.first_offset, info.last_offset, info.batch_count, info.record_count) == (3, 2, 0, 0)
+        assert info.leader_epoch == 2 and log.log_end_offset == 3
+
+
 # -- reads ---------------------------------------------------------------------------------
 
 
@@ -226,9 +253,41 @@ def test_segments_roll_on_age_of_the_first_batch(tmp_path: Path) -> None:
     with open_log(tmp_path / "t-0", segment_ms=1000) as log:
         log.append_as_leader(make_batch(ts=5000), 0, now_ms=5000)
         log.append_as_leader(make_batch(ts=5900), 0, now_ms=5900)
+        log.append_as_leader(make_batch(ts=6000), 0, now_ms=6000)  # exactly segment_ms: not yet (Kafka's >)
         assert len(log.segments) == 1
         log.append_as_leader(make_batch(ts=6001), 0, now_ms=6001)
+        assert [s.base_offset for s in log.segments] == [0, 3]
+
+
+def test_a_batch_that_exactly_fills_the_segment_stays_in_it(tmp_path: Path) -> None:
+    batch = make_batch(1, value_size=400)
+    with open_log(tmp_path / "t-0", segment_bytes=2 * len(batch)) as log:
+        log.append_as_leader(batch, 0, now_ms=0)
+        log.append_as_leader(batch, 0, now_ms=0)
+        assert len(log.segments) == 1 and log.segments[0].size_bytes == 2 * len(batch)
+        log.append_as_leader(batch, 0, now_ms=0)
         assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_a_segment_rolls_before_an_offset_its_index_cannot_hold(tmp_path: Path) -> None:
+    """Index entries hold offsets relative to the segment's base in 32 bits: a compacted follower's
+    batch whose last offset is INT32_MAX past the base still fits, one past that opens a segment."""
+    top = 2**31 - 1
+    with open_log(tmp_path / "t-0", cleanup_policy="compact") as log:
+        log.append_as_follower(make_batch(1, base_offset=0, epoch=0))
+        log.append_as_follower(make_batch(1, base_offset=top, epoch=0))  # relative offset exactly INT32_MAX
+        assert len(log.segments) == 1
+        log.append_as_follower(make_batch(1, base_offset=top + 1, epoch=0))
+        assert [s.base_offset for s in log.segments] == [0, top + 1]
+
+
+def test_rolling_an_empty_active_segment_is_a_no_op(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0") as log:
+        log.roll(now_ms=0)
+        log.append_as_leader(make_batch(1), 0, now_ms=0)
+        log.roll(now_ms=0)
+        log.roll(now_ms=0)  # the new active segment is empty: nothing to roll
+        assert [s.base_offset for s in log.segments] == [0, 1]
 
 
 def test_old_create_times_do_not_roll_a_segment_per_batch(tmp_path: Path) -> None:
