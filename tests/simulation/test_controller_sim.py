@@ -12,8 +12,7 @@ import dataclasses
 import pytest
 
 from kraftpy.metadata.controller import replication_control
-from kraftpy.metadata.controller.partition_change import ChangeTarget, PartitionChangeBuilder
-from kraftpy.metadata.image.metadata_image import NO_LEADER
+from tests.simulation.broken_controllers import elects_outside_the_isr
 from tests.simulation.controller_sim import ControllerSim, InvariantViolation
 
 CI_SEEDS = 40
@@ -71,18 +70,7 @@ def first_violation(within: int) -> str | None:
 
 def test_the_checker_catches_a_controller_that_elects_outside_the_isr(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken controller: every election takes the first live replica, in the ISR or not, and adds it."""
-    target = PartitionChangeBuilder._target
-
-    def elects_outside_isr(self: PartitionChangeBuilder) -> ChangeTarget:
-        leader, isr, elr, known = target(self)
-        if leader != self.partition.leader:  # an election happened: take anyone alive
-            anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
-            if anyone not in (NO_LEADER, leader):
-                isr = tuple(dict.fromkeys((*isr, anyone)))
-                return anyone, isr, tuple(b for b in elr if b not in isr), known
-        return leader, isr, elr, known
-
-    monkeypatch.setattr(PartitionChangeBuilder, "_target", elects_outside_isr)
+    elects_outside_the_isr(monkeypatch)
     message = first_violation(within=20)
     assert message is not None, "the checkers missed elections from outside the ISR"
     assert "from outside its ISR" in message, message

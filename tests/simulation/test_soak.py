@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 
 from kraftpy.broker.replication import follower
-from kraftpy.metadata.controller.partition_change import ChangeTarget, PartitionChangeBuilder
-from kraftpy.metadata.image.metadata_image import NO_LEADER
 from tests.simulation import controller_sim, soak
+from tests.simulation.broken_controllers import elects_outside_the_isr
 from tests.simulation.soak import SoakSimulation, run, soak_config
 
 SOAK_SEEDS = 3
@@ -27,22 +26,6 @@ HARSH_DURATION_MS = 60_000
 # Short runs for the broken variants: each is caught on the first seed today; allow a few.
 PROOF_SEEDS = 10
 PROOF_DURATION_MS = 30_000
-
-
-def elects_outside_the_isr(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A broken controller: every election takes the first usable replica, in the ISR or not, and adds it."""
-    target = PartitionChangeBuilder._target
-
-    def broken(self: PartitionChangeBuilder) -> ChangeTarget:
-        leader, isr, elr, known = target(self)
-        if leader != self.partition.leader:
-            anyone = next((r for r in self.partition.replicas if self.is_usable(r)), NO_LEADER)
-            if anyone not in (NO_LEADER, leader):
-                isr = tuple(dict.fromkeys((*isr, anyone)))
-                return anyone, isr, tuple(b for b in elr if b not in isr), known
-        return leader, isr, elr, known
-
-    monkeypatch.setattr(PartitionChangeBuilder, "_target", broken)
 
 
 def first_violation(**changes) -> tuple[int, list[str]]:
