@@ -1,16 +1,12 @@
-"""ListOffsets: earliest (-2), latest (-1), max-timestamp (-3, KIP-734) or the first offset at or after a
-timestamp (Kafka's ListOffsets).
+"""ListOffsets: earliest (-2), latest (-1), max-timestamp (-3) or the first offset at or after a timestamp.
 
-Answered by the partition leader only, after the leader-epoch check
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). For consumers everything is
-bounded by the high watermark (the last stable offset with isolation_level 1,
-read_committed): "latest" is the HW or LSO (OFFSET_NOT_AVAILABLE
-while a new leader's HW has not reached its epoch start, as Kafka answers),
-and a timestamp lookup that lands at or above the HW finds nothing
-(offset -1); so does max-timestamp when the record holding the log's largest
-timestamp is not below the HW yet, as Kafka filters it. The leader epoch returned is that of the batch holding the
-offset before the answer (for latest) or at it, so a consumer that starts
-there can later validate its position (KIP-320).
+Answered by the partition leader only, after the leader-epoch check (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH). For consumers everything is bounded by the high watermark (the last stable
+offset with isolation_level 1, read_committed): "latest" is the HW or LSO (OFFSET_NOT_AVAILABLE
+while a new leader's HW has not reached its epoch start, as Kafka answers), and a timestamp or
+max-timestamp lookup that lands at or above it finds nothing (offset -1). The leader epoch returned
+is that of the batch holding the offset before the answer (for latest) or at it, so a consumer that
+starts there can later validate its position (KIP-320). docs/kafka-listener.md, "ListOffsets".
 """
 
 from __future__ import annotations
