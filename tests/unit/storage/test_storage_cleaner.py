@@ -114,6 +114,49 @@ def test_min_compaction_lag_and_high_watermark_bound_the_cleanable_range(tmp_pat
         assert LogCleaner().clean(log, now_ms=5000) is None  # nothing below the high watermark
 
 
+def test_the_cleanable_range_includes_its_exact_bounds(tmp_path: Path) -> None:
+    """A segment whose records are exactly min_compaction_lag_ms old (Kafka cleans up to
+    largestTimestamp <= now - lag) and one ending exactly at the high watermark or at the first
+    unstable offset (all its offsets below them) are cleanable."""
+    with compacted(tmp_path / "t-0", min_compaction_lag_ms=10_000) as log:
+        for i in range(40):
+            put(log, "same", f"v{i}", ts=1000)
+        log.high_watermark = log.log_end_offset
+        assert LogCleaner().clean(log, now_ms=11_001) is not None  # 10,001 ms old: clearly past
+    with compacted(tmp_path / "t-1", min_compaction_lag_ms=10_000) as log:
+        for i in range(40):
+            put(log, "same", f"v{i}", ts=1000)
+        log.high_watermark = log.log_end_offset
+        assert LogCleaner().clean(log, now_ms=11_000) is not None  # exactly the lag old
+    with compacted(tmp_path / "t-2") as log:
+        for i in range(40):
+            put(log, "same", f"v{i}")
+        first_end = log.segments[1].base_offset
+        log.high_watermark = first_end  # the first segment ends exactly at the high watermark
+        result = LogCleaner().clean(log, now_ms=5000, force=True)
+        assert result is not None and result.records_removed > 0
+    with compacted(tmp_path / "t-3") as log:
+        for i in range(40):
+            put(log, "same", f"v{i}")
+        log.high_watermark = log.log_end_offset
+        log.first_unstable_offset = log.segments[1].base_offset  # an open transaction from there on
+        result = LogCleaner().clean(log, now_ms=5000, force=True)
+        assert result is not None and result.records_removed > 0
+
+
+def test_new_dirt_below_the_ratio_waits(tmp_path: Path) -> None:
+    with compacted(tmp_path / "t-0", min_cleanable_dirty_ratio=0.9) as log:
+        for i in range(40):
+            put(log, f"k{i}", "v")  # distinct keys: cleaning removes nothing, the log stays large
+        log.high_watermark = log.log_end_offset
+        cleaner = LogCleaner()
+        assert cleaner.clean(log, now_ms=2000) is not None
+        for i in range(8):  # a little new dirt: a roll's worth, far below 90% of the log
+            put(log, f"n{i}", "v")
+        log.high_watermark = log.log_end_offset
+        assert cleaner.clean(log, now_ms=2000) is None
+
+
 def test_a_small_offset_map_cleans_over_several_passes(tmp_path: Path) -> None:
     with compacted(tmp_path / "t-0") as log:
         for i in range(80):

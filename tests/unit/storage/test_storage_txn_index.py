@@ -207,3 +207,28 @@ def test_the_cleaner_stops_at_an_undecided_transaction(tmp_path: Path) -> None:
     assert LogCleaner().clean(plog, now_ms=2_000, force=True) is None
     assert any(v == b"aborted" for _, v, _ in values(plog))
     plog.close()
+
+
+def test_a_producers_next_transaction_after_an_abort_is_kept(tmp_path: Path) -> None:
+    """Once the abort marker passes, the producer's later data belongs to a new transaction: the
+    cleaner stops treating it as aborted. A flipped test on the marker kept the producer "aborted"
+    and removed its next, committed transaction: acknowledged records gone."""
+    from kraftpy.storage.cleaner import LogCleaner
+
+    plog = PartitionLog.open(
+        tmp_path / "t-0",
+        LogConfig(cleanup_policy="compact", segment_bytes=400, index_interval_bytes=100, delete_retention_ms=10_000),
+    )
+    plog.append_as_leader(keyed_txn(2, 0, "k", "aborted"), 0, now_ms=0)  # 0
+    plog.append_as_leader(end_txn(2, False), 0, now_ms=0)  # 1
+    plog.append_aborted_txn(AbortedTxn(2, 0, 1, 2))
+    plog.append_as_leader(keyed_txn(2, 1, "m", "next-committed"), 0, now_ms=0)  # 2
+    plog.append_as_leader(end_txn(2, True), 0, now_ms=0)  # 3
+    for i in range(8):  # later plain records roll segments, so the above is cleanable
+        plog.append_as_leader(build_batch([(f"x{i}".encode(), b"v" * 40, (), 1_000)]), 0, now_ms=0)
+    plog.high_watermark = plog.log_end_offset
+    result = LogCleaner().clean(plog, now_ms=2_000, force=True)
+    assert result is not None and result.aborted_batches_removed == 1
+    kept = values(plog)
+    assert (2, b"next-committed", False) in kept and not any(v == b"aborted" for _, v, _ in kept)
+    plog.close()
