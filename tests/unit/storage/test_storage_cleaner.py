@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.protocol.records.batch import build_batch, decode_batches
-from kraftpy.storage import PartitionLog
+from kraftpy.storage import MAX_TIMESTAMP, PartitionLog
 from kraftpy.storage.cleaner import LogCleaner
 from kraftpy.storage.layout import CLEANER_SCRATCH_DIR
 from kraftpy.storage.swap import commit_swap
@@ -63,6 +63,29 @@ def test_keeps_the_latest_record_per_key_with_original_offsets(tmp_path: Path) -
         gap = next(o for o in range(60) if o not in {r[0] for r in after})
         first = next(iter(decode_batches(log.read(gap, 1))))
         assert first.base_offset > gap
+
+
+def test_a_batch_losing_some_records_is_rebuilt_with_the_rest_and_their_largest_timestamp(tmp_path: Path) -> None:
+    """Multi-record batches: the cleaner rewrites a batch whose records are partly superseded with the
+    survivors only, and the segment learns the survivors' largest timestamp (time retention and
+    max-timestamp lookups read it)."""
+    with compacted(tmp_path / "t-0") as log:
+        first = build_batch([(b"a", b"a1", (), 100), (b"b", b"b1", (), 300), (b"c", b"c1", (), 200)])
+        log.append_as_leader(first, 0, now_ms=1000)  # offsets 0-2
+        log.append_as_leader(build_batch([(b"a", b"a2", (), 150)]), 0, now_ms=1000)  # 3: supersedes offset 0
+        for i in range(4):  # older records after it: the segment's index entries carry the largest so far
+            log.append_as_leader(build_batch([(f"o{i}".encode(), b"x" * 60, (), 50)]), 0, now_ms=1000)
+        log.roll(now_ms=1000)
+        log.append_as_leader(build_batch([(b"z", b"z1", (), 250)]), 0, now_ms=1000)  # 8, in the active segment
+        log.high_watermark = log.log_end_offset
+        result = LogCleaner().clean(log, now_ms=2000, force=True)
+        assert result is not None and result.records_removed == 1
+        assert records(log)[:3] == [(1, "b", "b1"), (2, "c", "c1"), (3, "a", "a2")]
+        largest = log.offset_for_timestamp(MAX_TIMESTAMP)
+        assert (largest.timestamp, largest.offset) == (300, 1)  # the cleaned segment still holds the largest
+    with compacted(tmp_path / "t-0") as reopened:  # and from its files
+        largest = reopened.offset_for_timestamp(MAX_TIMESTAMP)
+        assert (largest.timestamp, largest.offset) == (300, 1)
 
 
 def test_tombstones_survive_delete_retention_then_go(tmp_path: Path) -> None:
