@@ -199,9 +199,17 @@ def test_leftovers_of_interrupted_operations_are_tidied(crashed) -> None:
     (directory / "recovery-point-offset-checkpoint.tmp").write_text("half")
     orphan = seg(directory, 999_999, ".index")
     orphan.write_bytes(b"")
+    # Names no later write of the open reuses: each must be removed by the tidying itself.
+    stray_tmp, cleaned, orphan_txn = (
+        directory / "something.tmp",
+        seg(directory, 0, ".log.cleaned"),
+        seg(directory, 999_999, ".txnindex"),
+    )
+    for path in (stray_tmp, cleaned, orphan_txn):
+        path.write_bytes(b"x")
     with open_log(directory, **CONFIG) as log:
         assert log.log_end_offset == 60
-    assert not orphan.exists()
+        assert not any(p.exists() for p in (orphan, stray_tmp, cleaned, orphan_txn))
     assert not (directory / "recovery-point-offset-checkpoint.tmp").exists()
 
 
@@ -396,3 +404,35 @@ def test_a_trusted_segment_becomes_the_active_one_when_the_next_loses_its_first_
         assert offsets_of(log.read(last_base, 10_000)) == [(last_base, last_base + 1)]
     with open_log(directory, **CONFIG) as reopened:  # and a clean reopen agrees
         assert reopened.log_end_offset == last_base + 2
+
+
+@pytest.mark.parametrize("case", ["new log", "segment below the log start", "recovery cut", "clean reopen"])
+def test_opening_fsyncs_the_directory_exactly_when_it_changed_its_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """A segment file created or deleted by the open is durable only once the directory is fsynced
+    (else a power cut can bring a deleted segment back, or lose a created one); an open that changed
+    no name skips the fsync."""
+    from kraftpy.storage import opening
+
+    directory = tmp_path / "t-0"
+    if case != "new log":
+        with open_log(directory, **CONFIG) as log:
+            for i in range(30):
+                log.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)
+            log.high_watermark = log.log_end_offset
+            bases = [s.base_offset for s in log.segments]
+            if case == "segment below the log start":
+                log.increment_log_start_offset(bases[1])  # exactly where the second segment starts
+        if case == "recovery cut":
+            (directory / RECOVERY_POINT_CHECKPOINT).unlink()
+            _patch_batch_field(directory, bases[1], 0, 70, b"\xff")
+    synced: list[Path] = []
+    real = opening.fsync_dir
+    monkeypatch.setattr(opening, "fsync_dir", lambda d: synced.append(Path(d)) or real(d))
+    with open_log(directory, **CONFIG) as log:
+        if case == "segment below the log start":
+            assert log.segments[0].base_offset == bases[1]  # the first one went, though no offset of it is left
+        if case == "recovery cut":
+            assert [s.base_offset for s in log.segments] == bases[:1]
+    assert synced == ([] if case == "clean reopen" else [directory])
