@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.protocol.records.batch import build_batch, decode_batches
+from kraftpy.protocol.records.record import Record
 from kraftpy.storage import MAX_TIMESTAMP, PartitionLog
 from kraftpy.storage.cleaner import LogCleaner
 from kraftpy.storage.layout import CLEANER_SCRATCH_DIR
@@ -247,6 +248,66 @@ def test_an_interrupted_swap_leaves_a_consistent_log(tmp_path: Path, stage: str)
         else:
             assert [r for r in got if r[0] < cleaned_next] == [r for r in after if r[0] < cleaned_next]
             assert [r for r in got if r[0] >= cleaned_next] == [r for r in before if r[0] >= cleaned_next]
+
+
+def test_a_merging_pass_leaves_on_disk_only_the_segments_it_kept(tmp_path: Path) -> None:
+    """Segments the cleaner merged into one must go from the directory too: a leftover would overlap
+    the merged segment when the log is next opened."""
+    with compacted(tmp_path / "t-0", segment_bytes=400) as log:
+        for i in range(40):
+            put(log, f"u{i}" if i % 2 == 0 else "x", f"v{i}")  # half of them superseded by the last "x"
+        log.high_watermark = log.log_end_offset
+        before = len(log.segments)
+        cleaner = LogCleaner()
+        assert cleaner.clean(log, now_ms=2000, force=True) is not None  # halves the segments
+        assert cleaner.clean(log, now_ms=2000, force=True) is not None  # and merges the halves
+        assert len(log.segments) < before
+        kept = records(log)
+        bases = [s.base_offset for s in log.segments]
+    assert sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.log")) == bases
+    with compacted(tmp_path / "t-0", segment_bytes=400) as reopened:
+        assert records(reopened) == kept and [s.base_offset for s in reopened.segments] == bases
+
+
+def test_completing_a_swap_removes_a_replaced_segment_starting_at_its_last_offset(tmp_path: Path) -> None:
+    """Each segment holds a unique key and an "x" the last record supersedes: cleaned, two segments
+    merge into one whose last offset is the second one's base. A crash after the swap's commit point
+    leaves that second segment for the open to delete, at exactly the swap's last offset."""
+    one = len(build_batch([(b"u0", b"v", (), 1000)]))
+    config = {"segment_bytes": 2 * one + 10}
+
+    def fill(log: PartitionLog) -> None:
+        for i in range(6):
+            log.append_as_follower(build_batch([Record(2 * i, 1000, b"u%d" % i, b"v", ())], base_offset=2 * i))
+            log.append_as_follower(build_batch([Record(2 * i + 1, 1000, b"x", b"v", ())], base_offset=2 * i + 1))
+        log.append_as_follower(build_batch([Record(12, 1000, b"x", b"last", ())], base_offset=12))
+
+    live = compacted(tmp_path / "live-0", **config)
+    fill(live)
+    other = compacted(tmp_path / "other-0", **config)
+    fill(other)
+    for log in (live, other):
+        log.high_watermark = log.log_end_offset
+    assert [s.base_offset for s in live.segments][:3] == [0, 2, 4]
+    cleaner = LogCleaner()
+    cleaner.clean(other, now_ms=2000, force=True)  # halves the segments (each keeps its unique key)
+    cleaner.clean(other, now_ms=2000, force=True)  # and merges the halves
+    assert [s.base_offset for s in other.segments][:2] == [0, 4]  # segments 0 and 2 merged: last offset 2
+    after = records(other)
+    shutil.copytree(live.directory, tmp_path / "t-0")
+    scratch = tmp_path / "t-0" / CLEANER_SCRATCH_DIR
+    scratch.mkdir()
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copy(other.directory / f"{0:020d}{suffix}", scratch / f"{0:020d}{suffix}")
+    live.close()
+    other.close()
+    commit_swap(tmp_path / "t-0", scratch, 0)
+    with compacted(tmp_path / "t-0", **config) as log:
+        assert not (tmp_path / "t-0" / f"{2:020d}.log").exists()
+        assert log.last_recovery.first_bad is None  # a leftover segment 2 would overlap: cut, the rest lost
+        got = records(log)
+        assert [r for r in got if r[0] < 4] == [r for r in after if r[0] < 4]
+        assert [r[0] for r in got if r[0] >= 4] == list(range(4, 13))  # the segments not yet cleaned, whole
 
 
 def test_the_background_cleaner_never_blocks_appends_or_reads(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
