@@ -220,6 +220,35 @@ def test_max_timestamp_finds_the_first_record_holding_the_largest_timestamp(tmp_
         assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == log.log_end_offset - 1
 
 
+def test_a_timestamp_equal_to_a_segments_largest_is_found_in_that_segment(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", segment_bytes=300) as log:
+        for i in range(12):
+            log.append_as_leader(make_batch(2, ts=1000 + 10 * i, tag=i), 0, now_ms=0)  # max 1001 + 10i
+        assert len(log.segments) > 2
+        first_end = log.segments[1].base_offset
+        last_batch = (first_end - 2) // 2  # the first segment's last batch: its largest timestamp
+        largest = 1001 + 10 * last_batch
+        found = log.offset_for_timestamp(largest)
+        assert (found.timestamp, found.offset) == (largest, first_end - 1)
+
+
+def test_an_abort_is_indexed_only_for_a_marker_inside_the_log(tmp_path: Path) -> None:
+    from kraftpy.storage.txn_index import AbortedTxn
+
+    with open_log(tmp_path / "t-0") as log:
+        for i in range(3):
+            log.append_as_leader(make_batch(2, tag=i), 0, now_ms=0)  # offsets 0-5
+        log.high_watermark = 6
+        log.increment_log_start_offset(2)
+        log.append_aborted_txn(AbortedTxn(7, 2, 2, 3))  # a marker at the log start: in the log
+        log.append_aborted_txn(AbortedTxn(8, 2, 5, 6))  # at the last offset: in the log
+        with pytest.raises(ValueError, match="not in the log"):
+            log.append_aborted_txn(AbortedTxn(9, 5, 6, 6))  # at the log end: not written yet
+        with pytest.raises(ValueError, match="not in the log"):
+            log.append_aborted_txn(AbortedTxn(9, 0, 1, 6))  # below the log start
+        assert [e.producer_id for e in log.collect_aborted_txns(2, 6)] == [7, 8]
+
+
 def test_offset_for_timestamp(filled) -> None:
     assert filled.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
     latest = filled.offset_for_timestamp(LATEST_TIMESTAMP)
@@ -385,6 +414,18 @@ def test_flush_messages_policy_flushes_after_n_records(tmp_path: Path) -> None:
         assert log.recovery_point == 0
         log.append_as_leader(make_batch(2), 0, now_ms=0)
         assert log.recovery_point == 6
+        log.append_as_leader(make_batch(4), 0, now_ms=0)
+        assert log.recovery_point == 6
+        log.append_as_leader(make_batch(1), 0, now_ms=0)  # exactly flush_messages unflushed: Kafka's >=
+        assert log.recovery_point == 11
+
+
+def test_flush_ms_policy_flushes_at_exactly_flush_ms(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", flush_ms=1000) as log:
+        log.append_as_leader(make_batch(2), 0, now_ms=0)
+        last_flush = log._last_flush_ms  # the wall clock at open: the policy counts from there
+        assert not log.maybe_flush(now_ms=last_flush + 999) and log.recovery_point == 0
+        assert log.maybe_flush(now_ms=last_flush + 1000) and log.recovery_point == 2
 
 
 def test_flush_ms_policy(tmp_path: Path) -> None:
