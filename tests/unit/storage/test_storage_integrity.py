@@ -123,3 +123,19 @@ def test_the_pacer_sleeps_to_keep_the_rate() -> None:
         pace(500)
     assert now[0] == pytest.approx(5.0)
     assert all(s == pytest.approx(0.5) for s in slept)
+
+
+def test_a_corrupt_batch_in_the_first_segment_is_cut_there_too(tmp_path: Path) -> None:
+    log = filled_log(tmp_path / "t-0")
+    assert len(log.segments) > 1
+    victim = 2 * BATCH_RECORDS  # the third batch: in the first segment
+    path, pos, size = batch_position(log.directory, victim)
+    assert path.name == f"{0:020d}.log" and pos > 0
+    flip(path, pos + size - 1)
+    found = find_corruption(log)
+    assert found is not None and found.segment_base_offset == 0
+    assert log.truncate_at_position(0, found.position)
+    assert log.log_end_offset == victim and [s.base_offset for s in log.segments] == [0]
+    assert not log.truncate_at_position(12345, 0)  # no segment starts there: nothing changes
+    assert log.log_end_offset == victim
+    log.close()
