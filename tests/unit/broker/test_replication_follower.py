@@ -175,10 +175,15 @@ def test_beyond_the_leaders_log_end_truncates_to_it() -> None:
     response = FetchPartitionResponse(ErrorCode.OFFSET_OUT_OF_RANGE, 20, log_start_offset=0, log_end_offset=20)
     actions = partition.on_fetch_response(request, response, 1)
     assert actions == [TruncateFullyAndStartAt(20), RebuildProducerState(20), UpdateHighWatermark(20)]
-    # With a log start below the leader's end, a plain truncation does.
+    # With a log start below the leader's end, a plain truncation does; a high watermark above the
+    # new end comes down to it (never above the log), one below it stays.
+    partition = follower(LogState(10, 30, 25, -1))
+    request = partition.build_fetch(LogState(10, 30, 25, -1), 0)
+    actions = partition.on_fetch_response(request, response, 1)
+    assert actions == [TruncateTo(20), RebuildProducerState(20), UpdateHighWatermark(20)]
     partition = follower(LogState(10, 30, 12, -1))
     request = partition.build_fetch(LogState(10, 30, 12, -1), 0)
-    assert partition.on_fetch_response(request, response, 1)[:2] == [TruncateTo(20), RebuildProducerState(20)]
+    assert partition.on_fetch_response(request, response, 1) == [TruncateTo(20), RebuildProducerState(20)]
 
 
 def test_beyond_an_empty_leaders_log_truncates_to_nothing() -> None:

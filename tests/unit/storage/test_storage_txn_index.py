@@ -232,3 +232,13 @@ def test_a_producers_next_transaction_after_an_abort_is_kept(tmp_path: Path) -> 
     kept = values(plog)
     assert (2, b"next-committed", False) in kept and not any(v == b"aborted" for _, v, _ in kept)
     plog.close()
+
+
+def test_an_abort_must_follow_the_last_one_in_its_segments_index(tmp_path: Path) -> None:
+    index = TxnIndex(tmp_path / "00000000000000000000.txnindex")
+    index.append(AbortedTxn(1, 0, 5, 6))
+    for repeated in (AbortedTxn(2, 3, 5, 6), AbortedTxn(2, 3, 4, 6)):  # the same marker offset, or an earlier one
+        with pytest.raises(ValueError, match="does not follow"):
+            index.append(repeated)
+    index.append(AbortedTxn(2, 3, 6, 7))
+    assert [e.producer_id for e in index.entries] == [1, 2]
