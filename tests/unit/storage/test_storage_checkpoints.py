@@ -28,6 +28,16 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
     assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
 
 
+def test_an_empty_checkpoint_round_trips(tmp_path: Path) -> None:
+    """An epoch cache cleared by a full truncation writes no entries: the file is the version, a
+    count of 0 and its checksum, and must read back as empty, not as corrupt."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    write_checkpoint(path, [])
+    assert path.read_text().startswith("0\n0\n# crc32c ")
+    assert read_checkpoint(path, 2) == []
+    assert LeaderEpochCache.load(path, lambda: 0).entries == []
+
+
 def test_missing_file_reads_as_none(tmp_path: Path) -> None:
     assert read_checkpoint(tmp_path / "nope", 1) is None
     assert OffsetCheckpoint(tmp_path / "nope").read() is None
