@@ -110,6 +110,28 @@ def test_check_read_refuses_a_bad_crc_and_offsets_that_go_back() -> None:
     assert info.value.position == len(a)
 
 
+def test_check_read_passes_one_record_batches_and_refuses_insane_headers() -> None:
+    """Every fetch is checked on the way out. Batches of one record (lastOffsetDelta 0) are the most
+    common there is; magic and batchLength lie outside the CRC, so only these checks catch them."""
+    ones = b"".join(make_batch(1, base_offset=o) for o in range(5, 9))
+    check_read(ones, 5, max_batch_bytes=1 << 20)
+    size = len(make_batch(1))
+    check_read(ones, 5, max_batch_bytes=size)  # a batch of exactly the maximum size
+    with pytest.raises(CorruptRecordError, match="insane"):
+        check_read(ones, 5, max_batch_bytes=size - 1)
+    wrong_magic = bytearray(ones)
+    wrong_magic[size + 16] = 1  # the second batch's magic byte
+    with pytest.raises(CorruptRecordError, match="magic 1") as info:
+        check_read(bytes(wrong_magic), 5, max_batch_bytes=1 << 20)
+    assert info.value.position == size
+    longer = bytearray(ones)
+    longer[size + 8 : size + 12] = (len(ones)).to_bytes(4, "big")  # batchLength past the end of the read
+    with pytest.raises(CorruptRecordError, match="insane"):
+        check_read(bytes(longer), 5, max_batch_bytes=1 << 20)
+    with pytest.raises(CorruptRecordError, match="cut off"):
+        check_read(ones + ones[:20], 5, max_batch_bytes=1 << 20)
+
+
 def test_the_pacer_sleeps_to_keep_the_rate() -> None:
     now = [0.0]
     slept: list[float] = []
