@@ -172,6 +172,20 @@ def test_a_committed_state_that_still_lacks_the_follower_lets_the_leader_propose
     partition.apply_registration(PartitionRegistration((0, 1, 2), (0, 1), 0, EPOCH, 9), LogState(0, 10, 0), 3)
     [again] = proposals(fetch(partition, 2, 10, now=4))
     assert again.partition_epoch == 9 and BrokerState(2, -1) in again.new_isr
+    # The metadata that ended the wait ended it for good: this new proposal is retried on the timer.
+    assert proposals(partition.tick(4 + 500)) == [again]
+
+
+def test_a_new_leader_epoch_ends_a_wait_for_metadata() -> None:
+    partition = leader(isr=(0, 1), leo=10)
+    [request] = proposals(fetch(partition, 2, 10, now=1))
+    partition.on_alter_partition_response(request, AlterPartitionResponse(ErrorCode.FENCED_LEADER_EPOCH), 2)
+    assert proposals(partition.tick(10_000)) == []  # waiting for metadata, not retrying
+    partition.apply_registration(PartitionRegistration((0, 1, 2), (0, 1), 0, EPOCH + 1, 9), LogState(0, 10, 0), 10_001)
+    partition.handle_fetch(FetchPartition(1, 10, EPOCH + 1, -1, 0, -1), None, 10_002)  # the HW reaches 10
+    [again] = proposals(partition.handle_fetch(FetchPartition(2, 10, EPOCH + 1, -1, 0, -1), None, 10_003).actions)
+    assert again.leader_epoch == EPOCH + 1 and BrokerState(2, -1) in again.new_isr
+    assert proposals(partition.tick(10_003 + 500)) == [again]  # unanswered: sent again on the timer
 
 
 def test_a_reassignment_at_the_same_leader_epoch_tracks_the_new_replicas_and_drops_the_old() -> None:
