@@ -115,6 +115,8 @@ def test_check_read_passes_one_record_batches_and_refuses_insane_headers() -> No
     common there is; magic and batchLength lie outside the CRC, so only these checks catch them."""
     ones = b"".join(make_batch(1, base_offset=o) for o in range(5, 9))
     check_read(ones, 5, max_batch_bytes=1 << 20)
+    # A fetch inside a batch gets the whole batch: its last offset may be the fetch offset itself.
+    check_read(make_batch(2, base_offset=10), 11, max_batch_bytes=1 << 20)
     size = len(make_batch(1))
     check_read(ones, 5, max_batch_bytes=size)  # a batch of exactly the maximum size
     with pytest.raises(CorruptRecordError, match="insane"):
@@ -130,6 +132,12 @@ def test_check_read_passes_one_record_batches_and_refuses_insane_headers() -> No
         check_read(bytes(longer), 5, max_batch_bytes=1 << 20)
     with pytest.raises(CorruptRecordError, match="cut off"):
         check_read(ones + ones[:20], 5, max_batch_bytes=1 << 20)
+
+
+def test_a_pacer_needs_a_positive_rate() -> None:
+    for rate in (0, -1):
+        with pytest.raises(ValueError, match="must be positive"):
+            Pacer(rate)
 
 
 def test_the_pacer_sleeps_to_keep_the_rate() -> None:
