@@ -315,6 +315,30 @@ def test_while_preparing_group_max_size_counts_members_awaiting_and_ids_handed_o
     assert len(h.c.group("g").members) == 3
 
 
+def test_a_retried_join_of_an_awaiting_member_is_never_counted_against_the_limit() -> None:
+    """Preparing at the limit (one member awaiting, one id handed out): the awaiting member's retry
+    is its own join again, accepted; counted as a newcomer it would be refused and removed."""
+    h = Harness(GroupCoordinatorConfig(group_max_size=2, offsets_topic_num_partitions=4))
+    (a, _b), _gen = h.form_group(2)
+    h.join(member_id=a)  # a rebalance: a awaits
+    h.new_member()  # an id handed out: awaiting + pending is the limit now
+    retry = h.join(member_id=a)
+    assert retry not in h.answers or h.answers[retry]["error_code"] != E.GROUP_MAX_SIZE_REACHED
+    assert a in h.c.group("g").members
+
+
+def test_an_unknown_member_id_in_an_existing_group_is_refused() -> None:
+    h = Harness()
+    h.form_group(1)
+    assert h.answers[h.join(member_id="made-up")]["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_rebalance_timeout_of_one_millisecond_is_accepted() -> None:
+    h = no_delay()
+    assert h.answers[h.join(rebalance=1)]["error_code"] == E.MEMBER_ID_REQUIRED
+    assert h.answers[h.join(rebalance=0)]["error_code"] == E.INVALID_REQUEST
+
+
 def test_an_id_handed_out_while_preparing_holds_a_place_until_it_is_used() -> None:
     h = Harness(GroupCoordinatorConfig(group_max_size=2, offsets_topic_num_partitions=4))
     first = h.new_member()
