@@ -124,6 +124,23 @@ def test_a_failed_write_of_the_new_member_id_keeps_the_old_one() -> None:
     assert h.heartbeat(ids["i-b"], generation, instance="i-b") == E.NONE
 
 
+def test_a_static_member_removed_while_its_new_id_is_written_is_left_alone_by_the_write() -> None:
+    """The write of a restarted static member's new id completes after an admin removed the member:
+    the callback finds nobody to answer or restore and leaves the group as the removal left it."""
+    h = Harness()
+    ids, _generation = static_group(h)
+    h.auto_complete = False
+    rid = h.join(instance="i-b")  # the new id's write is in flight
+    new_id = h.c.group("g").static_members["i-b"]
+    removal = h.send("leave_group", {"group_id": "g", "members": [{"member_id": "", "group_instance_id": "i-b"}]})
+    h.auto_complete = True
+    h.complete_appends()
+    assert h.answers[removal]["members"][0]["error_code"] == 0
+    assert new_id not in h.c.group("g").members and "i-b" not in h.c.group("g").static_members
+    assert rid in h.answers  # the join was answered by the removal's rebalance or the removal itself
+    assert ids["i-a"] in h.c.group("g").members
+
+
 def test_a_static_member_replaced_while_completing_the_rebalance_forces_another_round() -> None:
     h = Harness()
     ids, generation = static_group(h)
