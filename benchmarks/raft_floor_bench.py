@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kraftpy.tools.commands.perf import percentile  # the quorum's figures use the same nearest rank
+
 ENTRY = b"e" * 100
 FRAME = struct.Struct(">IQ")  # length of what follows, then the offset the frame is about
 
@@ -83,7 +85,7 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def follower(port: int, path: str, fsync: str, ready: multiprocessing.Queue, out: multiprocessing.Queue) -> None:
+def follower(port: int, path: str, fsync: str, out: multiprocessing.Queue) -> None:
     loop = _loop()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     cpu_start = [0.0]
@@ -103,7 +105,6 @@ def follower(port: int, path: str, fsync: str, ready: multiprocessing.Queue, out
 
     async def main() -> None:
         _, proto = await loop.create_connection(lambda: _Frames(on_entry), "127.0.0.1", port)
-        ready.put(True)
         proto.send(0)
 
     loop.create_task(main())
@@ -194,13 +195,12 @@ def one_round(commits: int, leader_fsync: str, follower_fsync: str, directory: P
     directory.mkdir(parents=True)
     # spawn: a fresh interpreter per process, as the nodes are (and safe from a caller with threads)
     ctx = multiprocessing.get_context("spawn")
-    out, ready, cpu_out, port_out = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Queue()
+    out, cpu_out, port_out = ctx.Queue(), ctx.Queue(), ctx.Queue()
     lead = ctx.Process(target=leader, args=(commits, str(directory / "leader"), leader_fsync, port_out, out))
     lead.start()
     port = port_out.get(timeout=60)
     follows = [
-        ctx.Process(target=follower, args=(port, str(directory / f"f{i}"), follower_fsync, ready, cpu_out))
-        for i in range(2)
+        ctx.Process(target=follower, args=(port, str(directory / f"f{i}"), follower_fsync, cpu_out)) for i in range(2)
     ]
     for proc in follows:
         proc.start()
@@ -214,8 +214,8 @@ def one_round(commits: int, leader_fsync: str, follower_fsync: str, directory: P
     n = len(lat)
     return {
         "commits": n,
-        "p50_ms": lat[n // 2] / 1000,
-        "p99_ms": lat[min(n - 1, int(n * 0.99))] / 1000,
+        "p50_ms": percentile(lat, 0.5) / 1000,
+        "p99_ms": percentile(lat, 0.99) / 1000,
         "mean_ms": statistics.fmean(lat) / 1000,
         "leader_cpu_us_per_commit": result["leader_cpu_s"] / n * 1e6,
         "follower_cpu_us_per_commit": [c / n * 1e6 for c in follower_cpu],
