@@ -253,6 +253,9 @@ def main() -> None:
     ap.add_argument("--quorum", action="store_true", help="after each round, raft_bench's one-at-a-time phase")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    for flag, value in (("--commits", args.commits), ("--rounds", args.rounds)):
+        if value < 1:
+            ap.error(f"{flag} must be at least 1, not {value}")  # no figure comes from zero commits
     rows: list[dict] = []
     quorum_rows: list[dict] = []
     load_start = os.getloadavg()[0]

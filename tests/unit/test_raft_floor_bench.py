@@ -31,3 +31,11 @@ def test_a_tiny_floor_run_commits_every_entry_in_each_mode(
         assert 0 < row["p50_ms"] <= row["p99_ms"]
         assert len(row["follower_cpu_us_per_commit"]) == 2
     assert not list(tmp_path.iterdir())  # its files are removed
+
+
+@pytest.mark.parametrize("flags", [["--commits", "0"], ["--rounds", "-1"]])
+def test_counts_below_one_are_refused_before_any_process_starts(flags: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), *flags], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode == 2 and "must be at least 1" in proc.stderr, proc.stderr[-2000:]
