@@ -368,6 +368,56 @@ class RpcClient:
             if stream is not None:
                 stream.forget(call_id)
 
+    def call_now(
+        self,
+        address: Address,
+        path: str,
+        body: Mapping[str, Any],
+        timeout_ms: int,
+        on_answer: Callable[[dict[str, Any] | KafkaError], None],
+    ) -> bool:
+        """`call` with no task: the frame is written at once on the peer's connected stream and
+        `on_answer` is called exactly once, from inside the read that brings the answer, with its
+        body (error bodies included, as `raise_errors=False`) or with the KafkaError that ended the
+        call (timeout, a broken stream, an answer that is no map). False, and nothing sent, when
+        the call cannot leave now in its order (no stream yet, calls waiting to write, the peer
+        not reading): then `call` does it."""
+        if not self.peer_streams or address in self._http_only:
+            return False
+        stream = self._streams.get(address)
+        turns = self._turns.get(address)
+        if stream is None or (turns is not None and not turns.idle()):
+            return False
+        started = time.monotonic()
+        timer: asyncio.TimerHandle | None = None
+
+        def answered(answer: Any) -> None:
+            if timer is not None:
+                timer.cancel()
+            if isinstance(answer, KafkaError):
+                on_answer(answer)
+            elif not isinstance(answer, dict):
+                on_answer(KafkaError("response body must be a CBOR map", ErrorCode.INVALID_REQUEST))
+            else:
+                on_answer(answer)
+
+        call_id = stream.send_now(path, body if type(body) is dict else dict(body), answered)
+        if call_id is None:
+            return False
+
+        def expired() -> None:
+            stream.forget(call_id)
+            if stream.last_answer < started:
+                stream.abort("no answer since a call that timed out")  # a dead connection
+            on_answer(
+                KafkaError(
+                    f"{path} to {address[0]}:{address[1]} timed out after {timeout_ms} ms", ErrorCode.REQUEST_TIMED_OUT
+                )
+            )
+
+        timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, expired)
+        return True
+
     async def _get_stream(self, address: Address) -> StreamConnection | None:
         stream = self._streams.get(address)
         if stream is not None and stream.usable:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -27,11 +27,10 @@ from kraftpy.protocol.credentials import Credential
 from kraftpy.protocol.errors import KafkaError
 from kraftpy.protocol.shell.clock import wall_ms
 from kraftpy.protocol.shell.rpc import STREAM_AUTH_HEADERS, STREAM_PATH, error_response
+from kraftpy.protocol.shell.rpc_calls import Handler, InlineHandler, Reply
 from kraftpy.protocol.types import format_address
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
 
 
 class _HttpCaller:
@@ -110,7 +109,23 @@ class ServerAuth:
             return await handler(body)
 
         guarded.__name__ = getattr(handler, "__name__", "route")
+        inline: InlineHandler | None = getattr(handler, "inline", None)
+        if inline is not None:
+
+            def guarded_inline(body: dict[str, Any], reply: Reply) -> None:
+                self.authorize_stream_call(path, requirement)
+                inline(body, reply)
+
+            guarded.inline = guarded_inline  # type: ignore[attr-defined]
         return guarded
+
+    def authorize_stream_call(self, path: str, requirement: access.Requirement) -> None:
+        """`authorize` for an inline call on a stream, whose caller was verified at the upgrade."""
+        caller = _caller.get()
+        principal = caller if isinstance(caller, Principal) else None
+        if principal is None or principal.role not in requirement.roles:
+            self.refused += 1
+            raise requirement.refuse(path, principal.name if principal else None)
 
     async def authorize(self, path: str, requirement: access.Requirement) -> None:
         caller = _caller.get()

@@ -5,6 +5,7 @@ Design notes: docs/protocol.md, section "protocol/shell/rpc.py".
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -17,6 +18,45 @@ from kraftpy.protocol.shell.rpc_limits import check_body_items
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
+# An answer, or the error to answer with; an inline handler calls its Reply exactly once.
+Reply = Callable[["Mapping[str, Any] | KafkaError"], None]
+InlineHandler = Callable[[dict[str, Any], Reply], None]
+
+
+def inline_handler(inline: InlineHandler) -> Handler:
+    """A route whose handler answers through a callback, with no task of its own.
+
+    On the RPC stream, `inline` runs as the frame is read and its Reply writes the answer when it
+    is called (the Raft routes: the core answers a parked fetch inside the step that makes the
+    answer, with no task to wake). Everywhere else (HTTP) the returned coroutine function is the
+    route, awaiting the same Reply. The inline handler bounds its own wait: it calls its Reply
+    exactly once, sooner or later, or raises KafkaError before it returns."""
+
+    async def handle(body: dict[str, Any]) -> Mapping[str, Any] | None:
+        answer: asyncio.Future[Mapping[str, Any] | KafkaError] = asyncio.get_running_loop().create_future()
+
+        def reply(out: Mapping[str, Any] | KafkaError) -> None:
+            if not answer.done():
+                answer.set_result(out)
+
+        inline(body, reply)
+        out = await answer
+        if isinstance(out, KafkaError):
+            raise out
+        return out
+
+    handle.inline = inline  # type: ignore[attr-defined]
+    handle.__name__ = getattr(inline, "__name__", "route")
+    return handle
+
+
+def answer_body(out: Mapping[str, Any] | KafkaError) -> dict[str, Any]:
+    """The body an answer or an error travels as (`run_handler`'s, for a Reply)."""
+    if isinstance(out, KafkaError):
+        return out.to_dict()
+    body = dict(out)
+    body.setdefault("error_code", 0)
+    return body
 
 
 def encode(obj: Any) -> bytes:

@@ -10,12 +10,20 @@ import contextvars
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.byte_budget import ByteBudget, budgeted_bytes
-from kraftpy.protocol.shell.rpc_calls import Handler, decode_map, encode, run_handler
+from kraftpy.protocol.shell.rpc_calls import (
+    Handler,
+    InlineHandler,
+    answer_body,
+    decode_map,
+    encode,
+    internal_error,
+    run_handler,
+)
 from kraftpy.protocol.shell.rpc_limits import (
     INLINE_DECODE_BYTES,
     IdleTimer,
@@ -97,6 +105,9 @@ class ServedStream:
         self._backlog: deque[bytes] = deque()  # frames read, not yet started
         self._counting = False  # a large frame's items are being counted off the loop
         self._reading_paused = False
+        self._starting = False  # inside _start_calls: an inline answer leaves the room check to it
+        self._draining = False  # a task waits for the transport to drain inline answers
+        self._undrained_bytes = 0  # inline answers written while the transport was over its mark
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_frame_s = self._loop.time()
         self._ping_sent_s: float | None = None
@@ -170,6 +181,20 @@ class ServedStream:
         """Start the backlog's calls in order while there is room (all of them once the peer is gone);
         read on only when nothing read waits to start."""
         backlog = self._backlog
+        starting, self._starting = self._starting, True
+        try:
+            self._start_backlog()
+        finally:
+            self._starting = starting
+        if self.closed:
+            return
+        if backlog or self._counting:
+            self._pause_reading()
+        else:
+            self._resume_reading()
+
+    def _start_backlog(self) -> None:
+        backlog = self._backlog
         while backlog and not self._counting:
             if not self.closed and not self.gate.room():
                 break
@@ -182,12 +207,6 @@ class ServedStream:
                 self._spawn(self._count_then_start(payload))
                 break
             self._start(payload, 0)
-        if self.closed:
-            return
-        if backlog or self._counting:
-            self._pause_reading()
-        else:
-            self._resume_reading()
 
     async def _count_then_start(self, payload: bytes) -> None:
         data: bytes | KafkaError = payload
@@ -208,7 +227,37 @@ class ServedStream:
     def _start(self, data: bytes | KafkaError, held_bytes: int) -> None:
         self.gate.call_started()
         call_id, call = _read_call(self._routes, data)
-        self._spawn(self._answer(call_id, call, held_bytes))
+        inline = None if isinstance(call, KafkaError) else getattr(call[0], "inline", None)
+        if inline is None:
+            self._spawn(self._answer(call_id, call, held_bytes))
+        else:
+            self._context.run(self._start_inline, inline, call_id, call[1], held_bytes)  # type: ignore[index]
+
+    def _start_inline(self, inline: InlineHandler, call_id: int, body: dict[str, Any], held_bytes: int) -> None:
+        """Run an inline handler now, in this read; its Reply writes the answer whenever it comes."""
+        replied = False
+
+        def reply(out: Mapping[str, Any] | KafkaError) -> None:
+            nonlocal replied
+            if replied:
+                return
+            replied = True
+            try:
+                self._write_now(encode({"id": call_id, "body": answer_body(out)}))
+            finally:
+                if held_bytes:
+                    self._budget.release(held_bytes)
+                self.gate.call_finished()
+                if not self._starting:
+                    self._room_changed()
+
+        try:
+            inline(body, reply)
+        except KafkaError as err:
+            reply(err)
+        except Exception as exc:
+            log.exception("unexpected error serving a stream call")
+            reply(internal_error(exc))
 
     def _spawn(self, coro: Any) -> None:
         task = self._loop.create_task(coro, context=self._context.copy())
@@ -242,6 +291,33 @@ class ServedStream:
             pass
         finally:
             self.gate.answer_written(len(data))
+
+    def _write_now(self, payload: bytes) -> None:
+        """`_write` for an inline answer: handed to the transport at once. While the peer reads
+        slower than we answer, the bytes count against the stream's answer bound from this moment
+        (so the call after it may not start) until the transport's buffer drains."""
+        if self.closed or self._transport.is_closing():
+            return
+        data = frame(payload)
+        self._transport.write(data)
+        if self._protocol.writing_paused:
+            self.gate.answer_queued(len(data))
+            self._undrained_bytes += len(data)
+            if not self._draining:
+                self._draining = True
+                self._spawn(self._drain_inline_answers())
+
+    async def _drain_inline_answers(self) -> None:
+        try:
+            while self._protocol.writing_paused and not self._transport.is_closing():
+                await self._writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            self._draining = False
+            self.gate.answer_written(self._undrained_bytes)
+            self._undrained_bytes = 0
+            self._room_changed()
 
     def _room_changed(self) -> None:
         if self._backlog or self._reading_paused:
@@ -290,6 +366,10 @@ class ServedStream:
         self._transport.close()  # connection_lost then feeds the end of the stream
 
 
+# Told a call's answer body, or the KafkaError that ended the call first.
+AnswerCallback = Callable[[Any], None]
+
+
 class StreamClosed(ConnectionError):
     """A call written on a stream that had already ended."""
 
@@ -302,7 +382,8 @@ class StreamConnection(asyncio.Protocol):
 
     def __init__(self, where: str, max_frame_bytes: int) -> None:
         self.where = where
-        self.pending: dict[int, asyncio.Future[Any]] = {}
+        # a call's future, or for `send_now` its callback (run as the answer is read)
+        self.pending: dict[int, asyncio.Future[Any] | AnswerCallback] = {}
         self.next_id = 0
         self.last_answer = time.monotonic()
         self.closed = False
@@ -338,6 +419,18 @@ class StreamConnection(asyncio.Protocol):
                 raise
         return call_id, future
 
+    def send_now(self, path: str, body: Mapping[str, Any], on_answer: AnswerCallback) -> int | None:
+        """Write one call's frame now, its answer to go to `on_answer` from inside the read that
+        brings it (or a KafkaError when the stream ends first); its id, or None when the stream
+        cannot take it now (ended, or the peer reads slower than we write: `send` waits then)."""
+        if not self.usable or self._write_paused:
+            return None
+        self.next_id += 1
+        call_id = self.next_id
+        self.pending[call_id] = on_answer
+        self._transport.write(frame(encode({"id": call_id, "path": path, "body": body})))  # type: ignore[union-attr]
+        return call_id
+
     @property
     def usable(self) -> bool:
         """Neither end has closed it: calls may be written on it."""
@@ -345,6 +438,11 @@ class StreamConnection(asyncio.Protocol):
 
     def forget(self, call_id: int) -> None:
         self.pending.pop(call_id, None)
+
+    def abort(self, reason: str) -> None:
+        """Close the connection now, failing every call still waiting on it with `reason`."""
+        self.closed = True
+        self._fail(reason)
 
     async def close(self) -> None:
         self.closed = True
@@ -379,10 +477,15 @@ class StreamConnection(asyncio.Protocol):
                 return
             self.last_answer = time.monotonic()
             call_id = answer.get("id")
-            future = self.pending.pop(call_id, None)  # type: ignore[arg-type]
-            if future is not None:
-                if not future.done():
-                    future.set_result(answer.get("body"))
+            waiter = self.pending.pop(call_id, None)  # type: ignore[arg-type]
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_result(answer.get("body"))
+            elif waiter is not None:
+                try:
+                    waiter(answer.get("body"))
+                except Exception:
+                    log.exception("an answer's callback failed on the stream to %s", self.where)
             elif call_id == -1 and isinstance(answer.get("body"), dict):
                 self._reason = f"the peer refused a frame: {answer['body'].get('message')}"
 
@@ -419,10 +522,16 @@ class StreamConnection(asyncio.Protocol):
         error = KafkaError(f"stream to {self.where} ended: {self._reason}", ErrorCode.NETWORK_EXCEPTION)
         if not self.opened.done():
             self.opened.set_exception(error)
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(error)
-        self.pending.clear()
+        pending, self.pending = self.pending, {}
+        for waiter in pending.values():
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_exception(error)
+            else:
+                try:
+                    waiter(error)
+                except Exception:
+                    log.exception("an answer's callback failed on the stream to %s", self.where)
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(StreamClosed(error.message))
 

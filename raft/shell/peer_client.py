@@ -12,6 +12,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from kraftpy.protocol.backoff import Backoff
 from kraftpy.protocol.errors import ErrorCode, KafkaError
@@ -31,6 +32,7 @@ class _Peer:
         self.address = address
         self.backoff = backoff
         self.fetch_task: asyncio.Task[None] | None = None
+        self.fetches = 0  # fetches sent: an inline fetch's answer counts only while it is the latest
         self.control: deque[Message] = deque(maxlen=queue_limit)
         self.control_tasks: set[asyncio.Task[None]] = set()
         self.dropped = 0
@@ -75,9 +77,13 @@ class PeerClient:
             log.warning("no address for node %d; dropping %s", request.dst, type(request).__name__)
             return
         if isinstance(request, FetchRequest | FetchSnapshotRequest):
+            # a new fetch abandons the one before: its answer would be ignored by the core
             if peer.fetch_task is not None and not peer.fetch_task.done():
-                peer.fetch_task.cancel()  # abandoned by the core: its answer would be ignored
-            peer.fetch_task = asyncio.get_running_loop().create_task(self._call(peer, request))
+                peer.fetch_task.cancel()
+            peer.fetch_task = None
+            peer.fetches += 1
+            if not self._call_now(peer, request):
+                peer.fetch_task = asyncio.get_running_loop().create_task(self._call(peer, request))
             return
         if len(peer.control) == peer.control.maxlen:
             peer.dropped += 1  # deque(maxlen) drops the oldest; the core resends what matters
@@ -96,21 +102,51 @@ class PeerClient:
         if not self._closed:
             self._pump(peer)
 
-    async def _call(self, peer: _Peer, request: Message) -> None:
-        timeout_ms = self._request_timeout_ms
+    def _timeout_ms(self, request: Message) -> int:
         if isinstance(request, FetchRequest):
-            timeout_ms += request.max_wait_ms
+            return self._request_timeout_ms + request.max_wait_ms
+        return self._request_timeout_ms
+
+    def _call_now(self, peer: _Peer, request: Message) -> bool:
+        """A fetch written at once on the peer's stream, its answer handed to the core from inside
+        the read that brings it: the commit's path has no task to wake on this end (docs/perf-raft.md).
+        False when the stream cannot take it now; then a task calls."""
+        sent_as = peer.fetches
+
+        def on_answer(answer: dict[str, Any] | KafkaError) -> None:
+            if self._closed or peer.fetches != sent_as:
+                return  # closed, or abandoned for a newer fetch
+            try:
+                response = self._response(request, answer)
+            except KafkaError as err:
+                peer.fetch_task = asyncio.get_running_loop().create_task(self._failed(peer, request, err))
+                return
+            peer.backoff.reset()
+            self._deliver(response)
+
+        return self._rpc.call_now(
+            peer.address, codec.route_of(request), codec.encode(request), self._timeout_ms(request), on_answer
+        )
+
+    @staticmethod
+    def _response(request: Message, answer: dict[str, Any] | KafkaError) -> Message:
+        """The core's response from an answer body; KafkaError when the call or the route failed."""
+        if isinstance(answer, KafkaError):
+            raise answer
+        if answer.get("error_code", 0) != 0 and "type" not in answer:
+            raise KafkaError.from_dict(answer)  # the route refused the request
+        return codec.decode_response(request, answer)
+
+    async def _call(self, peer: _Peer, request: Message) -> None:
         try:
             body = await self._rpc.call(
                 peer.address,
                 codec.route_of(request),
                 codec.encode(request),
-                timeout_ms=timeout_ms,
+                timeout_ms=self._timeout_ms(request),
                 raise_errors=False,
             )
-            if body.get("error_code", 0) != 0 and "type" not in body:
-                raise KafkaError.from_dict(body)  # the route refused the request
-            response = codec.decode_response(request, body)
+            response = self._response(request, body)
         except KafkaError as err:
             await self._failed(peer, request, err)
             return

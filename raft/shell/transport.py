@@ -1,4 +1,4 @@
-"""The Raft routes a node serves: an HTTP request in, the core's answer out.
+"""The Raft routes a node serves: a request in, the core's answer out, with no task per call.
 
 Design notes: docs/raft.md, section "raft/shell/transport.py".
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.protocol.shell.rpc_calls import Handler
+from kraftpy.protocol.shell.rpc_calls import Handler, Reply, inline_handler
 from kraftpy.raft import codec
 from kraftpy.raft.messages import FetchRequest, FetchSnapshotRequest, Message
 
@@ -23,7 +23,23 @@ MAX_WAITERS = 4096  # answers owed at once; beyond that a peer is flooding us
 WaiterKey = tuple[int, type, int]
 
 
+class _Owed:
+    """One answer owed to a peer: where it goes, and the timer that gives up on it."""
+
+    __slots__ = ("done", "key", "reply", "timer")
+
+    def __init__(self, key: WaiterKey, reply: Reply) -> None:
+        self.key = key
+        self.reply = reply
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
 class RaftRoutes:
+    """Each request is checked, handed to the core, and its answer written from inside the step
+    that makes it (`answer`, via the route's Reply): on the RPC stream no task is woken between
+    the core and the wire, on either end of a commit's messages (docs/perf-raft.md)."""
+
     def __init__(
         self,
         *,
@@ -40,7 +56,7 @@ class RaftRoutes:
         self._screen = screen
         self._request_timeout_ms = request_timeout_ms
         self._fetch_max_wait_ms = fetch_max_wait_ms
-        self._waiters: dict[WaiterKey, deque[asyncio.Future[Message]]] = {}
+        self._waiters: dict[WaiterKey, deque[_Owed]] = {}
         self._count = 0
         self.open = False
 
@@ -48,13 +64,15 @@ class RaftRoutes:
         return {path: self._handler(path) for path in codec.REQUEST_BY_ROUTE}
 
     def _handler(self, path: str) -> Handler:
-        async def handle(body: dict[str, Any]) -> dict[str, Any]:
-            return await self._serve(path, body)
+        def serve(body: dict[str, Any], reply: Reply) -> None:
+            self._serve(path, body, reply)
 
-        handle.__name__ = "raft_" + path.rsplit("/", 1)[-1]
-        return handle
+        serve.__name__ = "raft_" + path.rsplit("/", 1)[-1]
+        return inline_handler(serve)
 
-    async def _serve(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _serve(self, path: str, body: dict[str, Any], reply: Reply) -> None:
+        """Check the request and hand it to the core; `reply` gets the core's answer, or an error
+        once the wait is over. A request refused here raises (the stream answers the error)."""
         if not self.open:
             raise KafkaError(f"node {self.node_id}: the Raft layer is not running", ErrorCode.BROKER_NOT_AVAILABLE)
         request = codec.decode_request(path, body)
@@ -78,57 +96,64 @@ class RaftRoutes:
             timeout_ms += min(request.max_wait_ms, self._fetch_max_wait_ms)
         if isinstance(request, FetchRequest | FetchSnapshotRequest):
             self._supersede(request.src)
-        key: WaiterKey = (request.src, type(request), request.correlation_id)
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, deque()).append(future)
+        owed = _Owed((request.src, type(request), request.correlation_id), reply)
+        # registered before the core sees the request: it may answer inside this very step
+        self._waiters.setdefault(owed.key, deque()).append(owed)
         self._count += 1
+        owed.timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._expire, owed, request, timeout_ms)
         try:
             self._deliver(request)
-            try:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    response = await future
-            except TimeoutError:
-                raise KafkaError(
-                    f"node {self.node_id} did not answer {type(request).__name__} within {timeout_ms} ms",
-                    ErrorCode.REQUEST_TIMED_OUT,
-                ) from None
-        finally:
-            self._forget(key, future)
-        return codec.encode(response)
+        except KafkaError as err:
+            self._settle(owed, err)
 
-    def _forget(self, key: WaiterKey, future: asyncio.Future[Message]) -> None:
-        queue = self._waiters.get(key)
-        if queue is not None and future in queue:
-            queue.remove(future)
+    def _expire(self, owed: _Owed, request: Message, timeout_ms: int) -> None:
+        self._settle(
+            owed,
+            KafkaError(
+                f"node {self.node_id} did not answer {type(request).__name__} within {timeout_ms} ms",
+                ErrorCode.REQUEST_TIMED_OUT,
+            ),
+        )
+
+    def _settle(self, owed: _Owed, out: Message | KafkaError) -> None:
+        """The one way an owed answer ends: forgotten here, its timer stopped, its reply sent."""
+        if owed.done:
+            return
+        owed.done = True
+        if owed.timer is not None:
+            owed.timer.cancel()
+        queue = self._waiters.get(owed.key)
+        if queue is not None:
+            queue.remove(owed)
             self._count -= 1
             if not queue:
-                del self._waiters[key]
+                del self._waiters[owed.key]
+        owed.reply(out if isinstance(out, KafkaError) else codec.encode(out))
 
     def _supersede(self, src: int) -> None:
-        for key, queue in list(self._waiters.items()):
-            if key[0] == src and key[1] in (FetchRequest, FetchSnapshotRequest):
-                for future in queue:
-                    if not future.done():
-                        future.set_exception(
-                            KafkaError(f"superseded by a newer fetch from {src}", ErrorCode.REQUEST_TIMED_OUT)
-                        )
+        superseded = [
+            owed
+            for key, queue in self._waiters.items()
+            if key[0] == src and key[1] in (FetchRequest, FetchSnapshotRequest)
+            for owed in queue
+        ]
+        for owed in superseded:
+            self._settle(owed, KafkaError(f"superseded by a newer fetch from {src}", ErrorCode.REQUEST_TIMED_OUT))
 
     def answer(self, response: Message) -> bool:
-        """Hand the core's answer to the route awaiting it; False if none is (timed out, superseded)."""
+        """Send the core's answer to the oldest request still owed it; False if none is (timed out,
+        superseded)."""
         request_type = codec.REQUEST_FOR_RESPONSE.get(type(response))
         if request_type is None:
             return False
-        # every waiter removes itself when its route returns; here we only pick the oldest open one
-        for future in self._waiters.get((response.dst, request_type, response.correlation_id), ()):
-            if not future.done():
-                future.set_result(response)
-                return True
-        return False
+        queue = self._waiters.get((response.dst, request_type, response.correlation_id))
+        if not queue:
+            return False
+        self._settle(queue[0], response)
+        return True
 
     def close(self) -> None:
         """Fail every owed answer: the component is stopping."""
         self.open = False
-        for queue in self._waiters.values():
-            for future in queue:
-                if not future.done():
-                    future.set_exception(KafkaError("the Raft layer is stopping", ErrorCode.BROKER_NOT_AVAILABLE))
+        for owed in [owed for queue in self._waiters.values() for owed in queue]:
+            self._settle(owed, KafkaError("the Raft layer is stopping", ErrorCode.BROKER_NOT_AVAILABLE))

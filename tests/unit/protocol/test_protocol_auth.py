@@ -3,6 +3,7 @@ aiohttp server on loopback (docs/security.md)."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 import stat
 from pathlib import Path
@@ -14,9 +15,10 @@ from kraftpy.metadata.controller import wire
 from kraftpy.node.process import STATUS_PATH
 from kraftpy.protocol import access
 from kraftpy.protocol.access import REPLICA_FETCH_PATH, WRITE_TXN_MARKERS_PATH
-from kraftpy.protocol.auth import ReplayWindow, Verifier, check_proof, server_proof, sign
+from kraftpy.protocol.auth import Principal, ReplayWindow, Verifier, check_proof, server_proof, sign
 from kraftpy.protocol.credentials import ADMIN_FILE, NODE_FILE, Credential
 from kraftpy.protocol.errors import ErrorCode, KafkaError
+from kraftpy.protocol.shell import rpc_auth
 from kraftpy.protocol.shell.credential_files import (
     create_cluster_secrets,
     load_credential,
@@ -26,6 +28,7 @@ from kraftpy.protocol.shell.credential_files import (
 )
 from kraftpy.protocol.shell.rpc import RpcClient, make_app
 from kraftpy.protocol.shell.rpc_auth import ServerAuth
+from kraftpy.protocol.shell.rpc_calls import Reply, inline_handler
 from kraftpy.raft.codec import ROUTES as RAFT_ROUTES
 
 NODE = Credential.generate("node", "cluster")
@@ -151,10 +154,19 @@ async def _ok(body: dict) -> dict:
     return {"seen": True}
 
 
+def _ok_inline(body: dict, reply: Reply) -> None:
+    reply({"seen": True})
+
+
 @pytest.fixture
 async def server():
     auth = ServerAuth(verifier())
-    routes = {"/raft/vote": _ok, "/controller/delete_topics": _ok, "/admin/status": _ok}
+    routes = {
+        "/raft/vote": _ok,
+        "/raft/fetch": inline_handler(_ok_inline),  # an inline route: on a stream it runs in the read
+        "/controller/delete_topics": _ok,
+        "/admin/status": _ok,
+    }
     runner = web.AppRunner(make_app(routes, auth=auth))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -177,17 +189,38 @@ async def test_the_server_admits_by_role(server, stream: bool) -> None:
             assert (await client.call(address, "/admin/status", {}))["seen"]
         refused = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         for client, code in ((anonymous, refused), (admin, refused), (node, 0)):  # Raft is for nodes only
-            answer = await client.call(address, "/raft/vote", {}, raise_errors=False)
-            assert answer["error_code"] == code, answer
+            for path in ("/raft/vote", "/raft/fetch"):
+                answer = await client.call(address, path, {}, raise_errors=False)
+                assert answer["error_code"] == code, (path, answer)
+                assert answer.get("seen") is (True if code == 0 else None)
         answer = await anonymous.call(address, "/controller/delete_topics", {}, raise_errors=False)
         assert answer["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED and "docs/security.md" in answer["message"]
         assert (await admin.call(address, "/controller/delete_topics", {}))["seen"]
-        assert auth.refused == 3
+        assert auth.refused == 5
         if stream:  # every call above went over a stream, none fell back to HTTP
             assert all(client._streams and not client._http_only for client in (anonymous, admin, node))
     finally:
         for client in (anonymous, admin, node):
             await client.close()
+
+
+def test_the_guard_keeps_an_inline_route_inline_and_checks_its_caller() -> None:
+    """On a stream an inline route runs in the read, as the caller the upgrade verified: the guard
+    must keep that form (else the route silently becomes a task) and check that caller."""
+    auth = ServerAuth(verifier())
+    guarded = auth.guard("/raft/fetch", inline_handler(_ok_inline))
+    answers: list = []
+    for caller, admitted in ((None, False), (Principal("admin", "admin"), False), (Principal("n1", "cluster"), True)):
+        context = contextvars.copy_context()
+        context.run(rpc_auth._caller.set, caller)
+        if admitted:
+            context.run(guarded.inline, {}, answers.append)
+            assert answers.pop() == {"seen": True}
+        else:
+            with pytest.raises(KafkaError) as info:
+                context.run(guarded.inline, {}, answers.append)
+            assert info.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not answers
+    assert auth.refused == 2
 
 
 async def test_a_client_refuses_a_server_that_cannot_prove_the_key(server) -> None:
