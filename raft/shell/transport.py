@@ -26,13 +26,12 @@ WaiterKey = tuple[int, type, int]
 class _Owed:
     """One answer owed to a peer: where it goes, and the timer that gives up on it."""
 
-    __slots__ = ("done", "key", "reply", "timer")
+    __slots__ = ("key", "reply", "timer")
 
     def __init__(self, key: WaiterKey, reply: Reply) -> None:
         self.key = key
         self.reply = reply
         self.timer: asyncio.TimerHandle | None = None
-        self.done = False
 
 
 class RaftRoutes:
@@ -116,18 +115,17 @@ class RaftRoutes:
         )
 
     def _settle(self, owed: _Owed, out: Message | KafkaError) -> None:
-        """The one way an owed answer ends: forgotten here, its timer stopped, its reply sent."""
-        if owed.done:
-            return
-        owed.done = True
-        if owed.timer is not None:
-            owed.timer.cancel()
+        """The one way an owed answer ends: forgotten here, its timer stopped, its reply sent. An
+        answer is owed while it is registered, so it ends once."""
         queue = self._waiters.get(owed.key)
-        if queue is not None:
-            queue.remove(owed)
-            self._count -= 1
-            if not queue:
-                del self._waiters[owed.key]
+        if queue is None or owed not in queue:
+            return
+        queue.remove(owed)
+        self._count -= 1
+        if not queue:
+            del self._waiters[owed.key]
+        if owed.timer is not None:
+            owed.timer.cancel()  # else it would hold the request for the whole timeout
         owed.reply(out if isinstance(out, KafkaError) else codec.encode(out))
 
     def _supersede(self, src: int) -> None:

@@ -71,10 +71,13 @@ async def test_the_core_answer_goes_to_its_request_once_even_from_inside_the_ste
     first = call(routes, fetch(2, 11))
     second = call(routes, fetch(3, 11))  # same correlation id, another peer
     assert first == [] and second == [] and owed(routes) == 2
+    (waiting,) = routes._waiters[(3, FetchRequest, 11)]
     response = FetchResponse(C, 1, 3, 11, 5, 1, ErrorCode.NONE, 10, 9)
     assert routes.answer(response)
     assert second == [codec.encode(response)] and first == []
+    assert waiting.timer is not None and waiting.timer.cancelled(), "an answered request's timer is stopped"
     assert not routes.answer(response), "answered already: nobody waits for it"
+    assert not routes.answer(fetch(2, 11)), "a request is not an answer"
     assert owed(routes) == 1 and routes._count == 1
 
 
