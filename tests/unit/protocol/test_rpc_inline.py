@@ -15,6 +15,7 @@ from aiohttp import web
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc import _STREAM_SOCKETS, RpcClient, make_app
 from kraftpy.protocol.shell.rpc_calls import Reply, inline_handler
+from kraftpy.protocol.shell.rpc_limits import ListenerLimits
 from kraftpy.tools.faults.raw_stream import RawStream
 
 WAIT_S = 10  # every wait in these tests is bounded by this
@@ -208,3 +209,28 @@ async def test_inline_answers_to_a_peer_that_stops_reading_are_bounded_and_all_d
         await _until("the answer queue to drain", lambda: served.gate.queued_bytes == 0 and served.gate.in_flight == 0)
     finally:
         await raw.close()
+
+
+async def test_a_late_inline_answer_makes_room_for_the_calls_waiting_behind_it() -> None:
+    """With every call slot of a stream held by parked inline calls, the next call waits and the
+    stream stops reading; an answer made later, outside any read, frees a slot and starts it."""
+    PARKED.clear()
+    app = make_app(ROUTES, limits=ListenerLimits(stream_max_in_flight_calls=2))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    raw = await RawStream.open("127.0.0.1", site._server.sockets[0].getsockname()[1])
+    try:
+        for call_id, key in enumerate(("x", "y", "z"), start=1):
+            raw.send_call(call_id, "/later", {"key": key})
+        await _until("two calls to park", lambda: len(PARKED) == 2)
+        (served,) = list(app[_STREAM_SOCKETS])
+        await asyncio.sleep(0.05)
+        assert "z" not in PARKED and served._backlog, "the third call waits for a slot"
+        PARKED["x"]({"done": "x"})  # from outside any read, as a parked fetch is answered by a later step
+        assert await raw.receive(WAIT_S) == {"id": 1, "body": {"done": "x", "error_code": 0}}
+        await _until("the third call to start", lambda: "z" in PARKED)
+    finally:
+        await raw.close()
+        await runner.cleanup()
