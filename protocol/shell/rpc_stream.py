@@ -230,8 +230,14 @@ class ServedStream:
         inline = None if isinstance(call, KafkaError) else getattr(call[0], "inline", None)
         if inline is None:
             self._spawn(self._answer(call_id, call, held_bytes))
-        else:
+            return
+        # An answer made while the handler runs leaves the backlog to whoever called _start: started
+        # from there, the next inline call would enter this stream's context a second time.
+        starting, self._starting = self._starting, True
+        try:
             self._context.run(self._start_inline, inline, call_id, call[1], held_bytes)  # type: ignore[index]
+        finally:
+            self._starting = starting
 
     def _start_inline(self, inline: InlineHandler, call_id: int, body: dict[str, Any], held_bytes: int) -> None:
         """Run an inline handler now, in this read; its Reply writes the answer whenever it comes."""

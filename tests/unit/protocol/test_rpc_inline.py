@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import cbor2
 import pytest
 from aiohttp import web
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.protocol.shell.rpc import _STREAM_SOCKETS, RpcClient, make_app
 from kraftpy.protocol.shell.rpc_calls import Reply, inline_handler
-from kraftpy.protocol.shell.rpc_limits import ListenerLimits
+from kraftpy.protocol.shell.rpc_limits import INLINE_DECODE_BYTES, ListenerLimits
 from kraftpy.tools.faults.raw_stream import RawStream
 
 WAIT_S = 10  # every wait in these tests is bounded by this
@@ -126,6 +127,7 @@ async def test_an_inline_call_runs_in_the_read_with_no_task(server) -> None:
         await _until("the call to park", lambda: "b" in PARKED)
         assert served.gate.in_flight == 1 and not served._tasks, "an inline call holds no task while it waits"
         PARKED["b"]({"ok": True})
+        PARKED["b"]({"again": True})  # a second reply neither writes nor ends the call twice
         assert served.gate.in_flight == 0, "the reply wrote the answer and ended the call at once"
         assert (await asyncio.wait_for(waiting, WAIT_S))["ok"]
         parked = asyncio.create_task(client.call(address, "/park", {}))
@@ -211,16 +213,21 @@ async def test_inline_answers_to_a_peer_that_stops_reading_are_bounded_and_all_d
         await raw.close()
 
 
+async def _raw_stream_to(app: web.Application) -> tuple[web.AppRunner, RawStream]:
+    """`app` served on loopback, and a raw stream to it (frames written and read by hand)."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, await RawStream.open("127.0.0.1", site._server.sockets[0].getsockname()[1])
+
+
 async def test_a_late_inline_answer_makes_room_for_the_calls_waiting_behind_it() -> None:
     """With every call slot of a stream held by parked inline calls, the next call waits and the
     stream stops reading; an answer made later, outside any read, frees a slot and starts it."""
     PARKED.clear()
     app = make_app(ROUTES, limits=ListenerLimits(stream_max_in_flight_calls=2))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    raw = await RawStream.open("127.0.0.1", site._server.sockets[0].getsockname()[1])
+    runner, raw = await _raw_stream_to(app)
     try:
         for call_id, key in enumerate(("x", "y", "z"), start=1):
             raw.send_call(call_id, "/later", {"key": key})
@@ -231,6 +238,41 @@ async def test_a_late_inline_answer_makes_room_for_the_calls_waiting_behind_it()
         PARKED["x"]({"done": "x"})  # from outside any read, as a parked fetch is answered by a later step
         assert await raw.receive(WAIT_S) == {"id": 1, "body": {"done": "x", "error_code": 0}}
         await _until("the third call to start", lambda: "z" in PARKED)
+    finally:
+        await raw.close()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("behind", ["in the same read", "in later reads"])
+async def test_a_large_frame_counted_off_the_loop_still_starts_before_the_frames_behind_it(behind: str) -> None:
+    """A frame over INLINE_DECODE_BYTES is screened before it starts (its items counted, in a worker
+    thread when there can be many), and the frames read behind it wait, so calls start in the order
+    they arrived (a follower's requests, a producer's batches) whatever their sizes. Inline calls
+    answered at once inside that late start must not start the ones behind them from inside it."""
+    order: list[int] = []
+
+    def record(body: dict, reply: Reply) -> None:
+        order.append(body["n"])
+        reply({})
+
+    app = make_app({"/record": inline_handler(record)}, max_body_bytes=1024 * 1024)
+    runner, raw = await _raw_stream_to(app)
+    try:
+        if behind == "in the same read":
+            raw.send_call(1, "/record", {"n": 1, "pad": b"x" * (INLINE_DECODE_BYTES + 1)})
+        else:
+            # over max_body_items bytes of many items: counted in the worker thread for a while,
+            # so the frames behind it arrive in reads of their own meanwhile
+            items = list(range(150_000))
+            assert len(cbor2.dumps(items)) > ListenerLimits().max_body_items
+            raw.send_call(1, "/record", {"n": 1, "items": items})
+            await asyncio.sleep(0.005)
+        for n in (2, 3):
+            raw.send_call(n, "/record", {"n": n})
+        for _ in range(3):
+            answer = await raw.receive(WAIT_S)
+            assert answer is not None and answer["body"]["error_code"] == 0, answer
+        assert order == [1, 2, 3]
     finally:
         await raw.close()
         await runner.cleanup()
