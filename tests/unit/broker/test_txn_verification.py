@@ -87,6 +87,21 @@ def test_a_marker_between_the_question_and_the_answer_voids_the_answer() -> None
     assert produce(p, txn(0)).error == ErrorCode.INVALID_TXN_STATE
 
 
+def test_a_stale_answer_does_not_verify_the_question_asked_again_after_a_marker() -> None:
+    """The ABA case once more, with the producer asking again in the same epoch after the marker:
+    the first question's late yes must not count for the second (only its own guard does)."""
+    v = TxnVerifications()
+    first = v.start(PID, 0, now_ms=0)
+    v.clear(PID)  # the marker
+    second = v.start(PID, 0, now_ms=10)
+    assert second != first
+    assert not v.complete(PID, 0, first) and not v.is_verified(PID, 0)
+    assert not v.complete(PID, 1, second), "the answer for another epoch does not count either"
+    assert v.complete(PID, 0, second) and v.is_verified(PID, 0)
+    v.remove_expired(now_ms=1_009, expiration_ms=1_000)
+    assert len(v) == 1, "not expired before producer_id_expiration_ms has passed"
+
+
 def test_what_needs_no_verification() -> None:
     p = leader()
     plain = parse_header(build_batch([(None, b"p", (), 1_000)]))
