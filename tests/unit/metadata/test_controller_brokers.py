@@ -74,6 +74,8 @@ def test_wrong_cluster_id_is_inconsistent_cluster_id() -> None:
     "request_",
     [
         BrokerRegistrationRequest(-1, "test-cluster", "inc"),
+        BrokerRegistrationRequest(True, "test-cluster", "inc"),  # type: ignore[arg-type]  # a bool is no id
+        BrokerRegistrationRequest("1", "test-cluster", "inc"),  # type: ignore[arg-type]
         BrokerRegistrationRequest(1, "test-cluster", ""),
         BrokerRegistrationRequest(1, "test-cluster", "inc", (Listener("A", "h", 1), Listener("A", "h", 2))),
     ],
@@ -183,6 +185,7 @@ def test_lapsed_session_fences_and_moves_leaderships_the_last_isr_member_into_th
     assert b.elr == () and a.elr == ()
     assert d.partition_epoch == 0  # untouched
     assert h.committed.broker(0).fenced
+    assert h.tick(9500).records == (), "a fenced broker's lapsed lease fences nothing again"
     # Coming back: caught up -> unfenced, and it leads its leaderless partition again.
     result = h.heartbeat(0)
     assert result.records[0] == UnfenceBrokerRecord(0, h.broker_epochs[0])
@@ -258,14 +261,14 @@ def test_controlled_shutdown_moves_leaderships_first() -> None:
     first = h.heartbeat(0, want_shutdown=True)
     assert first.records[0] == BrokerRegistrationChangeRecord(0, h.broker_epochs[0], in_controlled_shutdown=True)
     assert first.response == BrokerHeartbeatResponse(True, False, False)
-    # Not committed yet: the broker may not go.
-    assert h.heartbeat(0, want_shutdown=True).response.should_shut_down is False
+    # Not committed yet: the broker may not go (still unfenced, it serves on meanwhile).
+    assert h.heartbeat(0, want_shutdown=True).response == BrokerHeartbeatResponse(True, False, False)
     h.commit()
     (a,), (b,), (c,) = (partitions(h, name) for name in "abc")
     assert (a.leader, a.isr) == (1, (1, 2)) and (b.leader, b.isr, b.elr) == (-1, (), (0,)) and c.partition_epoch == 0
     threshold = h.committed.offset
     behind = h.heartbeat(0, offset=threshold - 1, want_shutdown=True)
-    assert behind.records == () and behind.response.should_shut_down is False
+    assert behind.records == () and behind.response == BrokerHeartbeatResponse(True, False, False)
     done = h.heartbeat(0, offset=threshold, want_shutdown=True)
     assert done.records == (FenceBrokerRecord(0, h.broker_epochs[0]),)
     assert done.response == BrokerHeartbeatResponse(True, True, True)
@@ -273,7 +276,24 @@ def test_controlled_shutdown_moves_leaderships_first() -> None:
     assert h.committed.broker(0).fenced
     # A fenced broker may always shut down.
     again = h.heartbeat(0, want_shutdown=True)
-    assert again.records == () and again.response.should_shut_down is True
+    assert again.records == () and again.response == BrokerHeartbeatResponse(True, True, True)
+
+
+def test_a_broker_leading_nothing_is_fenced_only_once_its_shutdown_is_committed() -> None:
+    """Nothing to move, but the controlled-shutdown state itself must be durable before the broker
+    is fenced and told to go (a new controller would otherwise not know why it is fenced)."""
+    h = ControllerHarness(QUIET, auto_commit=False)
+    h.start_brokers([0, 1, 2])
+    create(h, "c", [(1, 0)])
+    h.commit()
+    first = h.heartbeat(2, want_shutdown=True)
+    assert first.records == (BrokerRegistrationChangeRecord(2, h.broker_epochs[2], in_controlled_shutdown=True),)
+    early = h.heartbeat(2, offset=h.committed.offset + 10, want_shutdown=True)
+    assert early.records == () and early.response == BrokerHeartbeatResponse(True, False, False)
+    h.commit()
+    done = h.heartbeat(2, offset=h.committed.offset, want_shutdown=True)
+    assert done.records == (FenceBrokerRecord(2, h.broker_epochs[2]),)
+    assert done.response == BrokerHeartbeatResponse(True, True, True)
 
 
 def test_controlled_shutdown_is_sticky() -> None:
