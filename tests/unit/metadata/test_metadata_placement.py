@@ -24,6 +24,25 @@ def test_leaders_and_replicas_spread_evenly() -> None:
     assert set(Counter(b for r in assignment for b in r).values()) == {30}
 
 
+class _FixedStart(random.Random):
+    """Draws 0 for the start broker and the first shift, as Kafka's tests fix them."""
+
+    def randrange(self, *args: int, **kwargs: int) -> int:  # type: ignore[override]
+        return 0
+
+
+def test_rack_unaware_placement_is_kafkas() -> None:
+    """Kafka's AdminUtils placement with a fixed start and shift (its testReplicaAssignment table):
+    leaders striped from broker 0, followers shifted by one more each time the partitions wrap."""
+    assignment = place_replicas(brokers(5), 10, 3, _FixedStart())
+    assert assignment == [
+        (0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 0), (4, 0, 1),
+        (0, 2, 3), (1, 3, 4), (2, 4, 0), (3, 0, 1), (4, 1, 2),
+    ]  # fmt: skip
+    # partitions added later continue the stripe and the shifts where the first ones left them
+    assert place_replicas(brokers(5), 5, 3, _FixedStart(), start_partition=5) == assignment[5:]
+
+
 def test_rack_aware_puts_each_replica_on_another_rack() -> None:
     rack_of = {b.broker_id: b.rack for b in brokers(6, racks=3)}
     assignment = place_replicas(brokers(6, racks=3), 60, 3, random.Random(2))
@@ -42,6 +61,9 @@ def test_rack_alternated_order() -> None:
         [PlacementBroker(0, "a"), PlacementBroker(1, "a"), PlacementBroker(2, "b"), PlacementBroker(3, None)]
     )
     assert [b.broker_id for b in order] == [0, 2, 3, 1]
+    # racks in name order, whatever the brokers' order (Kafka sorts them too)
+    order = rack_alternated([PlacementBroker(0, "rb"), PlacementBroker(1, "ra"), PlacementBroker(2, "rb")])
+    assert [b.broker_id for b in order] == [1, 0, 2]
 
 
 def test_too_few_brokers_is_invalid_replication_factor() -> None:
