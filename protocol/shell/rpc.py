@@ -394,12 +394,9 @@ class RpcClient:
         def answered(answer: Any) -> None:
             if timer is not None:
                 timer.cancel()
-            if isinstance(answer, KafkaError):
-                on_answer(answer)
-            elif not isinstance(answer, dict):
-                on_answer(KafkaError("response body must be a CBOR map", ErrorCode.INVALID_REQUEST))
-            else:
-                on_answer(answer)
+            if not isinstance(answer, dict | KafkaError):
+                answer = KafkaError("response body must be a CBOR map", ErrorCode.INVALID_REQUEST)
+            on_answer(answer)
 
         call_id = stream.send_now(path, body if type(body) is dict else dict(body), answered)
         if call_id is None:

@@ -122,10 +122,7 @@ class ServerAuth:
     def authorize_stream_call(self, path: str, requirement: access.Requirement) -> None:
         """`authorize` for an inline call on a stream, whose caller was verified at the upgrade."""
         caller = _caller.get()
-        principal = caller if isinstance(caller, Principal) else None
-        if principal is None or principal.role not in requirement.roles:
-            self.refused += 1
-            raise requirement.refuse(path, principal.name if principal else None)
+        self._admit(path, requirement, caller if isinstance(caller, Principal) else None)
 
     async def authorize(self, path: str, requirement: access.Requirement) -> None:
         caller = _caller.get()
@@ -134,6 +131,9 @@ class ServerAuth:
         except KafkaError:
             self.refused += 1
             raise
+        self._admit(path, requirement, principal)
+
+    def _admit(self, path: str, requirement: access.Requirement, principal: Principal | None) -> None:
         if principal is None or principal.role not in requirement.roles:
             self.refused += 1
             raise requirement.refuse(path, principal.name if principal else None)

@@ -51,7 +51,7 @@ def inline_handler(inline: InlineHandler) -> Handler:
 
 
 def answer_body(out: Mapping[str, Any] | KafkaError) -> dict[str, Any]:
-    """The body an answer or an error travels as (`run_handler`'s, for a Reply)."""
+    """The body an answer or an error travels as, on either transport, from a route or a Reply."""
     if isinstance(out, KafkaError):
         return out.to_dict()
     body = dict(out)
@@ -97,11 +97,9 @@ async def run_handler(handler: Handler, body: dict[str, Any], where: str) -> tup
     rpc_auth's guard): its answer, or its error as a typed body, with the HTTP status it gets
     (a crash: 500)."""
     try:
-        out = dict(await handler(body) or {})
+        return answer_body(await handler(body) or {}), 200
     except KafkaError as err:
-        return err.to_dict(), error_status(err)
+        return answer_body(err), error_status(err)
     except Exception as exc:
         log.exception("unexpected error serving %s", where)
-        return internal_error(exc).to_dict(), 500
-    out.setdefault("error_code", 0)
-    return out, 200
+        return answer_body(internal_error(exc)), 500

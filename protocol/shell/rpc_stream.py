@@ -484,16 +484,24 @@ class StreamConnection(asyncio.Protocol):
             self.last_answer = time.monotonic()
             call_id = answer.get("id")
             waiter = self.pending.pop(call_id, None)  # type: ignore[arg-type]
-            if isinstance(waiter, asyncio.Future):
-                if not waiter.done():
-                    waiter.set_result(answer.get("body"))
-            elif waiter is not None:
-                try:
-                    waiter(answer.get("body"))
-                except Exception:
-                    log.exception("an answer's callback failed on the stream to %s", self.where)
+            if waiter is not None:
+                self._tell(waiter, answer.get("body"))
             elif call_id == -1 and isinstance(answer.get("body"), dict):
                 self._reason = f"the peer refused a frame: {answer['body'].get('message')}"
+
+    def _tell(self, waiter: asyncio.Future[Any] | AnswerCallback, outcome: Any) -> None:
+        """A call's answer body, or the KafkaError that ended it, to whoever waits for it."""
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():
+                if isinstance(outcome, KafkaError):
+                    waiter.set_exception(outcome)
+                else:
+                    waiter.set_result(outcome)
+            return
+        try:
+            waiter(outcome)
+        except Exception:
+            log.exception("an answer's callback failed on the stream to %s", self.where)
 
     def _read_head(self, data: bytes) -> bytes:
         """Collect the upgrade answer's head; the bytes after it (frames, after a 101)."""
@@ -530,14 +538,7 @@ class StreamConnection(asyncio.Protocol):
             self.opened.set_exception(error)
         pending, self.pending = self.pending, {}
         for waiter in pending.values():
-            if isinstance(waiter, asyncio.Future):
-                if not waiter.done():
-                    waiter.set_exception(error)
-            else:
-                try:
-                    waiter(error)
-                except Exception:
-                    log.exception("an answer's callback failed on the stream to %s", self.where)
+            self._tell(waiter, error)
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(StreamClosed(error.message))
 
