@@ -687,15 +687,19 @@ class RaftNode:
     # ======================================================================================
 
     def _append_local(self, entries: list[Entry]) -> None:
+        """A leader's new entries: the parked fetches' answers carrying them are emitted before
+        the write. The followers' round trip is the commit's critical path and the leader's own
+        write and fsync run beside it; sending first is what the fsync in a thread already allows,
+        since a leader counts its own copy only once flushed and the answers read the view."""
         if not entries:
             return
         self.view.append(entries)
-        self._emit(AppendEntries(tuple(entries)))
-        self._maybe_flush()
         state = self.state
         if isinstance(state, Leader):
             for replica in list(state.state.parked):
                 state.answer_parked(self, replica)
+        self._emit(AppendEntries(tuple(entries)))
+        self._maybe_flush()
 
     def _maybe_flush(self) -> None:
         """Group commit: at most one flush of the current log generation in flight."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import random
 from collections import deque
@@ -95,6 +96,7 @@ class RaftShell:
         self._timer_at: int | None = None
         self._ticked_at = -1
         self._deferred_flushes: deque[int] = deque()
+        self._flushed_in_step: deque[tuple[Callable[[Any], object], Any]] = deque()
         self._flush_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-flush")
         self._loop = asyncio.get_running_loop()
         self.failed: BaseException | None = None
@@ -196,10 +198,21 @@ class RaftShell:
         return result
 
     def _after_input(self) -> None:
-        if not self._perform_all(deque(self.core.take_actions())):
+        performed = self._perform_all(deque(self.core.take_actions()))
+        self._report_flushed_in_step()
+        if not performed:
             return
         self._dispatch()
         self._arm_timer()
+
+    def _report_flushed_in_step(self) -> None:
+        """The outcome of fsyncs this step did in the loop, each the next input, before the
+        listener hears of the step: a follower's next fetch (its acknowledgement) then leaves
+        before it applies commits or goes back to the loop (docs/perf-raft.md)."""
+        while self._flushed_in_step:
+            report, arg = self._flushed_in_step.popleft()
+            with contextlib.suppress(KafkaError):  # a failure is recorded (self.failed) and logged by _step
+                report(arg)
 
     def _perform_all(self, actions: deque[Action]) -> bool:
         """Perform `actions` in order; False if they stalled on a resource error or failed."""
@@ -243,10 +256,12 @@ class RaftShell:
         if actions is None or self.failed is not None or self.stopped:
             return
         if not self._perform_all(actions):
+            self._report_flushed_in_step()  # kept for after the stall, or dropped if failed
             return  # stalled again (rescheduled) or failed
         log.warning("node %d: Raft storage recovered after %s", self.node_id, self._stall_error)
         self._stalled = None
         self._stall_error = None
+        self._report_flushed_in_step()
         self._dispatch()
         while self._stalled_flushes and self._stalled is None and self.failed is None:
             self._on_flushed(self._stalled_flushes.popleft())
@@ -282,7 +297,7 @@ class RaftShell:
                     # Done here, as KRaft's Raft thread does it, it blocks the loop for the fsync:
                     # only on a node whose loop serves nothing else (a dedicated controller;
                     # RaftComponent decides).
-                    self._flush(action.up_to_offset, self._loop.call_soon)
+                    self._flush(action.up_to_offset, self._report_in_step)
                 else:
                     self._flush_pool.submit(self._flush, action.up_to_offset, self._loop.call_soon_threadsafe)
         elif isinstance(action, PersistQuorumState):
@@ -310,10 +325,14 @@ class RaftShell:
         while self._deferred_flushes:
             self._flush_pool.submit(self._flush, self._deferred_flushes.popleft(), self._loop.call_soon_threadsafe)
 
+    def _report_in_step(self, report: Callable[[Any], object], arg: Any) -> None:
+        self._flushed_in_step.append((report, arg))
+
     def _flush(self, up_to_offset: int, report: Callable[..., object]) -> None:
         """fsync, then report back to the loop with `report` (call_soon_threadsafe from the flush
-        thread: one thread, so in order; call_soon in the loop, after the step in progress). A
-        failed fsync is fatal either way: the kernel may have dropped the pages it failed to write."""
+        thread: one thread, so in order; in the loop, `_report_in_step`: after the step's other
+        actions). A failed fsync is fatal either way: the kernel may have dropped the pages it
+        failed to write."""
         try:
             self.log.flush(up_to_offset)
         except BaseException as exc:

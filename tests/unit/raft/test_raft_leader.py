@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from kraftpy.protocol.errors import ErrorCode
-from kraftpy.raft.actions import AppendResolved, CommitAdvanced
+from kraftpy.raft.actions import AppendResolved, CommitAdvanced, Send
 from kraftpy.raft.leader import LeaderState, quorum_high_watermark
 from kraftpy.raft.log import Entry, EntryKind, OffsetAndEpoch
 from kraftpy.raft.messages import FetchRequest, FetchResponse, VoteResponse
@@ -165,6 +165,33 @@ def test_a_commit_rides_on_the_next_append_within_the_linger() -> None:
     node.append([b"next"], 5002)
     (answer,) = sent(drain(node, log, now_ms=5002), FetchResponse)
     assert [e.data for e in answer.entries] == [b"next"] and answer.high_watermark == 1
+
+
+def test_a_new_batch_reaches_parked_fetches_before_the_leader_writes_it() -> None:
+    """The followers' round trip is the commit's critical path; the leader's own write and fsync
+    run beside it. So the answers carrying a new batch come before its AppendEntries and Flush,
+    and the leader still counts its own copy only once flushed."""
+    node, log, _ = elected(append_linger_ms=0)
+    fetch(node, 2, 1, 1, 5001)
+    fetch(node, 3, 1, 1, 5001, corr=2)
+    drain(node, log, now_ms=5001)
+    node.tick(5006)
+    drain(node, log, now_ms=5006)  # the commit of offset 0 answered; both fetch again and park
+    fetch(node, 2, 1, 1, 5007, corr=3)
+    fetch(node, 3, 1, 1, 5007, corr=4)
+    assert sent(drain(node, log, now_ms=5007), FetchResponse) == []
+    node.append([b"next"], 5008)
+    actions = node.take_actions()
+    kinds = [type(a).__name__ if not isinstance(a, Send) else "Send" for a in actions]
+    assert kinds == ["Send", "Send", "AppendEntries", "Flush"], kinds
+    assert all([e.data for e in m.entries] == [b"next"] for m in sent(actions, FetchResponse))
+    for action in actions:
+        log.apply(action)
+    fetch(node, 2, 2, 1, 5009, corr=5)  # one follower has it, the leader has not flushed it
+    assert not [a for a in drain(node, log, flush=False, now_ms=5009) if isinstance(a, CommitAdvanced)]
+    log.flush(2)
+    node.on_flushed(2, 5010)
+    assert CommitAdvanced(2) in drain(node, log, now_ms=5010)
 
 
 def test_a_parked_fetch_learns_a_commit_within_the_linger() -> None:
