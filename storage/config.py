@@ -52,6 +52,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     # Largest batch a producer may append (max.message.bytes).
     max_message_bytes: int = 1048588
+    # Create the active segment's file segment_bytes long (sparse) rather than growing it with each
+    # append: an fdatasync then changes no file size (preallocate; off by default, as in Kafka).
+    preallocate: bool = False
 
     def __post_init__(self) -> None:
         _require(14 <= self.segment_bytes <= INT32_MAX, "segment_bytes", self.segment_bytes, "in [14, 2^31-1]")
@@ -113,6 +116,13 @@ def _coerce(key: str, value: Any) -> Any:
             return str(value).replace(" ", "").lower()
         if key == "min_cleanable_dirty_ratio":
             return float(value)
+        if key == "preallocate":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(value)
+            return text == "true"
         if key in ("flush_messages", "flush_ms"):
             if value is None or str(value).strip().lower() in ("", "none", "off"):
                 return None

@@ -160,6 +160,11 @@ class PartitionLog:
     def config(self) -> LogConfig:
         return self._config
 
+    @property
+    def _preallocate_bytes(self) -> int:
+        """How long a new active segment's file starts (LogSegment.preallocate): Kafka's `preallocate`."""
+        return self._config.segment_bytes if self._config.preallocate else 0
+
     def update_config(self, config: LogConfig) -> None:
         """Apply a topic config change; index_interval_bytes affects batches appended from now on."""
         with self._lock:
@@ -401,7 +406,11 @@ class PartitionLog:
         old.on_roll()
         try:
             new = LogSegment.create(
-                self.directory, base_offset, index_interval_bytes=self._config.index_interval_bytes, now_ms=now_ms
+                self.directory,
+                base_offset,
+                index_interval_bytes=self._config.index_interval_bytes,
+                now_ms=now_ms,
+                preallocate_bytes=self._preallocate_bytes,
             )
         except FileExistsError:
             raise LogStorageError(f"cannot roll {self.directory}: segment {base_offset} already exists") from None
@@ -657,6 +666,7 @@ class PartitionLog:
             self._truncations += 1
             self._drop_segments_from(bisect_right(self._bases, offset))
             self._segments[-1].truncate_to(offset)
+            self._segments[-1].preallocate(self._preallocate_bytes)
             self._leo = self._segments[-1].next_offset
             self._after_truncation()
             log.info("%s truncated to %d (log end offset now %d)", self.directory.name, offset, self._leo)
@@ -747,7 +757,11 @@ class PartitionLog:
             seg.delete()
         fsync_dir(self.directory)
         seg = LogSegment.create(
-            self.directory, offset, index_interval_bytes=self._config.index_interval_bytes, now_ms=_wall_ms()
+            self.directory,
+            offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            now_ms=_wall_ms(),
+            preallocate_bytes=self._preallocate_bytes,
         )
         fsync_dir(self.directory)
         self._segments, self._bases = [seg], [offset]
@@ -898,6 +912,7 @@ class PartitionLog:
                 if self._failed is None and flush_error is None:
                     self._recovery_point = max(self._recovery_point, self._leo)
                     for seg in self._segments:
+                        seg.trim()  # the files at rest are exactly their batches
                         seg.write_indexes()
                         seg.fsync()
                     self._write_checkpoints_locked()

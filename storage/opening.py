@@ -111,6 +111,7 @@ def _open_locked(
         allow_gaps_below=allow_gaps_below,
         # A rebuilt cache comes from the batches themselves: nothing to check against.
         epoch_at=None if rebuild_epochs else epoch_at,
+        preallocated=config.preallocate,
     )
     segments = outcome.segments
     changed_dir = changed_dir or bool(outcome.deleted_segments)
@@ -164,6 +165,8 @@ def _open_locked(
         fsync_dir(directory)
 
     high_watermark = min(max(high_watermark if high_watermark is not None else log_start, log_start), log_end)
+    if config.preallocate:
+        segments[-1].preallocate(config.segment_bytes)  # after recovery trimmed what an earlier run left
     plog = cls(
         directory,
         config,

@@ -46,10 +46,14 @@ def recover_segments(
     allow_gaps_below: int = INT64_MAX,
     epoch_at: Callable[[int], int] | None = None,
     progress: Callable[[int], None] | None = None,
+    preallocated: bool = False,
 ) -> RecoveryOutcome:
     """Validate `segments` (sorted, non-empty) from `recovery_point` (>= the first base offset).
 
-    `allow_gaps_below` and `epoch_at` are ValidatingScan's extra checks.
+    `allow_gaps_below` and `epoch_at` are ValidatingScan's extra checks. In a `preallocated`
+    log (the `preallocate` config) zeros after a segment's last batch are space nothing was
+    written to: trimmed, not a bad batch. Elsewhere they are a write that never reached the
+    disk, cut as a bad batch is.
     """
     first = max(i for i, seg in enumerate(segments) if seg.base_offset <= recovery_point)
     outcome = RecoveryOutcome(list(segments), recovery_point)
@@ -90,6 +94,12 @@ def recover_segments(
             assert scan.reason is not None
             _cut(outcome, segments, i, scan.stopped_at, scan.reason)
             break
+        if scan.unwritten_at is not None:
+            if not preallocated:
+                _cut(outcome, segments, i, scan.unwritten_at, "nothing but zeros from here to the end of the file")
+                break
+            log.info("%s: preallocated space from position %d trimmed", seg.log_path, scan.unwritten_at)
+            seg.truncate_at_position(scan.unwritten_at)
         if i < len(segments) - 1:
             seg.on_roll()
     if outcome.segments[-1] not in outcome.recovered:

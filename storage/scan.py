@@ -5,6 +5,7 @@ Design notes: docs/on-disk-format.md, section "storage/scan.py".
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -51,6 +52,36 @@ class CorruptSegmentError(CorruptRecordError):
     """A header in a segment file is not sane (or a batch runs past the file)."""
 
 
+ZERO_CHECK_BYTES = 1 << 20
+
+
+def unwritten_from(fd: int, position: int, end: int) -> bool:
+    """Whether [position, end) of the file holds nothing but zeros: space nothing was written to,
+    as a preallocated segment has past its batches (LogSegment.preallocate). No batch starts with
+    a zero length, so a walk that meets one there has reached the end of the data. Holes are
+    skipped (SEEK_DATA), the data in between read."""
+    pos = position
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return True  # nothing but a hole from here to the end of the file
+            raise
+        if data >= end:
+            return True
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        while data < hole:
+            chunk = os.pread(fd, min(ZERO_CHECK_BYTES, hole - data), data)
+            if not chunk:
+                return True  # the file is shorter than `end`
+            if chunk.count(0) != len(chunk):
+                return False
+            data += len(chunk)
+        pos = hole
+    return True
+
+
 def span_of(position: int, header: BatchHeader) -> BatchSpan:
     return BatchSpan(
         position,
@@ -66,7 +97,8 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
     """Yield the batches in [start, end) of the file; raises CorruptSegmentError at an insane header.
 
     `start` must be a batch boundary. One pread covers many small batches; a
-    large batch costs one small pread for its header.
+    large batch costs one small pread for its header. The walk ends early where
+    the rest of the range is zeros (`unwritten_from`).
     """
     buf = b""
     buf_at = start
@@ -77,10 +109,14 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
             buf = os.pread(fd, min(chunk_bytes, end - pos), pos)
             buf_at, rel = pos, 0
             if len(buf) < HEADER_SIZE:
+                if unwritten_from(fd, pos, end):
+                    return
                 raise CorruptSegmentError(f"batch header cut off: {end - pos} bytes left before the end", pos)
         base, length, epoch, magic, _crc, _attrs, delta, _bts, max_ts = _WALK.unpack_from(buf, rel)
         size = length + LOG_OVERHEAD
         if magic != MAGIC or size < HEADER_SIZE or delta < 0:
+            if length == 0 and unwritten_from(fd, pos, end):
+                return
             raise CorruptSegmentError(f"insane batch header (magic {magic}, size {size}, delta {delta})", pos)
         if pos + size > end:
             raise CorruptSegmentError(f"batch of {size} bytes runs past the end at {end}", pos)
@@ -96,7 +132,7 @@ def iter_file_batches(
     Reads in large chunks (a batch larger than a chunk gets a read of its own).
     Checks what parse_header checks except the CRC, which the caller decides
     about; raises CorruptSegmentError with the file position at the first batch
-    that is cut off or malformed.
+    that is cut off or malformed. Ends early where the rest is zeros (`unwritten_from`).
     """
     pos = start
     buf = memoryview(b"")
@@ -113,6 +149,8 @@ def iter_file_batches(
         try:
             header = parse_header(buf, rel, max_batch_bytes=max_batch_bytes)
         except CorruptRecordError as exc:
+            if unwritten_from(fd, pos, end):
+                return
             # parse_header names a position in our buffer; say where in the file instead.
             raise CorruptSegmentError(exc.message.split(" at position ")[0], pos) from None
         yield pos, header, buf[rel : rel + header.size]
@@ -135,7 +173,8 @@ class ValidatingScan:
     """Iterate the sound batches of [start, end), stopping at the first bad one.
 
     After iteration, `stopped_at` is the position of the first bad batch (None if
-    the range was sound to its end) and `reason` says what was wrong. Offsets must
+    the range was sound to its end) and `reason` says what was wrong; `unwritten_at`
+    is where a sound range ended in zeros before `end` (None if it did not). Offsets must
     not go backwards (each base offset >= the previous batch's next offset, the
     first >= `next_offset`), leader epochs must not decrease nor be below -1, and:
     - a batch must start exactly at the previous batch's next offset, unless the
@@ -173,6 +212,8 @@ class ValidatingScan:
         self.stopped_at: int | None = None
         self.reason: str | None = None
         self.valid_end = start
+        # where nothing but zeros follows, if the scan ended there before `end` (unwritten space)
+        self.unwritten_at: int | None = None
 
     def __iter__(self) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Yield (position, header, batch bytes) for each sound batch."""
@@ -183,6 +224,8 @@ class ValidatingScan:
             try:
                 pos, header, view = next(batches)
             except StopIteration:
+                if self.valid_end < self._end:
+                    self.unwritten_at = self.valid_end
                 return
             except CorruptSegmentError as exc:
                 self._stop(exc.position or 0, exc.message.split(" at position ")[0])

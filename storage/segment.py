@@ -65,7 +65,8 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self._handle = handle
-        self.size = size
+        self.size = size  # the bytes written; the file may be longer (preallocated space, see `preallocate`)
+        self._file_bytes = size
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self._offset_index: OffsetIndex | None = None
@@ -88,11 +89,14 @@ class LogSegment:
     # -- lifecycle -----------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> LogSegment:
-        """A new empty segment; fails if its .log already exists."""
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int, preallocate_bytes: int = 0
+    ) -> LogSegment:
+        """A new empty segment; fails if its .log already exists. `preallocate_bytes`: see `preallocate`."""
         path = segment_path(directory, base_offset, LOG_SUFFIX)
         handle = FileHandle(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         seg = cls(directory, base_offset, handle, size=0, index_interval_bytes=index_interval_bytes, created_ms=now_ms)
+        seg.preallocate(preallocate_bytes)
         seg._offset_index = OffsetIndex(seg.index_path, base_offset)
         seg._time_index = TimeIndex(seg.time_index_path, base_offset)
         # Index files of an older incarnation of this base offset would lie about the new log.
@@ -105,6 +109,7 @@ class LogSegment:
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int) -> LogSegment:
+        """An existing segment, taken to be as long as its file: recovery finds a preallocated tail."""
         path = segment_path(directory, base_offset, LOG_SUFFIX)
         handle = FileHandle(path, os.O_RDWR)
         st = os.fstat(handle.fd)
@@ -142,6 +147,23 @@ class LogSegment:
             return
         self.write_indexes()
         self._handle.close()
+
+    def preallocate(self, file_bytes: int) -> None:
+        """Make the file `file_bytes` long ahead of the writes (Kafka's `preallocate`; sparse, as
+        Kafka's setLength): an append then changes no file size, so its fdatasync commits no
+        file-system journal. The space past `size` reads as zeros; a reader walking the file stops
+        there (scan.unwritten_from) and recovery cuts it off. The log trims it when the segment
+        stops being active (`trim`)."""
+        if file_bytes > self._file_bytes:
+            os.ftruncate(self._handle.fd, file_bytes)
+            self._file_bytes = file_bytes
+
+    def trim(self) -> None:
+        """Cut preallocated space off the end, so the file is exactly its batches (durable with
+        the segment's next fsync, which the log does before any later offset counts as flushed)."""
+        if self._file_bytes > self.size:
+            os.ftruncate(self._handle.fd, self.size)
+            self._file_bytes = self.size
 
     def discard(self) -> None:
         """Drop the handle without touching the files (they were replaced by a cleaned segment)."""
@@ -314,7 +336,9 @@ class LogSegment:
         self.next_offset = span.last_offset + 1
 
     def on_roll(self) -> None:
-        """The segment stops being active: record its largest timestamp and write out the indexes."""
+        """The segment stops being active: record its largest timestamp, write out the indexes and
+        trim preallocated space."""
+        self.trim()
         self.ensure_state()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -353,7 +377,9 @@ class LogSegment:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._handle.fd, position)
+                self._file_bytes = position
             raise LogStorageError(f"write to {self.log_path} failed: {exc}") from exc
+        self._file_bytes = max(self._file_bytes, position + total_bytes)
         for base, last, size, max_ts, epoch in spans:
             self._note_batch(BatchSpan(position, size, base, last, epoch, max_ts))
             position += size
@@ -546,7 +572,7 @@ class LogSegment:
             return 0
         os.ftruncate(self._handle.fd, position)
         os.fdatasync(self._handle.fd)
-        self.size = position
+        self.size = self._file_bytes = position
         self.load_state(position)
         self.txn_index.truncate_to(self.next_offset)
         self.write_indexes()

@@ -179,11 +179,12 @@ def tear_raft_tail(data_dir: Path, rng: random.Random) -> Cut | None:
     with active.open("rb") as f:
         f.seek(last.position)
         batch = f.read(last.size)
-    size = active.stat().st_size
     torn = batch[: rng.randrange(1, len(batch))]
-    with active.open("ab") as f:
+    # right after the last whole batch: the file may run on past it (preallocated space, zeros)
+    with active.open("r+b") as f:
+        f.seek(last.end)
         f.write(torn)
-    return Cut(active, size, size, torn_bytes=len(torn))
+    return Cut(active, last.end, last.end, torn_bytes=len(torn))
 
 
 def partition_dirs(data_dir: Path, topic: str) -> list[tuple[int, Path]]:

@@ -216,11 +216,13 @@ def test_a_log_that_starts_past_its_snapshots_is_refused(tmp_path: Path) -> None
 
 def test_entries_are_stored_as_v2_batches_one_per_append(tmp_path: Path) -> None:
     log = _batch_log(tmp_path)
-    segment = next(tmp_path.glob("*.log")).read_bytes()
+    path = next(tmp_path.glob("*.log"))
+    assert path.stat().st_size == durable_log.RAFT_LOG_CONFIG.segment_bytes, "preallocated while active"
+    log.close()
+    segment = path.read_bytes()  # at rest, exactly its batches
     first = encode_entries(_entries(0, 1, 3, "a", leader_change=True), timestamp_ms=0)
     # the leader-change entry is a control batch of its own, the data entries one batch per run
     assert len(segment) == len(first) + len(encode_entries(_entries(3, 1, 6, "b"), timestamp_ms=0))
-    log.close()
 
 
 def test_a_full_disk_while_checkpointing_does_not_stop_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
