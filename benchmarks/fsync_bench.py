@@ -3,9 +3,10 @@
 A one-at-a-time Raft commit waits for a follower's fsync of the entry (docs/perf-raft.md), and the
 three nodes of a local cluster fsync into the same file system at once. This writes `--writes`
 records of `--size` bytes, each followed by fdatasync, from 1 and then `--processes` processes at
-once, into files in `--dir` laid out three ways: appended (the file grows, as kraftpy's segments
-do), written over zeros already on disk (preallocated), and into posix_fallocate'd space. Prints
-the p50 / p90 / p99 of the fdatasync calls.
+once, into files in `--dir` laid out four ways: appended (the file grows, as a segment that is not
+preallocated does), into a sparse file already long enough (ftruncate, as the `preallocate` config
+and the Raft metadata log's segments do), written over zeros already on disk, and into
+posix_fallocate'd space. Prints the p50 / p90 / p99 of the fdatasync calls.
 
     python benchmarks/fsync_bench.py --dir /tmp
 """
@@ -19,14 +20,16 @@ import tempfile
 import time
 from pathlib import Path
 
-LAYOUTS = ("append", "zero-filled", "fallocate")
+LAYOUTS = ("append", "sparse", "zero-filled", "fallocate")
 PREALLOCATED_BYTES = 8 << 20
 
 
 def writer(path: str, layout: str, writes: int, size: int, pause_s: float, out: multiprocessing.Queue) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        if layout == "zero-filled":
+        if layout == "sparse":
+            os.ftruncate(fd, PREALLOCATED_BYTES)
+        elif layout == "zero-filled":
             os.write(fd, bytes(PREALLOCATED_BYTES))
         elif layout == "fallocate":
             os.posix_fallocate(fd, 0, PREALLOCATED_BYTES)

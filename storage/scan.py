@@ -53,6 +53,9 @@ class CorruptSegmentError(CorruptRecordError):
 
 
 ZERO_CHECK_BYTES = 1 << 20
+# A reader of a live segment may meet the unwritten space just as the log appends there; it reads
+# the header again (when it changed) at most this often per walk before calling it corrupt.
+LIVE_REREADS = 3
 
 
 def unwritten_from(fd: int, position: int, end: int) -> bool:
@@ -82,6 +85,12 @@ def unwritten_from(fd: int, position: int, end: int) -> bool:
     return True
 
 
+def _rewritten(fd: int, position: int, seen: bytes | memoryview) -> bool:
+    """Whether the header bytes at `position` differ from what the walk read there: a live log
+    appended into its unwritten space meanwhile, so the walk reads them again."""
+    return os.pread(fd, HEADER_SIZE, position) != bytes(seen)
+
+
 def span_of(position: int, header: BatchHeader) -> BatchSpan:
     return BatchSpan(
         position,
@@ -103,6 +112,7 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
     buf = b""
     buf_at = start
     pos = start
+    rereads = 0
     while pos < end:
         rel = pos - buf_at
         if rel < 0 or rel + HEADER_SIZE > len(buf):
@@ -117,6 +127,10 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
         if magic != MAGIC or size < HEADER_SIZE or delta < 0:
             if length == 0 and unwritten_from(fd, pos, end):
                 return
+            if rereads < LIVE_REREADS and _rewritten(fd, pos, buf[rel : rel + HEADER_SIZE]):
+                rereads += 1
+                buf = b""
+                continue
             raise CorruptSegmentError(f"insane batch header (magic {magic}, size {size}, delta {delta})", pos)
         if pos + size > end:
             raise CorruptSegmentError(f"batch of {size} bytes runs past the end at {end}", pos)
@@ -137,6 +151,7 @@ def iter_file_batches(
     pos = start
     buf = memoryview(b"")
     buf_at = pos
+    rereads = 0
     while pos < end:
         rel = pos - buf_at
         size = peek_size(buf, rel)
@@ -151,6 +166,11 @@ def iter_file_batches(
         except CorruptRecordError as exc:
             if unwritten_from(fd, pos, end):
                 return
+            if rereads < LIVE_REREADS and _rewritten(fd, pos, buf[rel : rel + HEADER_SIZE]):
+                rereads += 1
+                buf = memoryview(b"")
+                buf_at = pos
+                continue
             # parse_header names a position in our buffer; say where in the file instead.
             raise CorruptSegmentError(exc.message.split(" at position ")[0], pos) from None
         yield pos, header, buf[rel : rel + header.size]

@@ -16,7 +16,7 @@ def test_a_tiny_fsync_bench_prints_every_row(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.split(" | ")[:2] for line in proc.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
-    expected = [[f"| {layout}", n] for layout in ("append", "zero-filled", "fallocate") for n in ("1", "2")]
+    expected = [[f"| {layout}", n] for layout in ("append", "sparse", "zero-filled", "fallocate") for n in ("1", "2")]
     assert rows == expected, proc.stdout
     assert not list(tmp_path.iterdir())  # its files are removed
 

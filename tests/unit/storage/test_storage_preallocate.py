@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kraftpy.protocol.errors import ErrorCode, KafkaError
-from kraftpy.storage import LogConfig
+from kraftpy.storage import LogConfig, scan
 from kraftpy.storage.inspection import LogFileReader
 from kraftpy.storage.scan import ValidatingScan, unwritten_from, walk_headers
 from kraftpy.storage.verify import Report, verify_partition
@@ -203,4 +203,34 @@ def test_a_full_disk_in_preallocated_space_leaves_memory_and_disk_agreeing(
         with pytest.raises(KafkaError):
             log.append_as_leader(make_batch(2, tag=1), 0, now_ms=0)
     assert sizes(log.directory) == [log.segments[-1].size_bytes] == [len(make_batch(2, tag=0))]
+    log.close()
+
+
+@pytest.mark.parametrize("reader", ["walk", "scan"])
+def test_a_reader_of_a_live_segment_sees_a_batch_appended_as_it_met_the_unwritten_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """`kraftpy log dump` of a running node's metadata log (found by the first-hour CLI test): the
+    walk read zeros where the log appended a batch a moment later. It reads the header again."""
+    log = open_log(tmp_path / "p", **CONFIG)
+    log.append_as_leader(make_batch(2, tag=0), 0, now_ms=0)
+    path = log_files(log.directory)[0]
+    real = scan.unwritten_from
+    raced: list[int] = []
+
+    def appending_meanwhile(fd: int, position: int, end: int) -> bool:
+        if not raced:
+            raced.append(position)
+            log.append_as_leader(make_batch(2, tag=1), 0, now_ms=0)
+        return real(fd, position, end)
+
+    monkeypatch.setattr(scan, "unwritten_from", appending_meanwhile)
+    if reader == "walk":
+        with path.open("rb") as f:
+            bases = [span.base_offset for span in walk_headers(f.fileno(), 0, SEGMENT_BYTES)]
+    else:
+        dump = LogFileReader(path)
+        bases = [entry.header.base_offset for entry in dump]
+        assert dump.problem is None
+    assert raced == [len(make_batch(2, tag=0))] and bases == [0, 2]
     log.close()
