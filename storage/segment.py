@@ -158,12 +158,13 @@ class LogSegment:
             os.ftruncate(self._handle.fd, file_bytes)
             self._file_bytes = file_bytes
 
-    def trim(self) -> None:
-        """Cut preallocated space off the end, so the file is exactly its batches (durable with
-        the segment's next fsync, which the log does before any later offset counts as flushed)."""
-        if self._file_bytes > self.size:
-            os.ftruncate(self._handle.fd, self.size)
-            self._file_bytes = self.size
+    def trim(self) -> bool:
+        """Cut preallocated space off the end, so the file is exactly its batches; whether it cut."""
+        if self._file_bytes <= self.size:
+            return False
+        os.ftruncate(self._handle.fd, self.size)
+        self._file_bytes = self.size
+        return True
 
     def discard(self) -> None:
         """Drop the handle without touching the files (they were replaced by a cleaned segment)."""
@@ -338,7 +339,10 @@ class LogSegment:
     def on_roll(self) -> None:
         """The segment stops being active: record its largest timestamp, write out the indexes and
         trim preallocated space."""
-        self.trim()
+        if self.trim():
+            # durable now: a flush that finds this segment already flushed would not fsync it
+            # again, and a segment below the recovery point is never validated on open
+            os.fdatasync(self._handle.fd)
         self.ensure_state()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)

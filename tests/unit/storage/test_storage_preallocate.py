@@ -91,6 +91,25 @@ def test_a_roll_trims_the_old_segment_and_a_close_trims_the_active_one(tmp_path:
         assert offsets_of(read_all(again, 1 << 22))[-2:] == [(158, 159), (160, 161)]
 
 
+def test_a_roll_makes_the_old_segments_trim_durable_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush skips a segment it has flushed to the end, and a segment below the recovery point
+    is not validated on open: the roll fsyncs the trimmed file itself (nothing else here fsyncs)."""
+    log = open_log(tmp_path / "p", **CONFIG)
+    first = log_files(log.directory)[0]
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", recording)
+    while len(log.segments) == 1:
+        log.append_as_leader(make_batch(2, tag=len(synced)), 0, now_ms=0)
+    assert synced == [str(first)] and first.stat().st_size == log.segments[0].size_bytes
+    log.close()
+
+
 def test_recovery_cuts_the_unwritten_space_and_keeps_every_batch(tmp_path: Path) -> None:
     log = open_log(tmp_path / "live", **CONFIG)
     for i in range(12):
