@@ -189,6 +189,7 @@ def test_unwritten_from_skips_holes_and_reads_data(tmp_path: Path) -> None:
         f.flush()
         assert not unwritten_from(fd, 5, 1 << 20)
         assert unwritten_from(fd, 5, (1 << 20) - 1)
+        assert unwritten_from(fd, 5, 1 << 19), "the next data lies past the range"
 
 
 def test_a_scan_reports_where_the_unwritten_space_begins(tmp_path: Path) -> None:
