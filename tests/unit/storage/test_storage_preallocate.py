@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftpy.metadata import configs as topic_configs
 from kraftpy.protocol.errors import ErrorCode, KafkaError
 from kraftpy.storage import LogConfig, scan
 from kraftpy.storage.inspection import LogFileReader
@@ -40,6 +41,9 @@ def test_the_config_takes_kafkas_name_and_values() -> None:
     with pytest.raises(KafkaError) as info:
         LogConfig.from_topic_configs({"preallocate": "yes"})
     assert info.value.code is ErrorCode.INVALID_CONFIG
+    # a broker builds a partition's log config from the topic's effective configs (replica_manager.py)
+    assert LogConfig.from_topic_configs(topic_configs.effective({"preallocate": True}, {})).preallocate is True
+    assert LogConfig.from_topic_configs(topic_configs.effective({}, {})).preallocate is False
 
 
 def test_an_append_to_a_preallocated_segment_changes_no_file_size(tmp_path: Path) -> None:
