@@ -15,28 +15,14 @@ import asyncio
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
-from raft_bench import REPO_ROOT, one_at_a_time, progress, settle  # benchmarks/ is on sys.path when run
+from pyspy_raw import innermost, share_table  # benchmarks/ is on sys.path when run
+from raft_bench import REPO_ROOT, one_at_a_time, progress, settle
 
 sys.path.insert(0, str(REPO_ROOT))
 
 from tests.integration.raft_procs import ProcCluster
-
-
-def innermost(raw: Path) -> tuple[int, Counter[str]]:
-    """py-spy's raw output: (samples, samples by innermost function "name (file)")."""
-    total, by_leaf = 0, Counter()
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        leaf = stack.split(";")[-1]
-        name, _, where = leaf.partition(" (")
-        by_leaf[f"{name} ({where.split(':')[0].rsplit('/', 1)[-1]})"] += int(count)
-        total += int(count)
-    return total, by_leaf
 
 
 async def run(args: argparse.Namespace, out: Path) -> dict[str, Path]:
@@ -74,9 +60,7 @@ def main() -> None:
         for name, raw in raws.items():
             total, by_leaf = innermost(raw)
             print(f"\n{name}: {total:,} samples; innermost function, share of samples")
-            print("| function | share |\n|---|---|")
-            for leaf, count in by_leaf.most_common(args.top):
-                print(f"| {leaf} | {100 * count / max(total, 1):.1f}% |")
+            print(share_table(total, by_leaf, args.top))
 
 
 if __name__ == "__main__":
