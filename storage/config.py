@@ -90,6 +90,11 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
+    @property
+    def preallocate_bytes(self) -> int:
+        """How long a new active segment's file starts (LogSegment.preallocate); 0: as it grows."""
+        return self.segment_bytes if self.preallocate else 0
+
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any]) -> LogConfig:
         """Build from a topic's config map; keys are snake_case (Kafka's dotted names also work).

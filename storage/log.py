@@ -160,11 +160,6 @@ class PartitionLog:
     def config(self) -> LogConfig:
         return self._config
 
-    @property
-    def _preallocate_bytes(self) -> int:
-        """How long a new active segment's file starts (LogSegment.preallocate): Kafka's `preallocate`."""
-        return self._config.segment_bytes if self._config.preallocate else 0
-
     def update_config(self, config: LogConfig) -> None:
         """Apply a topic config change; index_interval_bytes affects batches appended from now on."""
         with self._lock:
@@ -410,7 +405,7 @@ class PartitionLog:
                 base_offset,
                 index_interval_bytes=self._config.index_interval_bytes,
                 now_ms=now_ms,
-                preallocate_bytes=self._preallocate_bytes,
+                preallocate_bytes=self._config.preallocate_bytes,
             )
         except FileExistsError:
             raise LogStorageError(f"cannot roll {self.directory}: segment {base_offset} already exists") from None
@@ -666,7 +661,7 @@ class PartitionLog:
             self._truncations += 1
             self._drop_segments_from(bisect_right(self._bases, offset))
             self._segments[-1].truncate_to(offset)
-            self._segments[-1].preallocate(self._preallocate_bytes)
+            self._segments[-1].preallocate(self._config.preallocate_bytes)
             self._leo = self._segments[-1].next_offset
             self._after_truncation()
             log.info("%s truncated to %d (log end offset now %d)", self.directory.name, offset, self._leo)
@@ -761,7 +756,7 @@ class PartitionLog:
             offset,
             index_interval_bytes=self._config.index_interval_bytes,
             now_ms=_wall_ms(),
-            preallocate_bytes=self._preallocate_bytes,
+            preallocate_bytes=self._config.preallocate_bytes,
         )
         fsync_dir(self.directory)
         self._segments, self._bases = [seg], [offset]

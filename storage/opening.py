@@ -165,8 +165,7 @@ def _open_locked(
         fsync_dir(directory)
 
     high_watermark = min(max(high_watermark if high_watermark is not None else log_start, log_start), log_end)
-    if config.preallocate:
-        segments[-1].preallocate(config.segment_bytes)  # after recovery trimmed what an earlier run left
+    segments[-1].preallocate(config.preallocate_bytes)  # after recovery trimmed what an earlier run left
     plog = cls(
         directory,
         config,

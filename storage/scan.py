@@ -85,10 +85,19 @@ def unwritten_from(fd: int, position: int, end: int) -> bool:
     return True
 
 
-def _rewritten(fd: int, position: int, seen: bytes | memoryview) -> bool:
-    """Whether the header bytes at `position` differ from what the walk read there: a live log
-    appended into its unwritten space meanwhile, so the walk reads them again."""
-    return os.pread(fd, HEADER_SIZE, position) != bytes(seen)
+END_OF_DATA, READ_AGAIN, CORRUPT = "end of data", "read again", "corrupt"
+
+
+def _bad_header(fd: int, position: int, end: int, seen: bytes | memoryview, rereads: int) -> str:
+    """What a walk makes of a header at `position` it cannot parse (`seen`, as it read it):
+    END_OF_DATA where nothing but zeros follows (`unwritten_from`); READ_AGAIN where the bytes
+    there changed since, a live log having appended into its unwritten space (while `rereads`,
+    the walk's count, is below LIVE_REREADS); else CORRUPT."""
+    if unwritten_from(fd, position, end):
+        return END_OF_DATA
+    if rereads < LIVE_REREADS and os.pread(fd, HEADER_SIZE, position) != bytes(seen):
+        return READ_AGAIN
+    return CORRUPT
 
 
 def span_of(position: int, header: BatchHeader) -> BatchSpan:
@@ -125,9 +134,10 @@ def walk_headers(fd: int, start: int, end: int, *, chunk_bytes: int = WALK_CHUNK
         base, length, epoch, magic, _crc, _attrs, delta, _bts, max_ts = _WALK.unpack_from(buf, rel)
         size = length + LOG_OVERHEAD
         if magic != MAGIC or size < HEADER_SIZE or delta < 0:
-            if length == 0 and unwritten_from(fd, pos, end):
+            verdict = _bad_header(fd, pos, end, buf[rel : rel + HEADER_SIZE], rereads)
+            if verdict == END_OF_DATA:
                 return
-            if rereads < LIVE_REREADS and _rewritten(fd, pos, buf[rel : rel + HEADER_SIZE]):
+            if verdict == READ_AGAIN:
                 rereads += 1
                 buf = b""
                 continue
@@ -164,9 +174,10 @@ def iter_file_batches(
         try:
             header = parse_header(buf, rel, max_batch_bytes=max_batch_bytes)
         except CorruptRecordError as exc:
-            if unwritten_from(fd, pos, end):
+            verdict = _bad_header(fd, pos, end, buf[rel : rel + HEADER_SIZE], rereads)
+            if verdict == END_OF_DATA:
                 return
-            if rereads < LIVE_REREADS and _rewritten(fd, pos, buf[rel : rel + HEADER_SIZE]):
+            if verdict == READ_AGAIN:
                 rereads += 1
                 buf = memoryview(b"")
                 buf_at = pos
